@@ -1,0 +1,1 @@
+"""Composition root: CLI and GUI entry points, settings, hotkeys, text injection, wiring."""

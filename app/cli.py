@@ -1,0 +1,65 @@
+"""`sottovoce` command line: dispatches to subcommands; no subcommand starts the desktop app."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+from engine import __version__
+
+# Each module registers its own subcommand(s) and sets ``handler`` with set_defaults.
+# A module that is absent (thin install) is skipped.
+SUBCOMMAND_MODULES = (
+    "app.commands.transcribe",  # sottovoce transcribe FILE...
+    "app.commands.listen",  # sottovoce listen
+    "app.commands.serve",  # sottovoce serve
+    "app.commands.control",  # sottovoce toggle | ptt press|release
+    "app.commands.doctor",  # sottovoce doctor
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sottovoce",
+        description="Dictation and live captions on Whisper. With no command, starts the app.",
+    )
+    parser.add_argument("--version", action="version", version=f"sottovoce {__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
+    parser.add_argument("--input", help="(app) play this audio file as the microphone")
+    parser.add_argument("--model", help="(app) model name or directory (default tiny.en)")
+    parser.add_argument("--exit-after-input", action="store_true",
+                        help="(app) quit once --input is transcribed (smoke tests)")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module_name in SUBCOMMAND_MODULES:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name == module_name:
+                continue
+            raise
+        module.add_parser(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.WARNING - 10 * min(args.verbose, 2),
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    if args.command is None:
+        from app.gui_main import run_gui
+
+        return run_gui(args)
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        parser.error(f"unknown command {args.command}")
+    return int(handler(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

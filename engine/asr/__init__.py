@@ -1,0 +1,1 @@
+"""ASR backends behind one small interface (`engine.asr.base.Transcriber`)."""

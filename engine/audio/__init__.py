@@ -1,0 +1,1 @@
+"""Audio in: file decoding (PyAV via faster-whisper), microphone capture, resampling."""

@@ -1,0 +1,104 @@
+"""Hallucination checks on decoded text (sans-I/O, pure functions).
+
+A decode is suspect when its text compresses too well (loops), its words per minute are outside
+human speech, it repeats n-grams, the model itself thinks there is no speech, or its average
+log-probability is too low. Callers retry at a higher temperature, re-chunk, or drop the text.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from dataclasses import dataclass
+
+_WORD_RE = re.compile(r"[\w']+", re.UNICODE)
+
+
+@dataclass(frozen=True)
+class QualityThresholds:
+    compression_ratio: float = 2.4
+    logprob: float = -1.0
+    no_speech: float = 0.6
+    min_wpm: float = 0.0  # only enforced on chunks long enough to judge (min_seconds_for_wpm)
+    max_wpm: float = 330.0
+    min_seconds_for_wpm: float = 1.5
+    max_ngram_repeats: int = 3  # an n-gram (n=1..4 words... see repeated_ngram) seen more than this
+    ngram_sizes: tuple[int, ...] = (2, 3, 4, 5)
+
+    def __post_init__(self) -> None:
+        if self.compression_ratio <= 1.0:
+            raise ValueError("compression_ratio threshold must be > 1")
+        if self.max_wpm <= self.min_wpm:
+            raise ValueError("max_wpm must exceed min_wpm")
+
+
+def compression_ratio(text: str) -> float:
+    """len(utf8) / len(zlib(utf8)); Whisper's loop detector. Empty text scores 0."""
+    data = text.encode("utf-8")
+    if not data:
+        return 0.0
+    return len(data) / len(zlib.compress(data))
+
+
+def words_of(text: str) -> list[str]:
+    return [w.lower() for w in _WORD_RE.findall(text)]
+
+
+def words_per_minute(text: str, seconds: float) -> float:
+    if seconds <= 0:
+        return 0.0
+    return len(words_of(text)) * 60.0 / seconds
+
+
+def max_ngram_repeats(text: str, sizes: tuple[int, ...] = (2, 3, 4, 5)) -> int:
+    """Largest count of any n-gram (for n in ``sizes``) occurring back to back in ``text``."""
+    words = words_of(text)
+    worst = 1 if words else 0
+    for n in sizes:
+        if len(words) < 2 * n:
+            continue
+        for start in range(len(words) - n + 1):
+            gram = words[start:start + n]
+            run = 1
+            pos = start + n
+            while words[pos:pos + n] == gram:
+                run += 1
+                pos += n
+            worst = max(worst, run)
+    return worst
+
+
+def check_text(
+    text: str,
+    seconds: float,
+    *,
+    avg_logprob: float = 0.0,
+    no_speech_prob: float = 0.0,
+    thresholds: QualityThresholds | None = None,
+) -> tuple[str, ...]:
+    """Names of the checks ``text`` fails for audio of ``seconds``; empty tuple = plausible.
+
+    Flags: "compression" (loop-like text), "wpm_high", "wpm_low", "repeats", "no_speech" (model says
+    silence yet produced text), "logprob" (low confidence).
+    """
+    t = thresholds or QualityThresholds()
+    if not text.strip():
+        return ()
+    flags: list[str] = []
+    if compression_ratio(text) > t.compression_ratio:
+        flags.append("compression")
+    if seconds >= t.min_seconds_for_wpm:
+        wpm = words_per_minute(text, seconds)
+        if wpm > t.max_wpm:
+            flags.append("wpm_high")
+        elif wpm < t.min_wpm:
+            flags.append("wpm_low")
+    elif len(words_of(text)) > max(4.0, seconds * t.max_wpm / 60.0 * 2):
+        flags.append("wpm_high")
+    if max_ngram_repeats(text, t.ngram_sizes) > t.max_ngram_repeats:
+        flags.append("repeats")
+    if no_speech_prob > t.no_speech and avg_logprob < t.logprob:
+        flags.append("no_speech")
+    elif avg_logprob < t.logprob:
+        flags.append("logprob")
+    return tuple(flags)

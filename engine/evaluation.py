@@ -1,0 +1,80 @@
+"""Scoring helpers shared by tests and benchmarks: manifests, normalisation, WER/CER.
+
+Uses jiwer and whisper-normalizer (the ``dev`` extra), imported lazily.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.errors import missing_dependency
+
+CER_LANGUAGES = frozenset({"zh", "ja", "ko"})
+FILLERS = frozenset({"uh", "um", "uhm", "umm", "hmm", "mm", "mhm", "ah", "er", "erm", "yknow"})
+
+
+@dataclass(frozen=True)
+class ManifestEntry:
+    path: Path
+    text: str
+    language: str
+    kind: str
+    duration_s: float
+
+
+def read_manifest(manifest: str | os.PathLike[str]) -> list[ManifestEntry]:
+    """Entries of a JSONL manifest (fields: file, text, language, kind, duration_s); ``file`` is
+    relative to the manifest's folder unless absolute."""
+    root = Path(manifest).resolve().parent
+    entries = []
+    with open(manifest, encoding="utf-8") as fh:
+        for line in fh:
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            path = Path(row["file"])
+            entries.append(ManifestEntry(
+                path=path if path.is_absolute() else root / path, text=row["text"],
+                language=row.get("language", "en"), kind=row.get("kind", "short"),
+                duration_s=float(row.get("duration_s", 0.0)),
+            ))
+    return entries
+
+
+def normalize(text: str, language: str = "en") -> str:
+    """Whisper's English normaliser (case, punctuation, numbers, spellings), minus fillers;
+    a basic normaliser for other languages."""
+    try:
+        if language == "en":
+            from whisper_normalizer.english import EnglishTextNormalizer as Norm
+        else:
+            from whisper_normalizer.basic import BasicTextNormalizer as Norm  # type: ignore[assignment]
+    except ImportError as exc:
+        raise missing_dependency("whisper-normalizer", "dev") from exc
+    words = Norm()(text).split()
+    return " ".join(w for w in words if w not in FILLERS)
+
+
+def error_rate(references: Sequence[str], hypotheses: Sequence[str], language: str = "en") -> float:
+    """Corpus WER (CER for zh/ja/ko) after normalising both sides; 0..1 (can exceed 1)."""
+    try:
+        import jiwer
+    except ImportError as exc:
+        raise missing_dependency("jiwer", "dev") from exc
+    refs = [normalize(r, language) for r in references]
+    hyps = [normalize(h, language) for h in hypotheses]
+    if language in CER_LANGUAGES:
+        refs = [r.replace(" ", "") for r in refs]
+        hyps = [h.replace(" ", "") for h in hyps]
+        return float(jiwer.cer(refs, hyps))
+    pairs = [(r, h) for r, h in zip(refs, hyps) if r]
+    return float(jiwer.wer([r for r, _ in pairs], [h for _, h in pairs]))
+
+
+def english(entries: Iterable[ManifestEntry], kinds: Iterable[str] = ("short",)) -> list[ManifestEntry]:
+    wanted = set(kinds)
+    return [e for e in entries if e.language == "en" and e.kind in wanted]
