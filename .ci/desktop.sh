@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Bring up a real desktop session for tests: D-Bus, an unlocked gnome-keyring, Xvfb and a
+# PulseAudio server with a virtual microphone. Source it (". .ci/desktop.sh"): it exports
+# DISPLAY, DBUS_SESSION_BUS_ADDRESS, PULSE_SERVER... for the commands that follow.
+# Idempotent: a second source in the same shell reuses what is running.
+# Recipe: ../shared/design.md section 7.
+
+export SOTTOVOCE_DESKTOP_DIR="${SOTTOVOCE_DESKTOP_DIR:-/tmp/sottovoce-desktop}"
+mkdir -p "$SOTTOVOCE_DESKTOP_DIR"
+export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$SOTTOVOCE_DESKTOP_DIR/runtime}"
+mkdir -p "$XDG_RUNTIME_DIR" && chmod 700 "$XDG_RUNTIME_DIR"
+
+# 1. D-Bus session bus first, so Qt and gnome-keyring share it (else Qt starts a stray bus).
+if [ -z "${DBUS_SESSION_BUS_ADDRESS:-}" ] || ! dbus-send --session --dest=org.freedesktop.DBus \
+    --type=method_call --print-reply / org.freedesktop.DBus.ListNames >/dev/null 2>&1; then
+  eval "$(dbus-launch --sh-syntax)"
+  export DBUS_SESSION_BUS_ADDRESS DBUS_SESSION_BUS_PID
+fi
+
+# 2. gnome-keyring's secret service with a "login" collection unlocked by a known password, for
+#    the `keyring` library. --login creates and unlocks the collection; --start adds the secret
+#    service. Its files live in our own dir so a stale keyring with another password can't block.
+if ! dbus-send --session --dest=org.freedesktop.DBus --type=method_call --print-reply / \
+     org.freedesktop.DBus.ListNames 2>/dev/null | grep -q org.freedesktop.secrets; then
+  mkdir -p "$SOTTOVOCE_DESKTOP_DIR/keyring-data"
+  export SOTTOVOCE_KEYRING_DATA="$SOTTOVOCE_DESKTOP_DIR/keyring-data"
+  printf 'sottovoce-ci' | XDG_DATA_HOME="$SOTTOVOCE_KEYRING_DATA" gnome-keyring-daemon --login >/dev/null 2>&1
+  eval "$(XDG_DATA_HOME="$SOTTOVOCE_KEYRING_DATA" gnome-keyring-daemon --start --components=secrets 2>/dev/null | grep '^GNOME_KEYRING')"
+  export GNOME_KEYRING_CONTROL
+fi
+
+# 3. Virtual display.
+export DISPLAY="${SOTTOVOCE_DISPLAY:-:99}"
+if ! xdpyinfo >/dev/null 2>&1; then
+  Xvfb "$DISPLAY" -screen 0 1600x1000x24 -nolisten tcp >"$SOTTOVOCE_DESKTOP_DIR/xvfb.log" 2>&1 &
+  for _ in $(seq 50); do xdpyinfo >/dev/null 2>&1 && break; sleep 0.1; done
+fi
+
+# 4. PulseAudio with a null sink "vspk" and its monitor remapped as the default source "vmic":
+#    what is played to vspk (paplay) is what the app records from the default input.
+if ! pactl info >/dev/null 2>&1; then
+  pulseaudio --daemonize=yes --exit-idle-time=-1 --disallow-exit --log-target=file:"$SOTTOVOCE_DESKTOP_DIR/pulse.log" \
+    -n --load="module-native-protocol-unix" --load="module-always-sink" 2>/dev/null
+  for _ in $(seq 50); do pactl info >/dev/null 2>&1 && break; sleep 0.1; done
+  pactl load-module module-null-sink sink_name=vspk rate=16000 channels=1 \
+    sink_properties=device.description=VirtualSpeaker >/dev/null
+  pactl load-module module-remap-source master=vspk.monitor source_name=vmic \
+    source_properties=device.description=VirtualMic >/dev/null
+  pactl set-default-sink vspk
+  pactl set-default-source vmic
+fi
