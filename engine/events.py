@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol, Union
+from typing import Protocol, TypeAlias
 
 from engine.types import Word
 
@@ -89,8 +89,8 @@ class EngineFailed:
     recoverable: bool = False
 
 
-Event = Union[StateChanged, SpeechStarted, SpeechEnded, PartialText, FinalText, LevelChanged,
-              Metrics, EngineFailed]
+Event: TypeAlias = (StateChanged | SpeechStarted | SpeechEnded | PartialText | FinalText
+                    | LevelChanged | Metrics | EngineFailed)
 EventSink = Callable[[Event], None]
 
 
