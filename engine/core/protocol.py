@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -137,8 +137,8 @@ class ProtocolViolation:
     message: str
 
 
-ClientMessage = Union[Hello, Audio, End, Cancel]
-ServerMessage = Union[Ready, Partial, Final, Ack, Error, Bye]
+ClientMessage = Hello | Audio | End | Cancel
+ServerMessage = Ready | Partial | Final | Ack | Error | Bye
 
 
 class _Malformed(ValueError):
@@ -269,7 +269,7 @@ def encode_hello(hello: Hello) -> str:
 def float_to_pcm16(audio: npt.NDArray[np.float32]) -> bytes:
     """float32 in [-1, 1] -> s16le bytes (clipped, so a hot microphone cannot wrap around)."""
     clipped = np.clip(audio, -1.0, 1.0)
-    return (clipped * 32767.0).round().astype("<i2").tobytes()
+    return bytes((clipped * 32767.0).round().astype("<i2").tobytes())
 
 
 def pcm16_to_float(samples: Int16Audio) -> npt.NDArray[np.float32]:
@@ -365,7 +365,7 @@ class ClientConnection:
         if self.state not in ("hello_sent", "open"):
             raise RuntimeError(f"cannot send audio in state {self.state}")
         self.position += len(samples)
-        return np.asarray(samples, dtype="<i2").tobytes()
+        return bytes(np.asarray(samples, dtype="<i2").tobytes())
 
     def end(self) -> str:
         self.state = "ending"
