@@ -64,9 +64,11 @@ def test_pcm_conversion_clips_and_round_trips() -> None:
 @pytest.mark.parametrize("message", [
     p.Ready(session_id="s", model="tiny.en", offset=5),
     p.Partial(utterance_id=2, committed="hello", tentative=" world", start=10, end=20),
+    p.Partial(utterance_id=2, committed="", tentative="", start=0, end=0, trigger=7,
+              server_ms=3.25),
     p.Final(utterance_id=3, text="Hi there.", words=(Word(" Hi", 0, 5, 0.5),
                                                      Word(" there.", 5, 9, 0.25)),
-            start=0, end=9, decode_ms=12.5, language="en"),
+            start=0, end=9, decode_ms=12.5, language="en", trigger=9, server_ms=20.5),
     p.Final(utterance_id=0, text="", words=(), start=0, end=0, decode_ms=0.0),
     p.Ack(upto=48000),
     p.Error(code=p.BUSY, message="server busy"),
@@ -130,6 +132,15 @@ def test_end_then_repeated_end_then_audio_is_a_violation() -> None:
     [violation] = server.receive_bytes(b"\x00\x00")
     assert isinstance(violation, p.ProtocolViolation) and violation.code == p.UNEXPECTED
     assert server.receive_text('{"type":"end"}') == []  # failed connections stay silent
+
+
+def test_flush_is_passed_on_until_end() -> None:
+    server = open_server()
+    client = p.ClientConnection()
+    assert server.receive_text(client.flush()) == [p.Flush()]
+    assert server.state == "open"
+    server.receive_text('{"type":"end"}')
+    assert server.receive_text('{"type":"flush"}') == []
 
 
 def test_cancel_closes() -> None:
@@ -218,6 +229,6 @@ def test_random_frames_never_raise() -> None:
         blob = bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 9)))
         for result in (server.receive_text(text), server.receive_bytes(blob),
                        client.receive_text(text)):
-            assert all(isinstance(m, (p.ProtocolViolation, p.Hello, p.Audio, p.End, p.Cancel,
+            assert all(isinstance(m, (p.ProtocolViolation, p.Hello, p.Audio, p.Flush, p.End, p.Cancel,
                                       p.Ready, p.Partial, p.Final, p.Ack, p.Error, p.Bye))
                        for m in result)

@@ -5,7 +5,8 @@ Frames (see docs/protocol.md for the full description):
 - binary frames are audio: signed 16-bit little-endian mono PCM at 16 kHz, client to server only;
 - every position is a sample count on the session's audio timeline.
 
-Client -> server: ``hello`` (first frame), audio, ``end`` (flush and finish), ``cancel``.
+Client -> server: ``hello`` (first frame), audio, ``flush`` (close the utterance in flight now, as
+on push-to-talk release), ``end`` (flush and finish), ``cancel``.
 Server -> client: ``ready``, ``partial``, ``final``, ``ack`` (audio before ``upto`` is fully
 handled and may be forgotten by the client), ``error``, ``bye``.
 
@@ -77,6 +78,11 @@ class Audio:
 
 
 @dataclass(frozen=True)
+class Flush:
+    """Client asks the server to close the utterance in flight now (push-to-talk release)."""
+
+
+@dataclass(frozen=True)
 class End:
     """Client is done: the server decodes what is pending, sends its last ``final``, then ``bye``."""
 
@@ -95,15 +101,25 @@ class Ready:
 
 @dataclass(frozen=True)
 class Partial:
+    """Running text of the utterance in flight. ``trigger`` is the timeline position whose
+    arrival made the server start this decode and ``server_ms`` the server's time from that
+    arrival to sending this message (queueing + decoding), so the client can split its own
+    round trip into network and server time without synchronised clocks."""
+
     utterance_id: int
     committed: str
     tentative: str
     start: int
     end: int
+    trigger: int = 0
+    server_ms: float = 0.0
 
 
 @dataclass(frozen=True)
 class Final:
+    """The text of one finished utterance; ``decode_ms`` is the model's batch decode time,
+    ``trigger``/``server_ms`` as in `Partial`."""
+
     utterance_id: int
     text: str
     words: tuple[Word, ...]
@@ -111,6 +127,8 @@ class Final:
     end: int
     decode_ms: float
     language: str | None = None
+    trigger: int = 0
+    server_ms: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -137,7 +155,7 @@ class ProtocolViolation:
     message: str
 
 
-ClientMessage = Hello | Audio | End | Cancel
+ClientMessage = Hello | Audio | Flush | End | Cancel
 ServerMessage = Ready | Partial | Final | Ack | Error | Bye
 
 
@@ -246,13 +264,15 @@ def encode_server(message: ServerMessage) -> str:
                       offset=message.offset)
     if isinstance(message, Partial):
         return _frame("partial", utterance_id=message.utterance_id, committed=message.committed,
-                      tentative=message.tentative, start=message.start, end=message.end)
+                      tentative=message.tentative, start=message.start, end=message.end,
+                      trigger=message.trigger, server_ms=round(message.server_ms, 2))
     if isinstance(message, Final):
         words = [{"word": w.text, "start": w.start, "end": w.end, "p": round(w.probability, 4)}
                  for w in message.words]
         return _frame("final", utterance_id=message.utterance_id, text=message.text, words=words,
                       start=message.start, end=message.end,
-                      decode_ms=round(message.decode_ms, 2), language=message.language)
+                      decode_ms=round(message.decode_ms, 2), language=message.language,
+                      trigger=message.trigger, server_ms=round(message.server_ms, 2))
     if isinstance(message, Ack):
         return _frame("ack", upto=message.upto)
     if isinstance(message, Error):
@@ -319,6 +339,8 @@ class ServerConnection:
         if kind == "cancel":
             self.state = "closed"
             return [Cancel()]
+        if kind == "flush":
+            return [] if self.state == "ending" else [Flush()]
         return []  # unknown types are ignored for forward compatibility
 
     def receive_bytes(self, data: bytes) -> list[ClientMessage | ProtocolViolation]:
@@ -367,6 +389,9 @@ class ClientConnection:
         self.position += len(samples)
         return bytes(np.asarray(samples, dtype="<i2").tobytes())
 
+    def flush(self) -> str:
+        return _frame("flush")
+
     def end(self) -> str:
         self.state = "ending"
         return _frame("end")
@@ -409,14 +434,17 @@ class ClientConnection:
             return Partial(utterance_id=_int(data, "utterance_id"),
                            committed=_req_str(data, "committed", ""),
                            tentative=_req_str(data, "tentative", ""), start=start,
-                           end=_int(data, "end", minimum=start))
+                           end=_int(data, "end", minimum=start), trigger=_int(data, "trigger", 0),
+                           server_ms=_number(data, "server_ms", 0.0))
         if kind == "final":
             start = _int(data, "start")
             return Final(utterance_id=_int(data, "utterance_id"), text=_req_str(data, "text"),
                          words=_words(data.get("words", [])), start=start,
                          end=_int(data, "end", minimum=start),
                          decode_ms=_number(data, "decode_ms", 0.0),
-                         language=_str(data, "language", optional=True, max_len=8))
+                         language=_str(data, "language", optional=True, max_len=8),
+                         trigger=_int(data, "trigger", 0),
+                         server_ms=_number(data, "server_ms", 0.0))
         if kind == "ack":
             return Ack(upto=_int(data, "upto"))
         if kind == "error":
