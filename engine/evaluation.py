@@ -52,7 +52,7 @@ def normalize(text: str, language: str = "en") -> str:
         if language == "en":
             from whisper_normalizer.english import EnglishTextNormalizer as Norm
         else:
-            from whisper_normalizer.basic import BasicTextNormalizer as Norm  # type: ignore[assignment]
+            from whisper_normalizer.basic import BasicTextNormalizer as Norm
     except ImportError as exc:
         raise missing_dependency("whisper-normalizer", "dev") from exc
     words = Norm()(text).split()
@@ -65,13 +65,15 @@ def error_rate(references: Sequence[str], hypotheses: Sequence[str], language: s
         import jiwer
     except ImportError as exc:
         raise missing_dependency("jiwer", "dev") from exc
+    if len(references) != len(hypotheses):
+        raise ValueError(f"{len(references)} references but {len(hypotheses)} hypotheses")
     refs = [normalize(r, language) for r in references]
     hyps = [normalize(h, language) for h in hypotheses]
     if language in CER_LANGUAGES:
         refs = [r.replace(" ", "") for r in refs]
         hyps = [h.replace(" ", "") for h in hyps]
         return float(jiwer.cer(refs, hyps))
-    pairs = [(r, h) for r, h in zip(refs, hyps) if r]
+    pairs = [(r, h) for r, h in zip(refs, hyps, strict=True) if r]
     return float(jiwer.wer([r for r, _ in pairs], [h for _, h in pairs]))
 
 

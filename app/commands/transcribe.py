@@ -1,0 +1,237 @@
+"""`sottovoce transcribe FILE...`: transcribe audio/video files to TXT, SRT, WebVTT or JSON.
+
+Each file is decoded (any format PyAV reads, any rate and channel count), transcribed, and
+written atomically to ``-o DIR`` as ``<name>.<format>``, or printed to stdout without ``-o``.
+A file that cannot be read gets a one-line error naming it and the others are still done.
+Exit status: 0 all done, 1 some file failed (or the model could not load), 2 usage error.
+
+The decode step is one swappable call (`Decoder`): ``--engine batched`` uses the long-form
+pipeline (`engine.longform.transcribe_long`) when that module is installed, ``sequential`` the
+backend's own loop (`engine.offline`); ``auto`` (default) prefers batched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from engine.asr.base import Audio, DecodeOptions, Transcriber
+from engine.atomic import atomic_write_text
+from engine.audio.decode import load_audio
+from engine.core.export import FORMATS, render
+from engine.errors import AudioDecodeError, EngineError
+from engine.models import DEFAULT_MODEL
+from engine.offline import ProgressCallback, transcribe_audio
+from engine.types import SAMPLE_RATE, Transcript
+
+log = logging.getLogger(__name__)
+
+ENGINES = ("auto", "batched", "sequential")
+# audio, options, progress -> transcript: the one call `--engine` swaps.
+Decoder = Callable[[Audio, DecodeOptions, "ProgressCallback | None"], Transcript]
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "transcribe", help="transcribe audio or video files",
+        description="Transcribe audio/video files (any format PyAV/FFmpeg decodes).",
+        epilog="Exit status: 0 all files done, 1 some failed, 2 usage error.",
+    )
+    p.add_argument("files", nargs="+", metavar="FILE", help="audio or video files")
+    p.add_argument("--model", default=DEFAULT_MODEL,
+                   help="tiny.en (default, bundled), base (bundled, multilingual), a faster-whisper"
+                        " size name, or a CTranslate2 model directory")
+    p.add_argument("--language", help="ISO 639-1 code (e.g. de); default: detect")
+    p.add_argument("--format", choices=FORMATS, default="txt", help="output format (txt)")
+    p.add_argument("-o", "--output-dir", type=Path, metavar="DIR",
+                   help="write <name>.<format> files here (default: print to stdout)")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                   help="auto: CUDA float16 if available, else CPU int8")
+    p.add_argument("--compute-type", default="auto", help="CTranslate2 compute type (auto)")
+    p.add_argument("--beam-size", type=int, default=5, help="1 = greedy (default 5)")
+    p.add_argument("--engine", choices=ENGINES, default="auto",
+                   help="batched long-form pipeline or the sequential decoder (auto)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on a terminal")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        options = decode_options(args.language, args.beam_size, args.format)
+    except ValueError as exc:
+        return _usage_error(str(exc))
+    if args.output_dir is not None and args.output_dir.exists() and not args.output_dir.is_dir():
+        return _usage_error(f"-o {args.output_dir}: exists and is not a directory")
+    from engine.asr.faster_whisper_backend import FasterWhisperTranscriber
+
+    transcriber = FasterWhisperTranscriber(args.model, device=args.device,
+                                           compute_type=args.compute_type)
+    try:
+        decoder = make_decoder(args.engine, transcriber)
+    except ValueError as exc:
+        return _usage_error(str(exc))
+    show_progress = not args.no_progress and sys.stderr.isatty()
+    try:
+        failed = _transcribe_all(args, transcriber, decoder, options, show_progress)
+    except KeyboardInterrupt:
+        _error("interrupted")
+        return 130
+    except _FatalError as exc:
+        _error(str(exc))
+        return 1
+    return 1 if failed else 0
+
+
+def decode_options(language: str | None, beam_size: int, fmt: str) -> DecodeOptions:
+    """The CLI's decode settings. Word timings are only computed where the output uses them
+    (subtitle cue borders, JSON words): they cost an extra alignment pass."""
+    return DecodeOptions(language=language or None, beam_size=beam_size,
+                         word_timestamps=fmt != "txt")
+
+
+def make_decoder(engine: str, transcriber: Transcriber) -> Decoder:
+    """The decode call for ``--engine``; ValueError when batched is asked for but absent."""
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}")
+    long_form = _long_form_entry() if engine != "sequential" else None
+    if engine == "batched" and long_form is None:
+        raise ValueError("--engine batched needs engine.longform.transcribe_long, which is not "
+                         "available in this install; use --engine sequential")
+    if long_form is not None:
+        log.info("decoding with the batched long-form pipeline")
+
+        def batched(audio: Audio, options: DecodeOptions,
+                    progress: ProgressCallback | None) -> Transcript:
+            result: Transcript = long_form(transcriber, audio, options, progress=progress)
+            return result
+
+        return batched
+    log.info("decoding with the sequential decoder")
+
+    def sequential(audio: Audio, options: DecodeOptions,
+                   progress: ProgressCallback | None) -> Transcript:
+        transcriber.load()
+        return transcribe_audio(audio, transcriber, options, progress)
+
+    return sequential
+
+
+def _long_form_entry() -> Callable[..., Transcript] | None:
+    """``engine.longform.transcribe_long(transcriber, audio, options, *, progress)``, if present."""
+    try:
+        module = importlib.import_module("engine.longform")
+    except ModuleNotFoundError as exc:
+        if exc.name in ("engine.longform", "engine"):
+            return None
+        raise
+    entry = getattr(module, "transcribe_long", None)
+    return entry if callable(entry) else None
+
+
+class _FatalError(Exception):
+    """Stops the whole run (the model cannot load, so no file can be transcribed)."""
+
+
+def _transcribe_all(args: argparse.Namespace, transcriber: Transcriber, decoder: Decoder,
+                    options: DecodeOptions, show_progress: bool) -> int:
+    """Transcribe every file in turn; returns how many failed."""
+    failed = printed = 0
+    used_names: set[str] = set()
+    for name in args.files:
+        try:
+            audio = load_audio(name)
+        except AudioDecodeError as exc:
+            _error(str(exc))
+            failed += 1
+            continue
+        _load_model(transcriber, args.language)  # only once a file is worth decoding
+        try:
+            with _progress_bar(Path(name).name, len(audio), show_progress) as progress:
+                transcript = decoder(audio, options, progress)
+            text = render(transcript, args.format)
+            if args.output_dir is None:
+                _print_result(name, text, len(args.files) > 1, printed)
+                printed += 1
+            else:
+                target = _output_path(args.output_dir, Path(name), args.format, used_names)
+                atomic_write_text(target, text)
+                log.info("wrote %s", target)
+        except EngineError as exc:
+            _error(f"{name}: {exc}")
+            failed += 1
+    return failed
+
+
+def _load_model(transcriber: Transcriber, language: str | None) -> None:
+    try:
+        transcriber.load()
+    except EngineError as exc:
+        raise _FatalError(str(exc)) from exc
+    info = transcriber.info
+    if language and language != "en" and not info.multilingual:
+        log.warning("model %s is English-only: --language %s is ignored (try --model base)",
+                    info.name, language)
+
+
+def _print_result(name: str, text: str, with_header: bool, printed_before: int) -> None:
+    if with_header:
+        # Like head(1) with several files: a header names each file's text.
+        sys.stdout.write(("\n" if printed_before else "") + f"==> {name} <==\n")
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def _output_path(folder: Path, source: Path, fmt: str, used: set[str]) -> Path:
+    """``folder/<stem>.<fmt>``; a second input with the same stem gets ``<stem>-2`` and so on."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise EngineError(f"cannot create output folder {folder}: {exc.strerror}") from exc
+    stem, n = source.stem, 1
+    while f"{stem}.{fmt}" in used:
+        n += 1
+        stem = f"{source.stem}-{n}"
+    used.add(f"{stem}.{fmt}")
+    return folder / f"{stem}.{fmt}"
+
+
+@contextmanager
+def _progress_bar(label: str, total_samples: int,
+                  enabled: bool) -> Iterator[ProgressCallback | None]:
+    """A tqdm bar on stderr counting audio seconds done / total, with speed and ETA."""
+    if not enabled:
+        yield None
+        return
+    try:
+        from tqdm import tqdm  # comes with faster-whisper
+    except ImportError:
+        yield None
+        return
+    bar = tqdm(total=round(total_samples / SAMPLE_RATE, 1), desc=label, unit="s", leave=True,
+               file=sys.stderr, dynamic_ncols=True,
+               bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total:.1f} s audio "
+                          "[{elapsed}<{remaining}, {rate_fmt}]")
+
+    def update(done: int, total: int) -> None:
+        bar.update(round(done / SAMPLE_RATE, 1) - bar.n)
+
+    try:
+        yield update
+    finally:
+        bar.close()
+
+
+def _error(message: str) -> None:
+    print(f"sottovoce: error: {' '.join(message.split())}", file=sys.stderr)
+
+
+def _usage_error(message: str) -> int:
+    print("usage: sottovoce transcribe [options] FILE...", file=sys.stderr)
+    _error(message)
+    return 2

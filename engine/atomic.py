@@ -1,0 +1,107 @@
+"""Atomic file writes: a reader sees the old file or the complete new one, never a torn write.
+
+The data goes to a temporary file in the target's own folder (``os.replace`` is only atomic
+within one file system), is flushed and fsynced, then renamed over the target. When anything
+fails (disk full, permission, quota) the temporary file is removed and the target is untouched.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import secrets
+from pathlib import Path
+
+from engine.errors import EngineError
+
+log = logging.getLogger(__name__)
+
+# Errors that mean "no room": worth a clearer message than the bare strerror.
+_NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+class OutputWriteError(EngineError):
+    """An output file could not be written; the target was left as it was."""
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically and durably; returns the path written.
+
+    A new file gets the usual permissions (0666 less the umask), an existing one keeps its mode.
+    Raises OutputWriteError naming the file when it cannot be written.
+    """
+    target = Path(path)
+    folder = target.parent
+    tmp = folder / f".{target.name}.{secrets.token_hex(4)}.tmp"
+    mode = _mode_for(target)
+    try:
+        # O_EXCL: never follow or reuse a file someone else created under our temp name.
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0),
+                     mode)
+    except OSError as exc:
+        raise _write_error(target, exc) from exc
+    try:
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if mode != 0o666:
+            os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except OSError as exc:
+        _remove_quietly(tmp)
+        raise _write_error(target, exc) from exc
+    _fsync_folder(folder)
+    log.debug("wrote %s (%d bytes)", target, len(data))
+    return target
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str, encoding: str = "utf-8") -> Path:
+    """`atomic_write_bytes` for text; newlines are written as given (no platform translation)."""
+    return atomic_write_bytes(path, text.encode(encoding))
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _mode_for(target: Path) -> int:
+    """Keep an existing file's permission bits; 0666 (the umask applies) for a new one."""
+    try:
+        return target.stat().st_mode & 0o7777
+    except OSError:
+        return 0o666
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Make the rename itself durable. Best effort: some platforms cannot open a folder."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _remove_quietly(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        log.warning("could not remove temporary file %s", path)
+
+
+def _write_error(target: Path, exc: OSError) -> OutputWriteError:
+    if exc.errno in _NO_SPACE:
+        reason = f"no space left ({exc.strerror or exc})"
+    else:
+        reason = exc.strerror or str(exc)
+    return OutputWriteError(f"{target}: could not write ({reason}); the file was not changed")

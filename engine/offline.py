@@ -1,0 +1,122 @@
+"""Transcribe one whole decoded file sequentially, reporting progress as segments arrive.
+
+This is the simple decoder behind ``sottovoce transcribe --engine sequential``: the backend's own
+30 s sliding-window loop over the whole file. The batched long-form pipeline (`engine.longform`)
+is the faster alternative; both return the same `Transcript`, so callers swap them freely.
+
+Every segment is checked for hallucination signs (`engine.core.quality`) and the failed checks are
+recorded in ``Segment.flags``: exporters keep the text, and the JSON export says why it is suspect.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator
+
+from engine.asr.base import Audio, DecodeOptions, Transcriber
+from engine.asr.faster_whisper_backend import FasterWhisperTranscriber, _convert_segment
+from engine.audio.decode import load_audio
+from engine.core.quality import QualityThresholds, check_text
+from engine.errors import TranscriptionError
+from engine.types import SAMPLE_RATE, Segment, Transcript
+
+log = logging.getLogger(__name__)
+
+# Called with (samples decoded so far, total samples); totals are the file's length.
+ProgressCallback = Callable[[int, int], None]
+
+
+def transcribe_file(
+    path: str | os.PathLike[str],
+    transcriber: Transcriber,
+    options: DecodeOptions,
+    progress: ProgressCallback | None = None,
+) -> Transcript:
+    """Decode ``path`` (any format PyAV reads) and transcribe it.
+
+    Raises AudioDecodeError (naming the file) for unreadable input, TranscriptionError when the
+    backend fails.
+    """
+    return transcribe_audio(load_audio(path), transcriber, options, progress)
+
+
+def transcribe_audio(
+    audio: Audio,
+    transcriber: Transcriber,
+    options: DecodeOptions,
+    progress: ProgressCallback | None = None,
+    thresholds: QualityThresholds | None = None,
+) -> Transcript:
+    """Transcribe a whole 16 kHz mono recording with the backend's sequential decoder."""
+    total = len(audio)
+    started = time.perf_counter()
+    if progress is not None:
+        progress(0, total)
+    segments: list[Segment] = []
+    language = options.language
+    stream = _segment_stream(transcriber, audio, options)
+    if stream is not None:
+        segment_iter, language = stream
+        for segment in segment_iter:
+            segments.append(_flagged(segment, thresholds))
+            if progress is not None:
+                progress(min(segment.end, total), total)
+    else:
+        # Any other Transcriber returns the whole result at once: progress jumps to the end.
+        result = transcriber.transcribe(audio, options)
+        segments = [_flagged(s, thresholds) for s in result.segments]
+        language = result.language
+    if progress is not None:
+        progress(total, total)
+    elapsed = time.perf_counter() - started
+    log.info("transcribed %.1f s of audio in %.2f s (%d segments)", total / SAMPLE_RATE, elapsed,
+             len(segments))
+    return Transcript(segments=tuple(segments), language=language, duration=total,
+                      decode_ms=elapsed * 1000)
+
+
+def _flagged(segment: Segment, thresholds: QualityThresholds | None) -> Segment:
+    flags = check_text(segment.text, segment.end_s - segment.start_s,
+                       avg_logprob=segment.avg_logprob, no_speech_prob=segment.no_speech_prob,
+                       thresholds=thresholds)
+    if not flags:
+        return segment
+    log.warning("suspect segment %.1f-%.1f s (%s): %r", segment.start_s, segment.end_s,
+                ", ".join(flags), segment.text.strip()[:80])
+    return dataclasses.replace(segment, flags=tuple(sorted(set(segment.flags) | set(flags))))
+
+
+def _segment_stream(
+    transcriber: Transcriber, audio: Audio, options: DecodeOptions,
+) -> tuple[Iterator[Segment], str | None] | None:
+    """Segments one by one from a faster-whisper backend (so progress moves), else None.
+
+    faster-whisper decodes lazily as its segment generator is consumed; the `Transcriber`
+    interface returns only whole results, so this reaches for the loaded ``WhisperModel`` and
+    passes the same arguments the adapter uses. TODO(lead): an ``iter_segments`` method on
+    `FasterWhisperTranscriber` would let this drop the private converter import.
+    """
+    if not isinstance(transcriber, FasterWhisperTranscriber):
+        return None
+    language = options.language if transcriber.info.multilingual else "en"
+    try:
+        raw_segments, info = transcriber.model.transcribe(
+            audio, language=language, task=options.task, beam_size=options.beam_size,
+            temperature=list(options.temperatures), initial_prompt=options.prompt or None,
+            word_timestamps=options.word_timestamps, condition_on_previous_text=True,
+            vad_filter=False,
+        )
+    except (RuntimeError, ValueError) as exc:
+        raise TranscriptionError(f"decode failed: {exc}") from exc
+
+    def converted() -> Iterator[Segment]:
+        try:
+            for raw in raw_segments:
+                yield _convert_segment(raw)
+        except (RuntimeError, ValueError) as exc:
+            raise TranscriptionError(f"decode failed: {exc}") from exc
+
+    return converted(), info.language
