@@ -1,0 +1,227 @@
+"""The batch decode behind `Ct2WhisperRunner.decode_batch`: short pass, guards, padded pass.
+
+Each request becomes an `_Item` that carries its features, tokenizer and attempts through the
+passes. A pass encodes all its items in one call, detects languages where needed, then runs one
+generate() per group of items that share beam size and temperature (normally the whole pass),
+and finally aligns words for the items that want them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from engine.asr import ct2_passes as passes
+from engine.asr.ct2_guards import (
+    COMPRESSION_THRESHOLD,
+    LOGPROB_THRESHOLD,
+    Attempt,
+    is_silence,
+    padded_needs_retry,
+    short_failure,
+    token_budget,
+)
+from engine.asr.ct2_words import TokenSpan, assign_to_spans, split_spans
+from engine.core.quality import QualityThresholds
+from engine.errors import TranscriptionError
+from engine.types import SAMPLE_RATE, Segment, Word, seconds_to_samples
+
+if TYPE_CHECKING:
+    from engine.asr.ct2_decoder import DecodeRequest, ShortContextSettings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Item:
+    """Mutable working state of one request during a batch decode (private)."""
+
+    request: DecodeRequest
+    features: passes.Features
+    path: str = "padded"
+    fallback: str | None = None
+    tokenizer: Any = None
+    language: str | None = None
+    attempts: list[Attempt] = field(default_factory=list)
+    chosen: Attempt | None = None
+    segments: tuple[Segment, ...] = ()
+
+    @property
+    def duration_s(self) -> float:
+        return len(self.request.audio) / SAMPLE_RATE
+
+    @property
+    def frames(self) -> int:
+        return int(self.features.shape[1])
+
+
+@dataclass(frozen=True)
+class Outcome:
+    segments: tuple[Segment, ...]
+    language: str | None
+    duration: int
+    path: str
+    fallback: str | None
+    temperature: float
+    batch_size: int
+
+
+def decode(whisper: Any, requests: Sequence[DecodeRequest], thresholds: QualityThresholds,
+           short: ShortContextSettings) -> list[Outcome]:
+    items = [_Item(r, passes.log_mel(whisper, r.audio)) for r in requests]
+    short_items = [it for it in items
+                   if it.request.options.short_context and it.duration_s <= short.max_s]
+    if short_items:
+        for it in short_items:
+            it.path = "short"
+        pad_frames = int(short.pad_s * 100)
+        frames = min(passes.PADDED_FRAMES, max(it.frames for it in short_items) + pad_frames)
+        _run_pass(whisper, short_items, frames + frames % 2, thresholds, short_pass=True)
+        for it in short_items:
+            reason = _short_verdict(it, thresholds)
+            if reason is not None:
+                log.debug("short path failed (%s); falling back to padded", reason)
+                it.path, it.fallback = "padded", reason
+                it.attempts, it.chosen, it.segments = [], None, ()
+    padded_items = [it for it in items if it.path == "padded"]
+    if padded_items:
+        _run_pass(whisper, padded_items, passes.PADDED_FRAMES, thresholds, short_pass=False)
+    return [_outcome(it, len(items)) for it in items]
+
+
+def _short_verdict(item: _Item, thresholds: QualityThresholds) -> str | None:
+    attempt = item.chosen
+    if attempt is None or is_silence(attempt):
+        return None
+    return short_failure(attempt, item.request.audio, thresholds)
+
+
+def _run_pass(whisper: Any, items: list[_Item], frames: int, thresholds: QualityThresholds,
+              *, short_pass: bool) -> None:
+    model = whisper.model
+    encoded = passes.EncodedBatch(model, passes.stack([it.features for it in items], frames))
+    _set_tokenizers(whisper, items, encoded)
+    pending = list(range(len(items)))
+    step = 0
+    while pending:
+        groups: dict[tuple[int, float], list[int]] = {}
+        for i in pending:
+            opts = items[i].request.options
+            groups.setdefault((opts.beam_size, opts.temperatures[step]), []).append(i)
+        for (beam, temperature), rows in groups.items():
+            _generate(model, encoded, [items[i] for i in rows], rows, beam, temperature,
+                      short_pass)
+        step += 1
+        pending = [i for i in pending if not short_pass
+                   and step < len(items[i].request.options.temperatures)
+                   and padded_needs_retry(items[i].attempts[-1], thresholds)]
+    for it in items:
+        it.chosen = _choose(it.attempts)
+    _build_segments(model, encoded, items)
+
+
+def _set_tokenizers(whisper: Any, items: list[_Item], encoded: passes.EncodedBatch) -> None:
+    from faster_whisper.tokenizer import Tokenizer
+
+    multilingual = bool(whisper.model.is_multilingual)
+    detect = [i for i, it in enumerate(items) if multilingual and not it.request.options.language]
+    detected: dict[int, str] = {}
+    if detect:
+        languages = passes.detect_languages(whisper.model, encoded.subset(detect))
+        detected = dict(zip(detect, languages, strict=True))
+    for i, it in enumerate(items):
+        language = (detected.get(i) or it.request.options.language) if multilingual else "en"
+        try:
+            it.tokenizer = Tokenizer(whisper.hf_tokenizer, multilingual,
+                                     task=it.request.options.task, language=language)
+        except ValueError as exc:
+            raise TranscriptionError(f"unsupported language or task: {exc}") from exc
+        it.language = language
+
+
+def _generate(model: Any, encoded: passes.EncodedBatch, items: list[_Item], rows: list[int],
+              beam: int, temperature: float, short_pass: bool) -> None:
+    budgets = [token_budget(it.duration_s) if short_pass else passes.MAX_LENGTH for it in items]
+    prompts = [passes.prompt_tokens(it.tokenizer, it.request.options.prompt) for it in items]
+    call = passes.GenerateCall(beam_size=beam, temperature=temperature,
+                               max_new_tokens=max(budgets))
+    attempts = passes.generate(model, encoded.subset(rows), prompts,
+                               [it.tokenizer for it in items], budgets, call)
+    for it, attempt in zip(items, attempts, strict=True):
+        it.attempts.append(attempt)
+
+
+def _choose(attempts: list[Attempt]) -> Attempt | None:
+    """The last attempt if it passed, else (all failed) the most confident one that is not
+    loop-like, as faster-whisper does."""
+    if not attempts:
+        return None
+    if len(attempts) == 1:
+        return attempts[0]
+    last = attempts[-1]
+    if last.compression_ratio <= COMPRESSION_THRESHOLD and last.avg_logprob >= LOGPROB_THRESHOLD:
+        return last
+    not_loops = [a for a in attempts if a.compression_ratio <= COMPRESSION_THRESHOLD]
+    return max(not_loops or attempts, key=lambda a: a.avg_logprob)
+
+
+def _build_segments(model: Any, encoded: passes.EncodedBatch, items: list[_Item]) -> None:
+    spans_of: dict[int, list[TokenSpan]] = {}
+    for i, it in enumerate(items):
+        attempt = it.chosen
+        if attempt is None or is_silence(attempt):
+            continue
+        spans_of[i] = split_spans(attempt.tokens, it.tokenizer.timestamp_begin,
+                                  it.tokenizer.eot, it.duration_s)
+    words_of = _align(model, encoded, items, spans_of)
+    for i, spans in spans_of.items():
+        it = items[i]
+        attempt = it.chosen
+        assert attempt is not None
+        per_span = assign_to_spans(words_of[i], spans) if i in words_of else [[] for _ in spans]
+        it.segments = tuple(_segment(it, attempt, span, timings)
+                            for span, timings in zip(spans, per_span, strict=True))
+
+
+def _align(model: Any, encoded: passes.EncodedBatch, items: list[_Item],
+           spans_of: dict[int, list[TokenSpan]]) -> dict[int, list[Any]]:
+    """Word timings for the items that asked for them, one align() per start sequence."""
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for i in spans_of:
+        if items[i].request.options.word_timestamps:
+            groups.setdefault(tuple(items[i].tokenizer.sot_sequence), []).append(i)
+    out: dict[int, list[Any]] = {}
+    for rows in groups.values():
+        tokens = [[t for s in spans_of[i] for t in s.tokens] for i in rows]
+        frames = [min(items[i].frames, encoded.frames) for i in rows]
+        timings = passes.align_words(model, encoded.subset(rows), items[rows[0]].tokenizer,
+                                     tokens, frames)
+        out.update(zip(rows, timings, strict=True))
+    return out
+
+
+def _segment(item: _Item, attempt: Attempt, span: TokenSpan, timings: list[Any]) -> Segment:
+    limit = len(item.request.audio)
+
+    def at(seconds: float) -> int:
+        return max(0, min(limit, seconds_to_samples(seconds)))
+
+    words = tuple(Word(text=w.text, start=at(w.start_s), end=max(at(w.start_s), at(w.end_s)),
+                       probability=w.probability) for w in timings)
+    start, end = at(span.start_s), at(span.end_s)
+    if words:
+        start, end = min(start, words[0].start), max(end, words[-1].end)
+    return Segment(
+        text=item.tokenizer.decode(list(span.tokens)), start=start, end=max(start, end),
+        words=words, avg_logprob=attempt.avg_logprob, no_speech_prob=attempt.no_speech_prob,
+        compression_ratio=attempt.compression_ratio, temperature=attempt.temperature,
+    )
+
+
+def _outcome(item: _Item, batch_size: int) -> Outcome:
+    temperature = item.chosen.temperature if item.chosen else 0.0
+    return Outcome(segments=item.segments, language=item.language,
+                   duration=len(item.request.audio), path=item.path, fallback=item.fallback,
+                   temperature=temperature, batch_size=batch_size)

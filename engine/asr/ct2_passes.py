@@ -1,0 +1,194 @@
+"""The CTranslate2 Whisper calls behind the chunk decoder: features, encode, generate, align.
+
+Works on a loaded ``faster_whisper.WhisperModel`` (its CTranslate2 model, feature extractor and
+tokenizer), so the weights are shared with the faster-whisper transcriber. Like
+``engine.asr.faster_whisper_backend`` this module is only imported once faster-whisper is known
+to be installed (the decoder imports it lazily).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from engine.asr.base import Audio
+from engine.asr.ct2_guards import Attempt
+from engine.asr.ct2_words import (
+    TIME_PRECISION_S,
+    WordTiming,
+    clip_long_words,
+    word_timings,
+)
+from engine.core.quality import compression_ratio
+from engine.errors import TranscriptionError
+
+Features = npt.NDArray[np.float32]
+PADDED_FRAMES = 3000  # Whisper's 30 s window in mel frames (10 ms each)
+MAX_LENGTH = 448  # Whisper's decoder context
+MAX_PROMPT_TOKENS = MAX_LENGTH // 2 - 1
+MAX_INITIAL_TIMESTAMP_INDEX = 50  # first timestamp within 1 s, as faster-whisper
+BEST_OF = 5  # sampled hypotheses per item at temperature > 0
+PREPEND_PUNCTUATIONS = "\"'“¿([{-"
+APPEND_PUNCTUATIONS = "\"'.。,，!！?？:：”)]}、"
+
+
+def log_mel(whisper_model: Any, audio: Audio) -> Features:
+    """Log-mel features of ``audio`` (n_mels x frames, 100 frames/s), as faster-whisper computes
+    them. Never passes ``chunk_length``: that argument mutates the shared feature extractor."""
+    features = whisper_model.feature_extractor(audio)
+    frames = len(audio) // whisper_model.feature_extractor.hop_length
+    return np.ascontiguousarray(features[:, :frames], dtype=np.float32)
+
+
+def stack(features: Sequence[Features], frames: int) -> Features:
+    """One batch of features, each zero-padded (faster-whisper's padding value) or cut to
+    ``frames``."""
+    n_mels = features[0].shape[0]
+    batch = np.zeros((len(features), n_mels, frames), dtype=np.float32)
+    for row, feats in zip(batch, features, strict=True):
+        width = min(frames, feats.shape[1])
+        row[:, :width] = feats[:, :width]
+    return batch
+
+
+class EncodedBatch:
+    """Encoder output of one feature batch, from which sub-batches can be taken.
+
+    On the CPU a sub-batch is a slice of the encoder output; on CUDA the output cannot be viewed
+    from NumPy, so a sub-batch is re-encoded from its features (rare: retries and mixed options).
+    """
+
+    def __init__(self, ct2_model: Any, features: Features) -> None:
+        self._model = ct2_model
+        self._features = features
+        self.output = _call(ct2_model.encode, _storage(features))
+        self._host: npt.NDArray[Any] | None = None
+
+    @property
+    def frames(self) -> int:
+        return int(self._features.shape[2])
+
+    def subset(self, rows: Sequence[int]) -> Any:
+        if list(rows) == list(range(self._features.shape[0])):
+            return self.output
+        if self._model.device == "cpu":
+            if self._host is None:
+                self._host = np.asarray(self.output)
+            return _storage(np.ascontiguousarray(self._host[list(rows)]))
+        return _call(self._model.encode, _storage(np.ascontiguousarray(self._features[list(rows)])))
+
+
+def _storage(array: npt.NDArray[Any]) -> Any:
+    import ctranslate2
+
+    return ctranslate2.StorageView.from_array(array)
+
+
+def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """Run a CTranslate2 call, translating its errors into the engine's."""
+    try:
+        return fn(*args, **kwargs)
+    except (RuntimeError, ValueError) as exc:
+        raise TranscriptionError(f"CTranslate2 decode failed: {exc}") from exc
+
+
+def detect_languages(ct2_model: Any, encoded: Any) -> list[str]:
+    """Most likely language code per item (multilingual models only)."""
+    results = _call(ct2_model.detect_language, encoded)
+    return [str(r[0][0])[2:-2] for r in results]
+
+
+def prompt_tokens(tokenizer: Any, previous_text: str | None) -> list[int]:
+    """[sot_prev, previous text...] + sot sequence, as faster-whisper's initial prompt."""
+    prompt: list[int] = []
+    if previous_text and previous_text.strip():
+        previous = list(tokenizer.encode(" " + previous_text.strip()))
+        prompt = [tokenizer.sot_prev, *previous[-MAX_PROMPT_TOKENS:]]
+    return prompt + list(tokenizer.sot_sequence)
+
+
+@dataclass(frozen=True)
+class GenerateCall:
+    """Settings shared by every item of one generate() call."""
+
+    beam_size: int
+    temperature: float
+    max_new_tokens: int
+
+
+def generate(
+    ct2_model: Any,
+    encoded: Any,
+    prompts: Sequence[list[int]],
+    tokenizers: Sequence[Any],
+    budgets: Sequence[int],
+    call: GenerateCall,
+) -> list[Attempt]:
+    """One batched generate(); ``budgets`` are per-item token limits used to flag truncation."""
+    from faster_whisper.transcribe import get_suppressed_tokens
+
+    if call.temperature > 0:
+        kwargs: dict[str, Any] = {"beam_size": 1, "num_hypotheses": BEST_OF, "sampling_topk": 0,
+                                  "sampling_temperature": call.temperature}
+    else:
+        kwargs = {"beam_size": call.beam_size}
+    results = _call(
+        ct2_model.generate, encoded, [list(p) for p in prompts],
+        # CTranslate2's Whisper generates at most max_length // 2 new tokens (Whisper's own
+        # sample_len = n_text_ctx // 2), whatever the prompt length.
+        max_length=min(MAX_LENGTH, 2 * call.max_new_tokens),
+        return_scores=True, return_no_speech_prob=True, suppress_blank=True,
+        suppress_tokens=list(get_suppressed_tokens(tokenizers[0], (-1,))),
+        max_initial_timestamp_index=MAX_INITIAL_TIMESTAMP_INDEX, **kwargs,
+    )
+    return [_attempt(r, tok, budget, call.temperature)
+            for r, tok, budget in zip(results, tokenizers, budgets, strict=True)]
+
+
+def _attempt(result: Any, tokenizer: Any, budget: int, temperature: float) -> Attempt:
+    tokens = tuple(int(t) for t in result.sequences_ids[0])
+    # CTranslate2 returns the length-normalised cumulative log-prob; undo it as faster-whisper
+    # does (length_penalty 1) and count the EOT token in the average.
+    avg_logprob = float(result.scores[0]) * len(tokens) / (len(tokens) + 1)
+    text_tokens = [t for t in tokens if t < tokenizer.eot]
+    text = tokenizer.decode(text_tokens).strip()
+    stamps = [t for t in tokens if t >= tokenizer.timestamp_begin]
+    last_ts = (stamps[-1] - tokenizer.timestamp_begin) * TIME_PRECISION_S if stamps else None
+    return Attempt(
+        tokens=tokens, text=text, avg_logprob=avg_logprob,
+        no_speech_prob=float(result.no_speech_prob), compression_ratio=compression_ratio(text),
+        temperature=temperature, truncated=len(tokens) >= budget, last_timestamp_s=last_ts,
+    )
+
+
+def align_words(
+    ct2_model: Any,
+    encoded: Any,
+    tokenizer: Any,
+    text_tokens: Sequence[Sequence[int]],
+    num_frames: Sequence[int],
+) -> list[list[WordTiming]]:
+    """Word timings per item from one batched cross-attention alignment (items share the
+    tokenizer's start sequence, i.e. language and task)."""
+    from faster_whisper.transcribe import merge_punctuations
+
+    results = _call(ct2_model.align, encoded, list(tokenizer.sot_sequence),
+                    [list(t) for t in text_tokens], list(num_frames), median_filter_width=7)
+    out: list[list[WordTiming]] = []
+    for result, tokens in zip(results, text_tokens, strict=True):
+        words, word_tokens = tokenizer.split_to_word_tokens(list(tokens) + [tokenizer.eot])
+        pairs = result.alignments
+        timings = word_timings(words, word_tokens, [p[0] for p in pairs], [p[1] for p in pairs],
+                               result.text_token_probs)
+        timings = clip_long_words(timings)
+        # merge_punctuations works on faster-whisper's dicts; round-trip through them.
+        dicts: list[dict[str, Any]] = [{"word": w.text, "tokens": [0] * w.token_count, "start": w.start_s,
+                  "end": w.end_s, "probability": w.probability} for w in timings]
+        merge_punctuations(dicts, PREPEND_PUNCTUATIONS, APPEND_PUNCTUATIONS)
+        out.append([WordTiming(d["word"], d["start"], d["end"], d["probability"],
+                               len(d["tokens"])) for d in dicts])
+    return out
