@@ -1,0 +1,36 @@
+"""`sottovoce toggle` and `sottovoce ptt press|release`: drive the running app from a desktop
+shortcut (Wayland has no global key grabs for apps; bind these in the desktop's settings)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+
+def add_parser(subparsers: Any) -> None:
+    toggle = subparsers.add_parser(
+        "toggle", help="start or stop dictation in the running app",
+        description="Start or stop push-to-talk dictation in the running Sottovoce app.")
+    toggle.set_defaults(handler=run, control_command="toggle")
+    ptt = subparsers.add_parser(
+        "ptt", help="push-to-talk: press (start talking) or release (finish)",
+        description="Bind 'ptt press' to a key's press and 'ptt release' to its release.")
+    ptt.add_argument("action", choices=("press", "release"))
+    ptt.set_defaults(handler=run, control_command="ptt")
+
+
+def run(args: argparse.Namespace) -> int:
+    from app.control import ControlError, send_command
+
+    command = args.control_command
+    if command == "ptt":
+        command = f"ptt {args.action}"
+    try:
+        reply = send_command(command)
+    except ControlError as exc:
+        print(f"sottovoce: {exc}", file=sys.stderr)
+        return 1
+    if args.verbose:
+        print(reply)
+    return 0

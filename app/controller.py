@@ -1,0 +1,267 @@
+"""Wiring: engine <-> UI <-> hotkeys/control socket <-> text injection <-> export.
+
+The controller owns the session: it creates the live engine from the settings (through an
+injectable factory, so tests can hand in a fake), routes engine events from the bridge to the
+windows, turns hotkey presses into utterances, and sends each dictated final into the focused
+app. Everything here runs on the GUI thread; the engine and the hotkey listener call in through
+queued signals.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtWidgets import QApplication
+
+from app.engine_factory import EngineConfig, EngineFactory, make_engine
+from app.hotkeys import GlobalHotkey, HotkeyUnavailableError
+from app.inject import TextInjector, copy_to_clipboard
+from app.session import Session
+from app.settings import Settings, save_settings, with_changes
+from engine.events import EventSink, FinalText, LiveEngine, Metrics, PartialText
+from ui.bridge import EngineBridge
+from ui.caption_window import CaptionWindow
+from ui.main_window import EngineChoice, MainWindow
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    """Command-line overrides: --input FILE plays a file as the microphone (captions mode),
+    --exit-after-input quits after its last final text, --model overrides the settings."""
+
+    input_path: Path | None = None
+    exit_after_input: bool = False
+    model: str | None = None
+    enable_hotkey: bool = True
+
+
+class Controller(QObject):
+    talking_changed = Signal(bool)
+    _hotkey_action = Signal(str)  # from the pynput thread, delivered queued
+
+    def __init__(self, settings: Settings, options: LaunchOptions | None = None,
+                 engine_factory: EngineFactory = make_engine,
+                 parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.settings = settings
+        self.options = options or LaunchOptions()
+        self._engine_factory = engine_factory
+        self.engine: LiveEngine | None = None
+        self.state = "stopped"
+        self.talking = False
+        self._hotkey: GlobalHotkey | None = None
+        self.session = Session()
+        self.bridge = EngineBridge(self)
+        self.window = MainWindow()
+        self.captions = CaptionWindow(settings.caption_lines, settings.caption_font_pt)
+        self.injector = TextInjector(settings.inject_mode, settings.paste_keys, self)
+        self.last_injection: tuple[bool, str] | None = None
+        self._connect()
+
+    # -- setup ---------------------------------------------------------------------------------
+    def _connect(self) -> None:
+        b, w = self.bridge, self.window
+        b.state_changed.connect(self._on_state)
+        b.partial_text.connect(self._on_partial)
+        b.final_text.connect(self._on_final)
+        b.level_changed.connect(lambda rms, _peak: w.set_level(rms))
+        b.metrics.connect(self._on_metrics)
+        b.failed.connect(self._on_failed)
+        w.start_requested.connect(self.start_engine)
+        w.stop_requested.connect(self.stop_engine)
+        w.engine_choice_changed.connect(self._on_choice)
+        w.copy_all_requested.connect(self.copy_all)
+        w.copy_selection_requested.connect(self.copy_selection)
+        w.captions_toggled.connect(self.set_captions_visible)
+        w.hint_dismissed.connect(lambda: self.update_settings(first_run_hint=False))
+        w.quit_requested.connect(self.quit)
+        self.injector.finished.connect(self._on_injected)
+        self._hotkey_action.connect(self.on_ptt)
+
+    def show(self) -> None:
+        s = self.settings
+        self.window.set_choice(EngineChoice(s.backend, s.remote_url, self.model_name(),
+                                            s.device, s.language))
+        self.window.show()
+        if s.first_run_hint:
+            self.window.show_hint(s.hotkey.replace("<", "").replace(">", "").title())
+        if s.captions_visible:
+            self.window.captions_action.setChecked(True)
+
+    def model_name(self) -> str:
+        return self.options.model or self.settings.model
+
+    def sink(self) -> EventSink:
+        return self.bridge.sink
+
+    def start_hotkey(self) -> None:
+        if not self.options.enable_hotkey or self.options.input_path is not None:
+            return
+        self._hotkey = GlobalHotkey(self.settings.hotkey, self.settings.hotkey_mode,
+                                    self._hotkey_action.emit)
+        try:
+            self._hotkey.start()
+        except HotkeyUnavailableError as exc:
+            self._hotkey = None
+            self.window.show_message(f"Global hotkey off: {exc}", 20000)
+            log.warning("global hotkey unavailable: %s", exc)
+
+    # -- engine lifecycle ----------------------------------------------------------------------
+    def engine_config(self) -> EngineConfig:
+        s = self.settings
+        captions = s.listen_mode == "captions" or self.options.input_path is not None
+        return EngineConfig(backend=s.backend, remote_url=s.remote_url, model=self.model_name(),
+                            device=s.device, language=s.language or None,
+                            mode="vad" if captions else "ptt",
+                            input_path=self.options.input_path)
+
+    @Slot()
+    def start_engine(self) -> None:
+        if self.engine is not None:
+            return
+        self.latency_reset()
+        self.window.set_state("loading", self.model_name())
+        try:
+            self.engine = self._engine_factory(self.engine_config(), self.bridge.sink)
+            self.engine.start()
+        except Exception as exc:  # noqa: BLE001 - any setup failure is shown, not raised
+            log.exception("engine failed to start")
+            self.engine = None
+            self.window.set_state("failed", str(exc))
+            self.window.show_message(f"Could not start: {exc}", 20000)
+
+    @Slot()
+    def stop_engine(self) -> None:
+        engine, self.engine = self.engine, None
+        self.talking = False
+        if engine is not None:
+            engine.stop()  # flushes the utterance in flight; its final still arrives
+
+    def latency_reset(self) -> None:
+        self.window.latency.reset()
+
+    def _on_state(self, state: str, detail: str) -> None:
+        log.info("engine state %s %s", state, detail)
+        self.state = state
+        self.window.set_state(state, detail)
+        info = getattr(self.engine, "model_info", None)
+        if state == "ready" and info is not None:
+            self.window.set_model_info(info.name, info.device, info.compute_type)
+        if state == "stopped" and self.options.exit_after_input:
+            self.quit()
+
+    # -- push-to-talk --------------------------------------------------------------------------
+    @Slot(str)
+    def on_ptt(self, action: str) -> None:
+        """"press"/"release" from the hotkey or the control socket; "toggle" flips."""
+        if action == "toggle":
+            action = "release" if self.talking else "press"
+        if self.engine is None:
+            self.start_engine()
+        if self.engine is None:
+            return
+        if action == "press" and not self.talking:
+            self.talking = True
+            self.engine.begin_utterance()
+        elif action == "release" and self.talking:
+            self.talking = False
+            self.engine.end_utterance()
+        self.talking_changed.emit(self.talking)
+
+    def control_command(self, command: str) -> str:
+        """Handler for app.control: returns the reply line."""
+        if command == "status":
+            return f"ok {self.state} talking={int(self.talking)}"
+        if command == "copy":
+            self.copy_all()
+            return "ok copied"
+        self.on_ptt("toggle" if command == "toggle" else command.split()[1])
+        return f"ok talking={int(self.talking)}"
+
+    # -- engine events -------------------------------------------------------------------------
+    def _on_partial(self, event: PartialText) -> None:
+        self.window.transcript.show_partial(event.start, event.committed, event.tentative)
+        self.captions.show_partial(event.committed, event.tentative)
+
+    def _on_final(self, event: FinalText) -> None:
+        self.session.add(event)
+        self.window.transcript.add_final(event.start, event.text)
+        self.captions.add_final(event.text)
+        # In push-to-talk mode every final was dictated on purpose and goes into the focused
+        # app; in captions mode text only shows on screen.
+        if self.engine_config().mode == "ptt":
+            self.injector.inject(event.text)
+
+    def _on_metrics(self, metrics: Metrics) -> None:
+        self.window.latency.add_metrics(metrics)
+
+    def _on_failed(self, message: str, recoverable: bool) -> None:
+        self.window.show_message(message, 20000)
+        if not recoverable:
+            self.engine = None
+            self.window.set_state("failed", message)
+            if self.options.exit_after_input:
+                QApplication.exit(1)
+
+    def _on_injected(self, ok: bool, message: str) -> None:
+        self.last_injection = (ok, message)
+        if ok:
+            log.info("%s", message)
+            self.window.show_message(message, 3000)
+        else:
+            log.warning("%s", message)
+            self.window.show_message(message, 20000)
+
+    # -- export and settings -------------------------------------------------------------------
+    @Slot()
+    def copy_all(self) -> None:
+        copy_to_clipboard(self.session.text())
+        self.window.show_message("Transcript copied to the clipboard", 3000)
+
+    @Slot()
+    def copy_selection(self) -> None:
+        text = self.window.transcript.selected_text() or self.session.text()
+        copy_to_clipboard(text)
+
+    def set_captions_visible(self, visible: bool) -> None:
+        self.captions.setVisible(visible)
+        if visible != self.settings.captions_visible:
+            self.settings = with_changes(self.settings, captions_visible=visible)
+
+    def _on_choice(self, choice: EngineChoice) -> None:
+        try:
+            self.update_settings(backend=choice.backend, remote_url=choice.remote_url,
+                                 model=choice.model, device=choice.device,
+                                 language=choice.language)
+        except ValueError as exc:
+            self.window.show_message(str(exc), 10000)
+            return
+        if self.engine is not None:  # the engine is rebuilt with the new choice
+            self.stop_engine()
+            self.start_engine()
+
+    def update_settings(self, **changes: object) -> None:
+        """Apply and save (the first save is what creates the config file)."""
+        self.settings = with_changes(self.settings, **changes)
+        self.injector.configure(self.settings.inject_mode, self.settings.paste_keys)
+        try:
+            save_settings(self.settings)
+        except OSError as exc:
+            self.window.show_message(f"Could not save settings: {exc}", 10000)
+
+    @Slot()
+    def quit(self) -> None:
+        if self._hotkey is not None:
+            self._hotkey.stop()
+        self.stop_engine()
+        self.captions.close()
+        QApplication.quit()
+
+
+ControllerFactory = Callable[..., Controller]

@@ -1,0 +1,108 @@
+"""The main window's dialogs: save as (TXT/SRT/VTT/JSON), history (reopen a past session from
+the autosave journal) and settings (API key to the OS keyring)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from PySide6.QtWidgets import QFileDialog, QMessageBox
+
+from app.controller import Controller
+from app.secrets import KeyringUnavailableError, keyring_status, store_api_key
+from app.session import save_export
+from engine.events import FinalText
+from engine.types import seconds_to_samples
+from ui.history_dialog import HistoryDialog
+from ui.settings_dialog import SettingsDialog
+
+log = logging.getLogger(__name__)
+
+FILTERS = {"txt": "Text (*.txt)", "srt": "SubRip subtitles (*.srt)",
+           "vtt": "WebVTT subtitles (*.vtt)", "json": "JSON with word timings (*.json)"}
+
+
+def journal_sessions() -> list[tuple[str, Path, str]]:
+    """(label, path, text) of each journal session, newest first."""
+    from engine.journal import list_sessions, read_journal
+
+    sessions = []
+    for path in list_sessions():
+        entries = read_journal(path)
+        if not entries:
+            continue
+        text = "\n".join(e.text.strip() for e in entries)
+        when = entries[0].written_at[:16].replace("T", " ")
+        words = sum(len(e.text.split()) for e in entries)
+        sessions.append((f"{when} UTC · {words} words", path, text))
+    return sessions
+
+
+def journal_finals(path: Path) -> list[FinalText]:
+    from engine.journal import read_journal
+
+    return [FinalText(utterance_id=e.utterance_id, text=e.text, words=e.words,
+                      start=seconds_to_samples(e.start_s), end=seconds_to_samples(e.end_s),
+                      latency_ms=0.0, language=e.language) for e in read_journal(path)]
+
+
+class DialogActions:
+    def __init__(self, controller: Controller) -> None:
+        self.controller = controller
+        self.window = controller.window
+
+    def connect(self) -> None:
+        self.window.export_requested.connect(self.save_as)
+        self.window.history_requested.connect(self.show_history)
+        self.window.settings_requested.connect(self.show_settings)
+
+    def save_as(self, fmt: str) -> None:
+        path_text, _ = QFileDialog.getSaveFileName(
+            self.window, f"Save transcript as {fmt.upper()}", f"transcript.{fmt}", FILTERS[fmt])
+        if not path_text:
+            return
+        try:
+            path = save_export(self.controller.session.transcript(), fmt, Path(path_text))
+        except Exception as exc:  # noqa: BLE001 - any write failure is shown to the user
+            QMessageBox.warning(self.window, "Save failed", str(exc))
+            return
+        self.window.show_message(f"Saved {path}", 5000)
+
+    def show_history(self) -> None:
+        try:
+            sessions = journal_sessions()
+        except (ImportError, OSError) as exc:
+            QMessageBox.warning(self.window, "History unavailable", str(exc))
+            return
+        dialog = HistoryDialog(sessions, self.window)
+        dialog.reopen_requested.connect(self.reopen)
+        dialog.exec()
+
+    def reopen(self, path: Path) -> None:
+        """Show a past session in the main window, where it can be copied and exported."""
+        finals = journal_finals(path)
+        session = self.controller.session
+        session.clear()
+        self.window.transcript.clear_transcript()
+        for final in finals:
+            session.add(final)
+            self.window.transcript.add_final(final.start, final.text)
+        self.window.show_message(f"Reopened {path.name} ({len(finals)} utterances)", 5000)
+
+    def show_settings(self) -> None:
+        dialog = SettingsDialog(self.controller.settings, keyring_status(), self.window)
+        if not dialog.exec() or dialog.result_settings() is None:
+            return
+        new = dialog.result_settings()
+        assert new is not None
+        key = dialog.new_api_key()
+        if key:
+            try:
+                store_api_key(new.remote_url, key)
+            except KeyringUnavailableError as exc:
+                QMessageBox.warning(self.window, "API key not saved", str(exc))
+        changes = {f: getattr(new, f) for f in new.__dataclass_fields__}
+        self.controller.update_settings(**changes)
+        self.controller.captions.set_max_lines(new.caption_lines)
+        self.controller.captions.set_font_size(new.caption_font_pt)
+        self.window.show_message("Settings saved", 3000)

@@ -1,0 +1,98 @@
+"""`sottovoce` with no subcommand: the desktop app.
+
+On a machine without a display it says so and points to `sottovoce transcribe` (exit code 2).
+First run: no settings file means defaults (bundled tiny.en on the best device) and a short hint;
+the settings file is created on the first save only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+NO_DISPLAY_MESSAGE = (
+    "sottovoce: no display found (DISPLAY and WAYLAND_DISPLAY are unset), so the desktop app "
+    "cannot start.\nTo transcribe files without a desktop, run: sottovoce transcribe FILE...\n"
+    "For live text in a terminal: sottovoce listen"
+)
+
+
+def has_display() -> bool:
+    if os.environ.get("QT_QPA_PLATFORM", "").startswith(("offscreen", "minimal", "vnc")):
+        return True
+    if sys.platform.startswith(("win", "darwin")):
+        return True
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
+def run_gui(args: argparse.Namespace) -> int:
+    if not has_display():
+        print(NO_DISPLAY_MESSAGE, file=sys.stderr)
+        return 2
+    input_path = Path(args.input) if getattr(args, "input", None) else None
+    if input_path is not None and not input_path.is_file():
+        print(f"sottovoce: --input file not found: {input_path}", file=sys.stderr)
+        return 2
+    try:
+        from PySide6.QtWidgets import QApplication
+    except ImportError:
+        print("sottovoce: the desktop app needs PySide6: pip install 'sottovoce[gui]'",
+              file=sys.stderr)
+        return 2
+    from app.control import ControlError, ControlServer
+    from app.controller import Controller, LaunchOptions
+    from app.dialogs import DialogActions
+    from app.settings import load_settings
+    from ui.tray import Tray, apply_stylesheet, load_icon
+
+    qt_app = QApplication.instance() or QApplication(sys.argv[:1])
+    assert isinstance(qt_app, QApplication)
+    qt_app.setApplicationName("Sottovoce")
+    qt_app.setDesktopFileName("sottovoce")
+    qt_app.setWindowIcon(load_icon())
+    apply_stylesheet(qt_app)
+
+    options = LaunchOptions(input_path=input_path,
+                            exit_after_input=bool(getattr(args, "exit_after_input", False)),
+                            model=getattr(args, "model", None))
+    controller = Controller(load_settings(), options)
+    DialogActions(controller).connect()
+    control = ControlServer(controller.control_command, controller)
+    try:
+        control.start()
+    except ControlError as exc:
+        print(f"sottovoce: {exc}", file=sys.stderr)
+        return 1
+    tray = Tray(controller)
+    _connect_tray(tray, controller)
+    tray.show()
+    controller.show()
+    controller.start_engine()
+    controller.start_hotkey()
+    try:
+        return int(qt_app.exec())
+    finally:
+        control.stop()
+
+
+def _connect_tray(tray: object, controller: object) -> None:
+    from app.controller import Controller
+    from ui.tray import Tray
+
+    assert isinstance(tray, Tray) and isinstance(controller, Controller)
+    window = controller.window
+    tray.start_stop_requested.connect(
+        lambda: controller.stop_engine() if controller.engine else controller.start_engine())
+    tray.captions_toggled.connect(window.captions_action.setChecked)
+    window.captions_toggled.connect(tray.set_captions_checked)
+    tray.show_window_requested.connect(lambda: (window.showNormal(), window.raise_()))
+    tray.quit_requested.connect(controller.quit)
+    controller.bridge.state_changed.connect(
+        lambda state, _d: tray.set_running(state not in ("stopped", "failed"), controller.talking))
+    controller.talking_changed.connect(
+        lambda talking: tray.set_running(controller.engine is not None, talking))

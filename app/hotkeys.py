@@ -1,0 +1,158 @@
+"""Global push-to-talk hotkey (pynput: X11, Windows, macOS), in "hold" or "toggle" mode.
+
+`HotkeyMachine` is the logic, pure and testable: feed it key downs and ups, it says when talking
+starts and stops. `GlobalHotkey` feeds it from a pynput listener thread and calls back (the
+caller hops to the GUI thread). On Wayland global key grabs don't exist; the desktop's own
+shortcut settings can bind `sottovoce ptt press|release` or `sottovoce toggle` instead
+(app.control).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any
+
+from engine.errors import missing_dependency
+
+log = logging.getLogger(__name__)
+
+PRESS, RELEASE = "press", "release"
+
+
+class HotkeyUnavailableError(RuntimeError):
+    """Global hotkeys cannot work in this session; the message says what to use instead."""
+
+
+class HotkeyMachine:
+    """Decides when a chord of keys starts and ends talking.
+
+    hold: talking starts when the whole chord is down and ends when any chord key goes up.
+    toggle: each full press of the chord flips talking on or off (key-up does nothing).
+    Auto-repeat (a key reported down again while down) is ignored.
+    """
+
+    def __init__(self, chord: Iterable[Hashable], mode: str = "hold") -> None:
+        if mode not in ("hold", "toggle"):
+            raise ValueError("mode must be 'hold' or 'toggle'")
+        self.chord = frozenset(chord)
+        if not self.chord:
+            raise ValueError("a hotkey needs at least one key")
+        self.mode = mode
+        self.talking = False
+        self._down: set[Hashable] = set()
+        self._chord_latched = False  # the chord has fired and not yet been let go
+
+    def key_down(self, key: Hashable) -> str | None:
+        if key in self._down:
+            return None
+        self._down.add(key)
+        if self._chord_latched or not self.chord <= self._down:
+            return None
+        self._chord_latched = True
+        if self.mode == "toggle" and self.talking:
+            self.talking = False
+            return RELEASE
+        self.talking = True
+        return PRESS
+
+    def key_up(self, key: Hashable) -> str | None:
+        self._down.discard(key)
+        if key not in self.chord or not self._chord_latched:
+            return None
+        self._chord_latched = False
+        if self.mode == "hold" and self.talking:
+            self.talking = False
+            return RELEASE
+        return None
+
+    def reset(self) -> str | None:
+        """Forget held keys (focus change, listener restart); ends talking in hold mode."""
+        self._down.clear()
+        self._chord_latched = False
+        if self.talking and self.mode == "hold":
+            self.talking = False
+            return RELEASE
+        return None
+
+
+def session_supports_global_hotkeys() -> tuple[bool, str]:
+    """Whether a global key listener can work here, and why not."""
+    if os.environ.get("WAYLAND_DISPLAY") and not os.environ.get("DISPLAY"):
+        return False, ("Wayland session without XWayland: bind `sottovoce ptt press` / "
+                       "`sottovoce ptt release` (or `sottovoce toggle`) in your desktop's "
+                       "keyboard shortcut settings")
+    if os.name == "posix" and os.uname().sysname == "Linux" and not os.environ.get("DISPLAY"):
+        return False, "no X display: global hotkeys need X11 (or use `sottovoce toggle`)"
+    return True, ""
+
+
+class GlobalHotkey:
+    """Listens system-wide for the chord and calls `on_action("press" | "release")` from the
+    listener's thread. `start()` raises HotkeyUnavailableError with advice when it can't work."""
+
+    def __init__(self, hotkey: str, mode: str, on_action: Callable[[str], None]) -> None:
+        self._hotkey = hotkey
+        self._mode = mode
+        self._on_action = on_action
+        self._listener: Any = None
+        self._machine: HotkeyMachine | None = None
+
+    def start(self) -> None:
+        ok, why = session_supports_global_hotkeys()
+        if not ok:
+            raise HotkeyUnavailableError(why)
+        keyboard = pynput_keyboard()
+        try:
+            chord = keyboard.HotKey.parse(self._hotkey)
+        except ValueError as exc:
+            raise HotkeyUnavailableError(f"invalid hotkey {self._hotkey!r}: {exc}") from exc
+        self._machine = HotkeyMachine([_normalise(k) for k in chord], self._mode)
+        listener = keyboard.Listener(on_press=self._on_press, on_release=self._on_release)
+        self._listener = listener
+        listener.start()
+        listener.wait()  # returns once the OS hook is installed (pynput's ready event)
+        log.info("global hotkey %s (%s mode) active", self._hotkey, self._mode)
+
+    def stop(self) -> None:
+        if self._listener is not None:
+            self._listener.stop()
+            self._listener = None
+
+    def _on_press(self, key: Any) -> None:
+        self._feed(key, down=True)
+
+    def _on_release(self, key: Any) -> None:
+        self._feed(key, down=False)
+
+    def _feed(self, key: Any, down: bool) -> None:
+        listener, machine = self._listener, self._machine
+        if listener is None or machine is None or key is None:
+            return
+        canonical = _normalise(listener.canonical(key))
+        action = machine.key_down(canonical) if down else machine.key_up(canonical)
+        if action is not None:
+            try:
+                self._on_action(action)
+            except Exception:  # noqa: BLE001 - top of the listener thread; keep listening
+                log.exception("hotkey callback failed")
+
+
+def _normalise(key: Any) -> Hashable:
+    """Left/right modifier variants compare equal after pynput's canonical(); characters are
+    compared case-insensitively so Shift doesn't break a chord."""
+    char = getattr(key, "char", None)
+    if isinstance(char, str):
+        return ("char", char.lower())
+    return key  # type: ignore[no-any-return]
+
+
+def pynput_keyboard() -> Any:
+    try:
+        from pynput import keyboard
+    except ImportError as exc:
+        if "pynput" in str(getattr(exc, "name", "")) and "platform" not in str(exc):
+            raise missing_dependency("pynput", "gui") from exc
+        raise HotkeyUnavailableError(f"global hotkeys unavailable: {exc}") from exc
+    return keyboard

@@ -1,0 +1,132 @@
+"""Put dictated text into whatever app has keyboard focus, without taking focus ourselves.
+
+paste: save the user's clipboard, put the text on it, press the paste keys (Ctrl+V or
+  Shift+Insert), and restore the saved clipboard once the target has had time to read it. Works
+  on any keyboard layout and is fast for long text.
+type: synthesise the characters with pynput (for apps that block paste).
+
+Every attempt ends with `finished(ok, message)`; a failure is reported, never logged as success.
+A paste can't be confirmed by the target app, so success means "keys delivered".
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from PySide6.QtCore import QMimeData, QObject, QTimer, Signal, Slot
+from PySide6.QtGui import QClipboard, QGuiApplication
+
+from app.hotkeys import HotkeyUnavailableError, pynput_keyboard
+
+log = logging.getLogger(__name__)
+
+# The target app fetches the clipboard asynchronously after it sees the paste keys; restoring
+# sooner would paste the user's old clipboard instead of the dictation.
+RESTORE_DELAY_MS = 600
+
+
+def snapshot_clipboard(clipboard: QClipboard) -> QMimeData | None:
+    """A deep copy of what is on the clipboard now (None when it is empty)."""
+    source = clipboard.mimeData()
+    if source is None or not source.formats():
+        return None
+    copy = QMimeData()
+    for fmt in source.formats():
+        copy.setData(fmt, source.data(fmt))
+    return copy
+
+
+class TextInjector(QObject):
+    """Lives on the GUI thread (the clipboard must be used there)."""
+
+    finished = Signal(bool, str)  # ok, message for the user
+    _typed = Signal(bool, str)  # from the typing thread
+
+    def __init__(self, mode: str = "paste", paste_keys: str = "ctrl+v",
+                 parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.mode = mode
+        self.paste_keys = paste_keys
+        self._controller: Any = None
+        self._saved: QMimeData | None = None
+        self._restore_pending = False
+        self._typed.connect(self.finished.emit)
+
+    def configure(self, mode: str, paste_keys: str) -> None:
+        self.mode, self.paste_keys = mode, paste_keys
+
+    def inject(self, text: str) -> None:
+        text = text.strip()
+        if not text or self.mode == "off":
+            return
+        try:
+            controller = self._keyboard_controller()
+        except (HotkeyUnavailableError, ImportError, RuntimeError) as exc:
+            self.finished.emit(False, f"Could not insert text: {exc}")
+            return
+        if self.mode == "type":
+            threading.Thread(target=self._type_worker, args=(controller, text + " "),
+                             name="sottovoce-type", daemon=True).start()
+        else:
+            self._paste(controller, text + " ")
+
+    def _paste(self, controller: Any, text: str) -> None:
+        clipboard = QGuiApplication.clipboard()
+        if not self._restore_pending:
+            # During back-to-back pastes the clipboard holds our own text; keep the user's.
+            self._saved = snapshot_clipboard(clipboard)
+        clipboard.setText(text, QClipboard.Mode.Clipboard)
+        try:
+            self._press_paste_keys(controller)
+        except Exception as exc:  # noqa: BLE001 - any backend failure is shown to the user
+            log.warning("paste keys failed: %s", exc)
+            self._restore_clipboard()
+            self.finished.emit(False, f"Could not paste the text: {exc}")
+            return
+        self._restore_pending = True
+        QTimer.singleShot(RESTORE_DELAY_MS, self._restore_clipboard)
+        self.finished.emit(True, f"Pasted {len(text.strip())} characters")
+
+    def _press_paste_keys(self, controller: Any) -> None:
+        keyboard = pynput_keyboard()
+        if self.paste_keys == "shift+insert":
+            modifier, key = keyboard.Key.shift, keyboard.Key.insert
+        else:
+            modifier, key = keyboard.Key.ctrl, keyboard.KeyCode.from_char("v")
+        with controller.pressed(modifier):
+            controller.press(key)
+            controller.release(key)
+
+    @Slot()
+    def _restore_clipboard(self) -> None:
+        self._restore_pending = False
+        clipboard = QGuiApplication.clipboard()
+        if self._saved is None:
+            clipboard.clear(QClipboard.Mode.Clipboard)
+        else:
+            clipboard.setMimeData(self._saved, QClipboard.Mode.Clipboard)
+        self._saved = None
+
+    def _type_worker(self, controller: Any, text: str) -> None:
+        try:
+            controller.type(text)
+        except Exception as exc:  # noqa: BLE001 - top of the typing thread
+            log.warning("typing failed: %s", exc)
+            self._typed.emit(False, f"Could not type the text: {exc}")
+            return
+        self._typed.emit(True, f"Typed {len(text.strip())} characters")
+
+    def _keyboard_controller(self) -> Any:
+        if self._controller is None:
+            self._controller = pynput_keyboard().Controller()
+        return self._controller
+
+
+def copy_to_clipboard(text: str) -> None:
+    """Export: put text on the clipboard (and the X11 selection, for middle-click paste)."""
+    clipboard = QGuiApplication.clipboard()
+    clipboard.setText(text, QClipboard.Mode.Clipboard)
+    if clipboard.supportsSelection():
+        clipboard.setText(text, QClipboard.Mode.Selection)

@@ -1,0 +1,264 @@
+"""Widget tests (pytest-qt, real Qt on the X display): bridge, transcript, latency meter,
+caption window, main window, dialogs."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+pytestmark = pytest.mark.skipif(
+    not os.environ.get("DISPLAY"),
+    reason="needs an X display: run under Xvfb (source .ci/desktop.sh)")
+
+from engine.events import (  # noqa: E402
+    EngineFailed,
+    FinalText,
+    LevelChanged,
+    Metrics,
+    PartialText,
+    SpeechStarted,
+    StateChanged,
+)
+
+
+def metrics(rtt: float, lag: float = 0.0, network: float | None = None,
+            kind: str = "final") -> Metrics:
+    return Metrics(chunk_rtt_ms=rtt, decode_ms=rtt - (network or 0.0), network_ms=network,
+                   lag_ms=lag, rtf=0.1, dropped_frames=0, kind=kind)
+
+
+def test_bridge_delivers_events_from_a_worker_thread_in_order_on_the_gui_thread(qtbot):
+    from PySide6.QtCore import QThread
+
+    from ui.bridge import EngineBridge
+
+    bridge = EngineBridge()
+    seen: list[tuple[str, object, bool]] = []
+    gui = QThread.currentThread()
+
+    def record(kind):
+        return lambda *args: seen.append((kind, args, QThread.currentThread() is gui))
+
+    bridge.state_changed.connect(record("state"))
+    bridge.speech_started.connect(record("speech"))
+    bridge.partial_text.connect(record("partial"))
+    bridge.final_text.connect(record("final"))
+    bridge.metrics.connect(record("metrics"))
+    bridge.failed.connect(record("failed"))
+    final = FinalText(1, "hello", (), 0, 16000, latency_ms=90.0)
+    events = [StateChanged("ready", "tiny.en"), SpeechStarted(1, 0),
+              PartialText(1, "hel", "lo", 0), final, metrics(90.0),
+              EngineFailed("mic gone", recoverable=True)]
+    worker = threading.Thread(target=lambda: [bridge.sink(e) for e in events])
+    worker.start()
+    worker.join()
+    qtbot.waitUntil(lambda: len(seen) == len(events))
+    assert [kind for kind, _, _ in seen] == ["state", "speech", "partial", "final", "metrics",
+                                             "failed"]
+    assert all(on_gui for _, _, on_gui in seen)
+    assert seen[0][1] == ("ready", "tiny.en")
+    assert seen[3][1] == (final,)
+    assert seen[5][1] == ("mic gone", True)
+
+
+def test_bridge_coalesces_level_readings_to_the_newest(qtbot):
+    from ui.bridge import EngineBridge
+
+    bridge = EngineBridge()
+    levels: list[float] = []
+    bridge.level_changed.connect(lambda rms, _peak: levels.append(rms))
+    worker = threading.Thread(
+        target=lambda: [bridge.sink(LevelChanged(float(-i), 0.0)) for i in range(200)])
+    worker.start()
+    worker.join()
+    qtbot.waitUntil(lambda: bool(levels) and levels[-1] == -199.0)
+    assert len(levels) < 200  # coalesced, never queued one per reading
+    assert levels[-1] == -199.0  # the newest always wins
+
+
+def test_transcript_shows_committed_tentative_and_stamped_finals(qtbot):
+    from ui.transcript_view import TENTATIVE_COLOR, TranscriptView, format_stamp
+
+    view = TranscriptView()
+    qtbot.addWidget(view)
+    view.show_partial(16000 * 65, "the quick", "brown fox")
+    assert TENTATIVE_COLOR in view.toHtml()
+    assert "[1:05] the quick brown fox" in view.toPlainText()
+    view.add_final(16000 * 65, "The quick brown fox.")
+    view.show_partial(16000 * 70, "jumps", "")
+    assert view.toPlainText().splitlines() == ["[1:05] The quick brown fox.", "[1:10] jumps"]
+    view.add_final(16000 * 70, "Jumps over.")
+    assert view.plain_text() == "The quick brown fox.\nJumps over."
+    assert view.lines == [(16000 * 65, "The quick brown fox."), (16000 * 70, "Jumps over.")]
+    assert format_stamp(16000 * 3725) == "[1:02:05]"
+
+
+def test_transcript_selection_survives_partial_updates(qtbot):
+    from PySide6.QtGui import QTextCursor
+
+    from ui.transcript_view import TranscriptView
+
+    view = TranscriptView()
+    qtbot.addWidget(view)
+    view.add_final(0, "first line here")
+    cursor = view.textCursor()
+    cursor.setPosition(7)  # after "[0:00] "
+    cursor.setPosition(12, QTextCursor.MoveMode.KeepAnchor)
+    view.setTextCursor(cursor)
+    view.show_partial(32000, "second", "line")
+    view.show_partial(32000, "second line", "again")
+    assert view.selected_text() == "first"
+
+
+def test_latency_meter_statistics_sparkline_lag_and_network_split(qtbot):
+    from ui.latency_meter import AMBER, GREEN, RED, SPARK_POINTS, LatencyMeter, percentile
+
+    meter = LatencyMeter()
+    qtbot.addWidget(meter)
+    for rtt in range(100, 160):
+        meter.add_metrics(metrics(float(rtt)))
+    summary = meter.summary
+    assert summary is not None and summary.count == 60
+    assert summary.last_ms == 159
+    assert summary.p50_ms == pytest.approx(percentile([float(r) for r in range(100, 160)], 50))
+    assert summary.p50_ms == pytest.approx(129.5)
+    assert summary.p95_ms == pytest.approx(156.05)
+    assert len(meter.sparkline.values) == SPARK_POINTS
+    assert meter.last_label.text() == "159 ms"
+    assert meter.split_label.text() == ""  # local backend: no network share
+    assert meter.lag_color == GREEN
+    meter.add_metrics(metrics(300.0, lag=1500.0, network=120.0, kind="partial"))
+    assert meter.lag_color == AMBER
+    assert meter.split_label.text() == "net 120 · decode 180 ms"
+    assert meter.summary is not None and meter.summary.count == 60  # partials don't count
+    meter.add_metrics(metrics(300.0, lag=4000.0))
+    assert meter.lag_color == RED and meter.lag_label.text() == "lag 4.0 s"
+    meter.reset()
+    assert meter.summary is None and not meter.sparkline.values
+    assert percentile([], 50) == 0.0
+
+
+def test_caption_window_never_takes_focus_and_shows_last_lines(qtbot):
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QApplication, QLineEdit
+
+    from ui.caption_window import CaptionWindow
+
+    editor = QLineEdit()
+    qtbot.addWidget(editor)
+    editor.show()
+    editor.activateWindow()
+    editor.setFocus()
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is editor)
+    captions = CaptionWindow(lines=2)
+    qtbot.addWidget(captions)
+    flags = captions.windowFlags()
+    for flag in (Qt.WindowType.FramelessWindowHint, Qt.WindowType.WindowStaysOnTopHint,
+                 Qt.WindowType.WindowDoesNotAcceptFocus):
+        assert flags & flag
+    assert captions.testAttribute(Qt.WidgetAttribute.WA_ShowWithoutActivating)
+    assert captions.testAttribute(Qt.WidgetAttribute.WA_TranslucentBackground)
+    captions.show()
+    qtbot.waitExposed(captions)
+    for text in ("one.", "two.", "three."):
+        captions.add_final(text)
+    captions.show_partial("four", "maybe")
+    assert captions.visible_lines() == ["three.", "four maybe"]
+    assert "#b0b0b0" in captions.label.text()  # tentative words dimmed
+    captions.set_max_lines(3)
+    assert captions.visible_lines() == ["two.", "three.", "four maybe"]
+    qtbot.wait(100)
+    assert QApplication.focusWidget() is editor  # typing still goes to the user's field
+    assert not captions.isActiveWindow()
+
+
+def test_caption_window_is_draggable(qtbot):
+    from PySide6.QtCore import QPoint, Qt
+
+    from ui.caption_window import CaptionWindow
+
+    captions = CaptionWindow()
+    qtbot.addWidget(captions)
+    captions.move(100, 100)
+    captions.show()
+    qtbot.waitExposed(captions)
+    start = captions.pos()
+    qtbot.mousePress(captions, Qt.MouseButton.LeftButton, pos=QPoint(30, 30))
+    qtbot.mouseMove(captions, QPoint(90, 70))
+    qtbot.mouseRelease(captions, Qt.MouseButton.LeftButton, pos=QPoint(90, 70))
+    qtbot.waitUntil(lambda: captions.pos() != start)
+
+
+def test_main_window_states_selectors_and_intents(qtbot):
+    from ui.main_window import EngineChoice, MainWindow
+
+    window = MainWindow()
+    qtbot.addWidget(window)
+    window.show()
+    window.set_state("loading", "tiny.en")
+    assert window.busy.isVisibleTo(window) and "Loading" in window.state_label.text()
+    window.set_state("ready", "")
+    assert not window.busy.isVisibleTo(window)
+    assert window.start_button.text() == "Stop"
+    with qtbot.waitSignal(window.stop_requested):
+        window.start_button.click()
+    window.set_state("stopped", "")
+    with qtbot.waitSignal(window.start_requested):
+        window.start_button.click()
+    window.set_model_info("tiny.en", "cpu", "int8")
+    assert window.model_label.text() == "tiny.en · cpu · int8"
+    window.set_level(-20.0)
+    assert window.level.value() == 40
+    choice = EngineChoice("remote", "ws://h:1", "base", "cpu", "de")
+    window.set_choice(choice)
+    assert window.choice() == choice and window.url_edit.isEnabled()
+    with qtbot.waitSignal(window.engine_choice_changed) as blocker:
+        window.model_box.setCurrentText("tiny.en")
+    assert blocker.args[0].model == "tiny.en"
+    with qtbot.waitSignal(window.export_requested) as blocker:
+        [a for a in window.findChildren(type(window.captions_action))
+         if a.text() == "SRT…"][0].trigger()
+    assert blocker.args == ["srt"]
+    window.show_hint("Ctrl+Alt+Space")
+    assert window.hint.isVisibleTo(window) and "Ctrl+Alt+Space" in window.hint_label.text()
+    with qtbot.waitSignal(window.hint_dismissed):
+        window.hint.findChildren(type(window.start_button))[0].click()
+
+
+def test_settings_dialog_validates_and_returns_settings(qtbot):
+    from app.settings import Settings
+    from ui.settings_dialog import SettingsDialog
+
+    dialog = SettingsDialog(Settings(), "keyring: test")
+    qtbot.addWidget(dialog)
+    dialog.backend.setCurrentText("remote")
+    dialog.remote_url.setText("http://wrong")
+    dialog.accept()
+    assert dialog.result_settings() is None and "ws://" in dialog.error_label.text()
+    dialog.remote_url.setText("ws://127.0.0.1:8765")
+    dialog.hotkey_mode.setCurrentText("toggle")
+    dialog.api_key.setText("s3cret")
+    dialog.accept()
+    result = dialog.result_settings()
+    assert result is not None and result.backend == "remote" and result.hotkey_mode == "toggle"
+    assert dialog.new_api_key() == "s3cret"
+    assert "s3cret" not in repr(result)
+
+
+def test_history_dialog_lists_and_reopens(qtbot, tmp_path):
+    from ui.history_dialog import HistoryDialog
+
+    sessions = [("today", tmp_path / "b.jsonl", "two"), ("yesterday", tmp_path / "a.jsonl", "one")]
+    dialog = HistoryDialog(sessions)
+    qtbot.addWidget(dialog)
+    assert dialog.preview.toPlainText() == "two"
+    dialog.list.setCurrentRow(1)
+    assert dialog.preview.toPlainText() == "one"
+    with qtbot.waitSignal(dialog.reopen_requested) as blocker:
+        dialog.open_button.click()
+    assert blocker.args == [tmp_path / "a.jsonl"]
+    empty = HistoryDialog([])
+    qtbot.addWidget(empty)
+    assert not empty.open_button.isEnabled() and "No saved sessions" in empty.preview.toPlainText()

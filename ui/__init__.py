@@ -1,0 +1,1 @@
+"""PySide6 widgets: they render engine events and forward user intent; no engine logic here."""

@@ -1,0 +1,91 @@
+"""EngineBridge: the one place engine events cross from engine threads into the Qt GUI thread.
+
+The engine calls `bridge.sink(event)` from whatever thread it runs on. The bridge re-emits the
+event through a queued signal, so every slot runs on the GUI thread, and fans it out into typed
+signals the widgets connect to.
+
+Overflow policy: level readings arrive ~30 times a second and only the newest matters, so they are
+coalesced (at most one pending in the Qt queue, newer readings overwrite it). Every other event
+is delivered, in order; they are few (a handful per utterance).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from PySide6.QtCore import QObject, Qt, Signal, Slot
+
+from engine.events import (
+    EngineFailed,
+    Event,
+    FinalText,
+    LevelChanged,
+    Metrics,
+    PartialText,
+    SpeechEnded,
+    SpeechStarted,
+    StateChanged,
+)
+
+log = logging.getLogger(__name__)
+
+
+class EngineBridge(QObject):
+    """Engine events in (any thread), typed Qt signals out (GUI thread)."""
+
+    state_changed = Signal(str, str)  # state, detail
+    speech_started = Signal(int, int)  # utterance_id, at (samples)
+    speech_ended = Signal(int, int)
+    partial_text = Signal(object)  # PartialText
+    final_text = Signal(object)  # FinalText
+    level_changed = Signal(float, float)  # rms_db, peak_db
+    metrics = Signal(object)  # Metrics
+    failed = Signal(str, bool)  # message, recoverable
+
+    _delivered = Signal(object)  # internal: crosses threads (queued)
+    _level_ready = Signal()  # internal: a coalesced level reading is waiting
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._level_lock = threading.Lock()
+        self._pending_level: LevelChanged | None = None
+        self._delivered.connect(self._dispatch, Qt.ConnectionType.QueuedConnection)
+        self._level_ready.connect(self._emit_level, Qt.ConnectionType.QueuedConnection)
+
+    def sink(self, event: Event) -> None:
+        """The engine's EventSink. Safe to call from any thread; never blocks."""
+        if isinstance(event, LevelChanged):
+            with self._level_lock:
+                already_pending = self._pending_level is not None
+                self._pending_level = event
+            if not already_pending:
+                self._level_ready.emit()
+            return
+        self._delivered.emit(event)
+
+    @Slot()
+    def _emit_level(self) -> None:
+        with self._level_lock:
+            event, self._pending_level = self._pending_level, None
+        if event is not None:
+            self.level_changed.emit(event.rms_db, event.peak_db)
+
+    @Slot(object)
+    def _dispatch(self, event: object) -> None:
+        if isinstance(event, StateChanged):
+            self.state_changed.emit(event.state, event.detail)
+        elif isinstance(event, PartialText):
+            self.partial_text.emit(event)
+        elif isinstance(event, FinalText):
+            self.final_text.emit(event)
+        elif isinstance(event, Metrics):
+            self.metrics.emit(event)
+        elif isinstance(event, SpeechStarted):
+            self.speech_started.emit(event.utterance_id, event.at)
+        elif isinstance(event, SpeechEnded):
+            self.speech_ended.emit(event.utterance_id, event.at)
+        elif isinstance(event, EngineFailed):
+            self.failed.emit(event.message, event.recoverable)
+        else:
+            log.debug("ignoring unknown engine event %r", event)

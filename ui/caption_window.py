@@ -1,0 +1,118 @@
+"""Caption window: frameless, always on top, translucent, large text, the last 1-3 lines.
+
+It must never take keyboard focus, or dictated text would land in it instead of the app the user
+is typing into: the window is flagged WindowDoesNotAcceptFocus and shown without activation.
+It is moved by dragging anywhere and resized with the grip in the corner.
+"""
+
+from __future__ import annotations
+
+import html
+from collections import deque
+
+from PySide6.QtCore import QPoint, QRectF, Qt
+from PySide6.QtGui import QColor, QFont, QMouseEvent, QPainter, QPaintEvent
+from PySide6.QtWidgets import QLabel, QSizeGrip, QVBoxLayout, QWidget
+
+CAPTION_FLAGS = (
+    Qt.WindowType.Window
+    | Qt.WindowType.FramelessWindowHint
+    | Qt.WindowType.WindowStaysOnTopHint
+    | Qt.WindowType.WindowDoesNotAcceptFocus
+    | Qt.WindowType.Tool
+)
+
+
+class CaptionWindow(QWidget):
+    """Shows finished lines plus the utterance in flight (its tentative part dimmed)."""
+
+    def __init__(self, lines: int = 2, font_pt: int = 28, parent: QWidget | None = None) -> None:
+        super().__init__(parent, CAPTION_FLAGS)
+        self.setObjectName("captionWindow")
+        self.setWindowTitle("Sottovoce captions")
+        self.setAttribute(Qt.WidgetAttribute.WA_ShowWithoutActivating)
+        self.setAttribute(Qt.WidgetAttribute.WA_TranslucentBackground)
+        self.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+        self._finished: deque[str] = deque(maxlen=3)
+        self._committed = ""
+        self._tentative = ""
+        self._max_lines = lines
+        self._drag_offset: QPoint | None = None
+        self.label = QLabel(self)
+        self.label.setWordWrap(True)
+        self.label.setTextFormat(Qt.TextFormat.RichText)
+        self.label.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignBottom)
+        self.label.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+        self.label.setStyleSheet("color: white; background: transparent;")
+        self.set_font_size(font_pt)
+        grip = QSizeGrip(self)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(18, 12, 6, 6)
+        layout.addWidget(self.label, 1)
+        layout.addWidget(grip, 0, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignBottom)
+        self.resize(900, 60 + lines * font_pt * 2)
+
+    # -- content -----------------------------------------------------------------------------
+    def set_max_lines(self, lines: int) -> None:
+        self._max_lines = max(1, min(3, lines))
+        self._render()
+
+    def set_font_size(self, points: int) -> None:
+        font = QFont(self.label.font())
+        font.setPointSize(points)
+        font.setBold(True)
+        self.label.setFont(font)
+
+    def show_partial(self, committed: str, tentative: str) -> None:
+        self._committed, self._tentative = committed.strip(), tentative.strip()
+        self._render()
+
+    def add_final(self, text: str) -> None:
+        if text.strip():
+            self._finished.append(text.strip())
+        self._committed = self._tentative = ""
+        self._render()
+
+    def clear(self) -> None:
+        self._finished.clear()
+        self._committed = self._tentative = ""
+        self._render()
+
+    def visible_lines(self) -> list[str]:
+        """The plain text of the lines on screen, oldest first (for tests and screenshots)."""
+        lines = list(self._finished)
+        live = " ".join(p for p in (self._committed, self._tentative) if p)
+        if live:
+            lines.append(live)
+        return lines[-self._max_lines:]
+
+    def _render(self) -> None:
+        lines = [html.escape(line) for line in list(self._finished)]
+        if self._committed or self._tentative:
+            live = html.escape(self._committed)
+            if self._tentative:
+                live += f' <span style="color: #b0b0b0;">{html.escape(self._tentative)}</span>'
+            lines.append(live.strip())
+        self.label.setText("<br>".join(lines[-self._max_lines:]))
+
+    # -- looks and dragging --------------------------------------------------------------------
+    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 - Qt override
+        painter = QPainter(self)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(QColor(0, 0, 0, 170))
+        painter.drawRoundedRect(QRectF(self.rect()), 12, 12)
+        painter.end()
+
+    def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt override
+        if event.button() == Qt.MouseButton.LeftButton:
+            self._drag_offset = event.globalPosition().toPoint() - self.frameGeometry().topLeft()
+            event.accept()
+
+    def mouseMoveEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt override
+        if self._drag_offset is not None and event.buttons() & Qt.MouseButton.LeftButton:
+            self.move(event.globalPosition().toPoint() - self._drag_offset)
+            event.accept()
+
+    def mouseReleaseEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt override
+        self._drag_offset = None

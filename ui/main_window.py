@@ -1,0 +1,238 @@
+"""Main window: transcript, start/stop, input level, engine selectors, latency meter, status line.
+
+It only renders and forwards intent (signals); app.controller decides what happens. Nothing here
+waits on the engine: loading shows a busy bar until the engine reports "ready".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from PySide6.QtCore import Signal
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtWidgets import (
+    QComboBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QMainWindow,
+    QMenu,
+    QProgressBar,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ui.latency_meter import LatencyMeter
+from ui.transcript_view import TranscriptView
+
+LANGUAGES = ("", "en", "de", "es", "fr", "it", "ja", "nl", "pl", "pt", "ru", "uk", "zh")
+MODELS = ("tiny.en", "base")
+EXPORT_FORMATS = ("txt", "srt", "vtt", "json")
+LEVEL_FLOOR_DB = -60.0
+
+
+@dataclass(frozen=True)
+class EngineChoice:
+    """What the selector row says the engine should be."""
+
+    backend: str
+    remote_url: str
+    model: str
+    device: str
+    language: str
+
+
+class MainWindow(QMainWindow):
+    start_requested = Signal()
+    stop_requested = Signal()
+    engine_choice_changed = Signal(object)  # EngineChoice
+    export_requested = Signal(str)  # "txt" | "srt" | "vtt" | "json"
+    copy_all_requested = Signal()
+    copy_selection_requested = Signal()
+    captions_toggled = Signal(bool)
+    history_requested = Signal()
+    settings_requested = Signal()
+    hint_dismissed = Signal()
+    quit_requested = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("mainWindow")
+        self.setWindowTitle("Sottovoce")
+        self.resize(900, 560)
+        self.running = False
+        self.quit_on_close = True
+        self.transcript = TranscriptView()
+        self.latency = LatencyMeter()
+        central = QWidget()
+        layout = QVBoxLayout(central)
+        layout.addWidget(self._build_hint())
+        layout.addLayout(self._build_controls())
+        layout.addWidget(self.transcript, 1)
+        layout.addWidget(self.latency)
+        self.setCentralWidget(central)
+        self._build_menus()
+        self._build_status()
+        self.set_state("stopped", "")
+
+    # -- construction --------------------------------------------------------------------------
+    def _build_hint(self) -> QWidget:
+        self.hint = QWidget()
+        self.hint.setObjectName("firstRunHint")
+        row = QHBoxLayout(self.hint)
+        self.hint_label = QLabel()
+        self.hint_label.setWordWrap(True)
+        got_it = QPushButton("Got it")
+        got_it.clicked.connect(self._dismiss_hint)
+        row.addWidget(self.hint_label, 1)
+        row.addWidget(got_it)
+        self.hint.hide()
+        return self.hint
+
+    def _build_controls(self) -> QHBoxLayout:
+        row = QHBoxLayout()
+        self.start_button = QPushButton("Start")
+        self.start_button.setObjectName("startButton")
+        self.start_button.clicked.connect(self._on_start_clicked)
+        self.level = QProgressBar()
+        self.level.setObjectName("levelMeter")
+        self.level.setRange(0, int(-LEVEL_FLOOR_DB))
+        self.level.setTextVisible(False)
+        self.level.setFixedWidth(120)
+        self.level.setToolTip("input level")
+        self.backend_box = QComboBox()
+        self.backend_box.addItems(["local", "remote"])
+        self.url_edit = QLineEdit()
+        self.url_edit.setPlaceholderText("ws://server:8765")
+        self.model_box = QComboBox()
+        self.model_box.setEditable(True)
+        self.model_box.addItems(list(MODELS))
+        self.device_box = QComboBox()
+        self.device_box.addItems(["auto", "cpu", "cuda"])
+        self.language_box = QComboBox()
+        for code in LANGUAGES:
+            self.language_box.addItem(code or "auto-detect", code)
+        for label, widget in (("", self.start_button), ("", self.level),
+                              ("Backend", self.backend_box), ("", self.url_edit),
+                              ("Model", self.model_box), ("Device", self.device_box),
+                              ("Language", self.language_box)):
+            if label:
+                row.addWidget(QLabel(label))
+            row.addWidget(widget)
+        self.backend_box.currentTextChanged.connect(self._on_choice_edited)
+        self.url_edit.editingFinished.connect(self._on_choice_edited)
+        self.model_box.currentTextChanged.connect(self._on_choice_edited)
+        self.device_box.currentTextChanged.connect(self._on_choice_edited)
+        self.language_box.currentIndexChanged.connect(self._on_choice_edited)
+        self._syncing = False
+        return row
+
+    def _build_menus(self) -> None:
+        file_menu = self.menuBar().addMenu("&File")
+        self.copy_all_action = self._action(file_menu, "Copy transcript", "Ctrl+Shift+C",
+                                            self.copy_all_requested.emit)
+        self._action(file_menu, "Copy selection", "Ctrl+C", self.copy_selection_requested.emit)
+        save_menu = file_menu.addMenu("Save as")
+        for fmt in EXPORT_FORMATS:
+            self._action(save_menu, fmt.upper() + "…", None,
+                         lambda _=False, f=fmt: self.export_requested.emit(f))
+        file_menu.addSeparator()
+        self._action(file_menu, "History…", "Ctrl+H", self.history_requested.emit)
+        self._action(file_menu, "Settings…", "Ctrl+,", self.settings_requested.emit)
+        file_menu.addSeparator()
+        self._action(file_menu, "Quit", "Ctrl+Q", self.quit_requested.emit)
+        view_menu = self.menuBar().addMenu("&View")
+        self.captions_action = self._action(view_menu, "Caption window", "Ctrl+K", None)
+        self.captions_action.setCheckable(True)
+        self.captions_action.toggled.connect(self.captions_toggled.emit)
+
+    def _action(self, menu: QMenu, text: str, shortcut: str | None, slot: object) -> QAction:
+        action = QAction(text, self)
+        if shortcut:
+            action.setShortcut(QKeySequence(shortcut))
+        if slot is not None:
+            action.triggered.connect(slot)
+        menu.addAction(action)
+        return action
+
+    def _build_status(self) -> None:
+        self.state_label = QLabel()
+        self.state_label.setObjectName("stateLabel")
+        self.model_label = QLabel("model —")
+        self.model_label.setObjectName("modelLabel")
+        self.busy = QProgressBar()
+        self.busy.setRange(0, 0)  # indeterminate: loading has no measurable progress
+        self.busy.setFixedWidth(100)
+        self.busy.hide()
+        self.statusBar().addWidget(self.state_label, 1)
+        self.statusBar().addPermanentWidget(self.busy)
+        self.statusBar().addPermanentWidget(self.model_label)
+
+    # -- inputs from the controller ------------------------------------------------------------
+    def show_hint(self, hotkey: str) -> None:
+        self.hint_label.setText(
+            f"Welcome! Hold {hotkey} anywhere to dictate into the app you are typing in; "
+            "release to insert the text. View → Caption window (Ctrl+K) shows live captions "
+            "on top of everything.")
+        self.hint.show()
+
+    def set_choice(self, choice: EngineChoice) -> None:
+        self._syncing = True
+        try:
+            self.backend_box.setCurrentText(choice.backend)
+            self.url_edit.setText(choice.remote_url)
+            self.model_box.setCurrentText(choice.model)
+            self.device_box.setCurrentText(choice.device)
+            index = self.language_box.findData(choice.language)
+            self.language_box.setCurrentIndex(max(index, 0))
+            self.url_edit.setEnabled(choice.backend == "remote")
+        finally:
+            self._syncing = False
+
+    def choice(self) -> EngineChoice:
+        return EngineChoice(
+            backend=self.backend_box.currentText(), remote_url=self.url_edit.text().strip(),
+            model=self.model_box.currentText().strip() or "tiny.en",
+            device=self.device_box.currentText(),
+            language=str(self.language_box.currentData() or ""))
+
+    def set_state(self, state: str, detail: str) -> None:
+        """Engine lifecycle: loading shows the busy bar; the button follows running/stopped."""
+        self.running = state not in ("stopped", "failed")
+        self.busy.setVisible(state in ("loading", "reconnecting"))
+        self.start_button.setText("Stop" if self.running else "Start")
+        text = state.capitalize() + (f": {detail}" if detail else "")
+        self.state_label.setText(text)
+        if not self.running:
+            self.level.setValue(0)
+
+    def set_model_info(self, name: str, device: str, compute_type: str) -> None:
+        self.model_label.setText(f"{name} · {device} · {compute_type}")
+
+    def set_level(self, rms_db: float) -> None:
+        self.level.setValue(int(max(0.0, rms_db - LEVEL_FLOOR_DB)))
+
+    def show_message(self, text: str, timeout_ms: int = 8000) -> None:
+        self.statusBar().showMessage(text, timeout_ms)
+
+    # -- user intent ---------------------------------------------------------------------------
+    def _on_start_clicked(self) -> None:
+        if self.running:
+            self.stop_requested.emit()
+        else:
+            self.start_requested.emit()
+
+    def _on_choice_edited(self, *_: object) -> None:
+        self.url_edit.setEnabled(self.backend_box.currentText() == "remote")
+        if not self._syncing:
+            self.engine_choice_changed.emit(self.choice())
+
+    def _dismiss_hint(self) -> None:
+        self.hint.hide()
+        self.hint_dismissed.emit()
+
+    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
+        if self.quit_on_close:
+            self.quit_requested.emit()
+        event.accept()

@@ -1,0 +1,111 @@
+"""Settings dialog: edits a copy of the Settings; the caller saves what `result_settings()`
+returns. The API key field is never filled from, or written to, the settings file: the caller
+stores it in the OS keyring."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QFormLayout,
+    QLabel,
+    QLineEdit,
+    QSpinBox,
+    QWidget,
+)
+
+from app.settings import (
+    BACKENDS,
+    DEVICES,
+    HOTKEY_MODES,
+    INJECT_MODES,
+    LISTEN_MODES,
+    PASTE_KEYS,
+    Settings,
+)
+
+
+class SettingsDialog(QDialog):
+    def __init__(self, settings: Settings, keyring_status: str,
+                 parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("settingsDialog")
+        self.setWindowTitle("Sottovoce settings")
+        self._original = settings
+        self._result: Settings | None = None
+        form = QFormLayout(self)
+        self.backend = self._combo(BACKENDS, settings.backend)
+        self.remote_url = QLineEdit(settings.remote_url)
+        self.api_key = QLineEdit()
+        self.api_key.setEchoMode(QLineEdit.EchoMode.Password)
+        self.api_key.setPlaceholderText("unchanged (kept in the system keyring)")
+        self.model = QLineEdit(settings.model)
+        self.device = self._combo(DEVICES, settings.device)
+        self.language = QLineEdit(settings.language)
+        self.language.setPlaceholderText("auto-detect")
+        self.listen_mode = self._combo(LISTEN_MODES, settings.listen_mode)
+        self.hotkey = QLineEdit(settings.hotkey)
+        self.hotkey_mode = self._combo(HOTKEY_MODES, settings.hotkey_mode)
+        self.inject_mode = self._combo(INJECT_MODES, settings.inject_mode)
+        self.paste_keys = self._combo(PASTE_KEYS, settings.paste_keys)
+        self.caption_lines = QSpinBox()
+        self.caption_lines.setRange(1, 3)
+        self.caption_lines.setValue(settings.caption_lines)
+        self.caption_font = QSpinBox()
+        self.caption_font.setRange(8, 96)
+        self.caption_font.setValue(settings.caption_font_pt)
+        rows = (("Backend", self.backend), ("Server URL", self.remote_url),
+                ("API key", self.api_key), ("Model", self.model), ("Device", self.device),
+                ("Language", self.language), ("Listening", self.listen_mode),
+                ("Hotkey", self.hotkey), ("Hotkey mode", self.hotkey_mode),
+                ("Insert text by", self.inject_mode), ("Paste keys", self.paste_keys),
+                ("Caption lines", self.caption_lines), ("Caption size (pt)", self.caption_font))
+        for label, widget in rows:
+            form.addRow(label, widget)
+        self.keyring_label = QLabel(keyring_status)
+        self.keyring_label.setWordWrap(True)
+        form.addRow(self.keyring_label)
+        self.error_label = QLabel()
+        self.error_label.setStyleSheet("color: #d0312d;")
+        form.addRow(self.error_label)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Save
+                                   | QDialogButtonBox.StandardButton.Cancel)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        form.addRow(buttons)
+
+    @staticmethod
+    def _combo(items: tuple[str, ...], current: str) -> QComboBox:
+        box = QComboBox()
+        box.addItems(list(items))
+        box.setCurrentText(current)
+        return box
+
+    def edited_settings(self) -> Settings:
+        """The settings as edited; raises ValueError (with the reason) when invalid."""
+        return replace(
+            self._original, backend=self.backend.currentText(),
+            remote_url=self.remote_url.text().strip(), model=self.model.text().strip(),
+            device=self.device.currentText(), language=self.language.text().strip().lower(),
+            listen_mode=self.listen_mode.currentText(), hotkey=self.hotkey.text().strip(),
+            hotkey_mode=self.hotkey_mode.currentText(),
+            inject_mode=self.inject_mode.currentText(), paste_keys=self.paste_keys.currentText(),
+            caption_lines=self.caption_lines.value(), caption_font_pt=self.caption_font.value())
+
+    def new_api_key(self) -> str | None:
+        """The key typed in, or None to leave the stored one alone."""
+        return self.api_key.text() or None
+
+    def result_settings(self) -> Settings | None:
+        return self._result
+
+    def accept(self) -> None:
+        try:
+            self._result = self.edited_settings()
+        except ValueError as exc:
+            self.error_label.setText(str(exc))  # stay open so the user can fix it
+            return
+        super().accept()

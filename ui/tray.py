@@ -1,0 +1,84 @@
+"""Tray icon with start/stop, caption window, show window and quit; and icon/stylesheet loading
+that tolerates a checkout without resources (the app then just looks plainer)."""
+
+from __future__ import annotations
+
+import logging
+
+from PySide6.QtCore import QObject, Signal
+from PySide6.QtGui import QAction, QIcon
+from PySide6.QtWidgets import QApplication, QMenu, QSystemTrayIcon
+
+log = logging.getLogger(__name__)
+
+
+def load_icon(*, tray: bool = False, recording: bool = False) -> QIcon:
+    try:
+        import resources
+
+        icon = QIcon()
+        for path in resources.icon_files(tray=tray, recording=recording):
+            icon.addFile(str(path))
+        return icon
+    except (ImportError, AttributeError, OSError, ValueError) as exc:
+        log.debug("icon unavailable: %s", exc)
+        return QIcon()
+
+
+def apply_stylesheet(app: QApplication) -> None:
+    try:
+        import resources
+
+        app.setStyleSheet(resources.stylesheet())
+    except (ImportError, AttributeError, OSError) as exc:
+        log.debug("stylesheet unavailable: %s", exc)
+
+
+class Tray(QObject):
+    start_stop_requested = Signal()
+    captions_toggled = Signal(bool)
+    show_window_requested = Signal()
+    quit_requested = Signal()
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._idle_icon = load_icon(tray=True)
+        self._recording_icon = load_icon(tray=True, recording=True)
+        self.icon = QSystemTrayIcon(self._idle_icon, self)
+        self.icon.setToolTip("Sottovoce")
+        menu = QMenu()
+        self.start_action = QAction("Start", menu)
+        self.start_action.triggered.connect(self.start_stop_requested.emit)
+        self.captions_action = QAction("Caption window", menu)
+        self.captions_action.setCheckable(True)
+        self.captions_action.toggled.connect(self.captions_toggled.emit)
+        show_action = QAction("Show window", menu)
+        show_action.triggered.connect(self.show_window_requested.emit)
+        quit_action = QAction("Quit", menu)
+        quit_action.triggered.connect(self.quit_requested.emit)
+        for action in (self.start_action, self.captions_action, show_action, quit_action):
+            menu.addAction(action)
+        self._menu = menu
+        self.icon.setContextMenu(menu)
+        self.icon.activated.connect(self._on_activated)
+
+    def show(self) -> bool:
+        """Shows the icon where the desktop has a tray; False where it has none."""
+        if not QSystemTrayIcon.isSystemTrayAvailable():
+            log.info("no system tray on this desktop; the tray icon is skipped")
+            return False
+        self.icon.show()
+        return True
+
+    def set_running(self, running: bool, talking: bool = False) -> None:
+        self.start_action.setText("Stop" if running else "Start")
+        self.icon.setIcon(self._recording_icon if talking else self._idle_icon)
+
+    def set_captions_checked(self, checked: bool) -> None:
+        self.captions_action.blockSignals(True)
+        self.captions_action.setChecked(checked)
+        self.captions_action.blockSignals(False)
+
+    def _on_activated(self, reason: QSystemTrayIcon.ActivationReason) -> None:
+        if reason == QSystemTrayIcon.ActivationReason.Trigger:
+            self.show_window_requested.emit()
