@@ -1,0 +1,186 @@
+"""One WebSocket connection on the server: frames -> protocol -> session -> scheduler -> frames.
+
+Two tasks per connection: the receive loop (this coroutine) feeds audio to the session and
+enforces the limits; the decode task sends the session's requests to the scheduler one at a
+time (the policy keeps at most one in flight, so a slow server decodes less often rather than
+queueing) and sends back what they produce. ``end`` waits for the decode task to drain, then
+sends the last ``ack`` and ``bye``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from engine.asr.ct2_decoder import DecodeRequest
+from engine.core import protocol as p
+from engine.errors import EngineError
+from engine.server.scheduler import BatchScheduler
+from engine.server.session import ServerSession, SessionOptions, VadFn
+
+log = logging.getLogger(__name__)
+
+CLOSE_NORMAL = 1000
+CLOSE_POLICY = 1008
+CLOSE_TOO_BIG = 1009
+
+
+class TokenBucket:
+    """Classic token bucket: ``rate`` tokens per second, at most ``depth`` saved up."""
+
+    def __init__(self, rate: float, depth: float, clock: Callable[[], float]) -> None:
+        self._rate = rate
+        self._depth = depth
+        self._tokens = depth
+        self._clock = clock
+        self._last = clock()
+
+    def take(self, amount: float) -> bool:
+        now = self._clock()
+        self._tokens = min(self._depth, self._tokens + (now - self._last) * self._rate)
+        self._last = now
+        if amount > self._tokens:
+            return False
+        self._tokens -= amount
+        return True
+
+
+class _Closing(Exception):
+    """Raised inside the receive loop to end the connection with an error frame."""
+
+    def __init__(self, code: str, message: str, close_code: int) -> None:
+        super().__init__(message)
+        self.code, self.message, self.close_code = code, message, close_code
+
+
+class Connection:
+    def __init__(self, ws: Any, scheduler: BatchScheduler, *, session_options: SessionOptions,
+                 vad: VadFn, clock: Callable[[], float], max_frame_bytes: int,
+                 idle_timeout_s: float, audio_bucket: TokenBucket, frame_bucket: TokenBucket,
+                 model: str, counters: dict[str, int]) -> None:
+        self._ws = ws
+        self._scheduler = scheduler
+        self._session_options = session_options
+        self._vad = vad
+        self._clock = clock
+        self._max_frame = max_frame_bytes
+        self._idle = idle_timeout_s
+        self._audio_bucket = audio_bucket
+        self._frame_bucket = frame_bucket
+        self._model = model
+        self._counters = counters
+        self._protocol = p.ServerConnection()
+        self._session: ServerSession | None = None
+        self._wake = asyncio.Event()
+        self._decoder: asyncio.Task[None] | None = None
+        self._ending = False
+
+    async def run(self) -> None:
+        from websockets.exceptions import ConnectionClosed
+
+        try:
+            await self._receive_loop()
+        except _Closing as closing:
+            await self._send([p.Error(code=closing.code, message=closing.message)])
+            await self._ws.close(closing.close_code, closing.message[:100])
+        except ConnectionClosed:
+            log.info("client went away")
+        finally:
+            if self._decoder is not None and not self._decoder.done():
+                self._decoder.cancel()
+
+    async def _receive_loop(self) -> None:
+        while self._protocol.state not in ("closed", "failed"):
+            try:
+                frame = await asyncio.wait_for(self._ws.recv(), self._idle)
+            except asyncio.TimeoutError:
+                raise _Closing(p.IDLE_TIMEOUT, f"no frame for {self._idle:.0f} s",
+                               CLOSE_NORMAL) from None
+            size = len(frame)
+            if size > self._max_frame:
+                raise _Closing(p.TOO_LARGE, f"frame of {size} bytes; the limit is "
+                               f"{self._max_frame}", CLOSE_TOO_BIG)
+            if not self._frame_bucket.take(1) or (
+                    isinstance(frame, bytes) and not self._audio_bucket.take(size)):
+                raise _Closing(p.RATE_LIMITED, "too much data too fast", CLOSE_POLICY)
+            if isinstance(frame, bytes):
+                messages = self._protocol.receive_bytes(frame)
+            else:
+                messages = self._protocol.receive_text(frame)
+            for message in messages:
+                if await self._dispatch(message):
+                    return
+
+    async def _dispatch(self, message: p.ClientMessage | p.ProtocolViolation) -> bool:
+        """Act on one client message; True when the connection is finished."""
+        if isinstance(message, p.ProtocolViolation):
+            raise _Closing(message.code, message.message, CLOSE_POLICY)
+        if isinstance(message, p.Hello):
+            await self._send([p.Ready(session_id=message.session_id, model=self._model,
+                                      offset=message.offset)])
+            self._start_session(message)
+            return False
+        session = self._session
+        assert session is not None  # the protocol object refuses everything before hello
+        if isinstance(message, p.Audio):
+            await self._send(session.feed(message))
+            self._wake.set()
+        elif isinstance(message, p.Flush):
+            await self._send(session.flush())
+            self._wake.set()
+        elif isinstance(message, p.End):
+            await self._finish(session)
+            return True
+        else:  # Cancel
+            session.cancel()
+            if self._decoder is not None:
+                self._decoder.cancel()
+            await self._send([p.Bye(upto=session.position)])
+            await self._ws.close(CLOSE_NORMAL, "cancelled")
+            return True
+        return False
+
+    def _start_session(self, hello: p.Hello) -> None:
+        self._session = ServerSession(hello, self._session_options, self._vad, self._clock)
+        self._counters["sessions"] += 1
+        self._decoder = asyncio.create_task(self._decode_loop(self._session))
+        log.info("session %s opened at %d", hello.session_id, hello.offset)
+
+    async def _finish(self, session: ServerSession) -> None:
+        await self._send(session.flush())
+        self._ending = True
+        self._wake.set()
+        if self._decoder is not None:
+            await self._decoder
+        upto = session.final_ack()
+        await self._send([p.Ack(upto=upto), p.Bye(upto=upto)])
+        await self._ws.close(CLOSE_NORMAL, "bye")
+
+    async def _decode_loop(self, session: ServerSession) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while (request := session.next_request()) is not None:
+                decode = DecodeRequest(audio=request.audio, options=request.options,
+                                       tag=request.request_id)
+                try:
+                    transcript = await self._scheduler.decode(decode)
+                except EngineError as exc:
+                    messages = session.on_failure(request, str(exc))
+                else:
+                    messages = session.on_result(request, transcript)
+                self._counters["finals"] += sum(isinstance(m, p.Final) for m in messages)
+                await self._send(messages)
+            if self._ending and session.idle:
+                return
+
+    async def _send(self, messages: list[p.ServerMessage]) -> None:
+        from websockets.exceptions import ConnectionClosed
+
+        for message in messages:
+            try:
+                await self._ws.send(p.encode_server(message))
+            except ConnectionClosed:
+                return

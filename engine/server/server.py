@@ -1,0 +1,277 @@
+"""The WebSocket transcription server: one process, one model, many sessions.
+
+Every connection gets a `ServerSession` (VAD -> segmenter -> streaming policy) and a decode
+task that sends its requests to the shared `BatchScheduler`. Plain HTTP ``GET /health`` and
+``GET /metrics`` are answered during the handshake (``process_request``).
+
+Limits, each answered with an ``error{code}`` frame and a clean close, never a crash:
+``max_sessions`` (code ``busy``, close 1013 "try again later"), ``max_frame_bytes``
+(``too_large``), ``idle_timeout_s`` (``idle_timeout``), a per-connection token bucket on audio
+bytes and on frames (``rate_limited``), protocol violations (``bad_message`` ...). An API key,
+when set, is required as ``Authorization: Bearer <key>`` (constant-time compare); it is
+mandatory when the server binds anything but loopback.
+
+The only module that imports ``websockets`` on the server side (lazily, in `start`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import ipaddress
+import json
+import logging
+import ssl
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.core import protocol as p
+from engine.errors import EngineError, missing_dependency
+from engine.server.connection import Connection, TokenBucket
+from engine.server.runner import Runner
+from engine.server.scheduler import BatchScheduler, SchedulerOptions
+from engine.server.session import EnergyVad, SessionOptions, VadFn
+
+log = logging.getLogger(__name__)
+
+CLOSE_POLICY = 1008
+CLOSE_TRY_LATER = 1013
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    """Network, limits and security.
+
+    ``rate_audio_x``: sustained audio rate allowed, in multiples of real time (a reconnecting
+    client resends its backlog, so it is above 1); ``burst_audio_s`` is the bucket depth.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 8765
+    max_sessions: int = 16
+    max_frame_bytes: int = 256 * 1024
+    idle_timeout_s: float = 30.0
+    rate_audio_x: float = 20.0
+    burst_audio_s: float = 120.0
+    rate_frames_per_s: float = 200.0
+    api_key: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    scheduler: SchedulerOptions = field(default_factory=SchedulerOptions)
+    session: SessionOptions = field(default_factory=SessionOptions)
+
+    def __post_init__(self) -> None:
+        if not is_loopback(self.host) and not self.api_key:
+            raise ValueError(f"binding {self.host} (not loopback) requires an API key")
+        if self.max_sessions < 1 or self.max_frame_bytes < 1024:
+            raise ValueError("max_sessions must be >= 1 and max_frame_bytes >= 1024")
+        if self.idle_timeout_s <= 0 or self.rate_audio_x <= 0 or self.rate_frames_per_s <= 0:
+            raise ValueError("timeouts and rates must be > 0")
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("TLS needs both a certificate and a key")
+
+
+class TranscriptionServer:
+    """`start()` binds and starts the inference thread; `close()` stops both."""
+
+    def __init__(self, runner: Runner, options: ServerOptions | None = None, *,
+                 vad_factory: Callable[[], VadFn] = EnergyVad,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.options = options or ServerOptions()
+        self.runner = runner
+        self.scheduler = BatchScheduler(runner, self.options.scheduler)
+        self._vad_factory = vad_factory
+        self._clock = clock
+        self._server: Any = None
+        self._sessions = 0
+        self.counters: dict[str, int] = {"connections": 0, "sessions": 0, "busy": 0,
+                                         "errors": 0, "finals": 0, "unauthorized": 0}
+        self.started_at = clock()
+
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            raise EngineError("server not started")
+        return int(self._server.sockets[0].getsockname()[1])
+
+    @property
+    def active_sessions(self) -> int:
+        return self._sessions
+
+    async def start(self) -> None:
+        try:
+            from websockets.asyncio.server import serve
+        except ImportError as exc:
+            raise missing_dependency("websockets", "server") from exc
+        o = self.options
+        self.scheduler.start()
+        self._server = await serve(
+            self._handle, o.host, o.port, process_request=self._process_request,
+            ssl=self._ssl_context(), max_size=2 * o.max_frame_bytes, max_queue=64,
+            ping_interval=20, ping_timeout=20, close_timeout=5,
+            server_header="sottovoce",
+        )
+        log.info("serving on %s:%d (tls=%s, batching=%s)", o.host, self.port,
+                 o.tls_cert is not None, o.scheduler.max_batch > 1)
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None
+        await asyncio.to_thread(self.scheduler.stop)
+
+    async def serve_forever(self) -> None:
+        await self.start()
+        try:
+            await self._server.serve_forever()
+        finally:
+            await self.close()
+
+    def _ssl_context(self) -> ssl.SSLContext | None:
+        if self.options.tls_cert is None:
+            return None
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(self.options.tls_cert, self.options.tls_key)
+        return context
+
+    # -- HTTP side ---------------------------------------------------------------------
+
+    def _process_request(self, connection: Any, request: Any) -> Any:
+        path = request.path.split("?", 1)[0]
+        if path == "/health":
+            return _json_response(connection, 200, self.health())
+        if not self._authorized(request.headers.get("Authorization", "")):
+            self.counters["unauthorized"] += 1
+            return connection.respond(401, "unauthorized: send 'Authorization: Bearer <key>'\n")
+        if path == "/metrics":
+            return _json_response(connection, 200, self.metrics())
+        return None  # go on with the WebSocket handshake
+
+    def _authorized(self, header: str) -> bool:
+        key = self.options.api_key
+        if not key:
+            return True
+        scheme, _, token = header.partition(" ")
+        # compare_digest on bytes: constant time whatever the token holds.
+        return scheme.lower() == "bearer" and hmac.compare_digest(
+            token.strip().encode("utf-8", "replace"), key.encode("utf-8"))
+
+    def health(self) -> dict[str, object]:
+        return {"status": "ok", "model": self.runner.info.name, "device": self.runner.info.device,
+                "sessions": self._sessions, "max_sessions": self.options.max_sessions,
+                "protocol": p.PROTOCOL_VERSION}
+
+    def metrics(self) -> dict[str, object]:
+        return {**self.health(), "uptime_s": round(self._clock() - self.started_at, 1),
+                "counters": dict(self.counters), "scheduler": self.scheduler.stats.as_dict(),
+                "batching": self.options.scheduler.max_batch > 1}
+
+    # -- WebSocket side ----------------------------------------------------------------
+
+    async def _handle(self, ws: Any) -> None:
+        self.counters["connections"] += 1
+        if self._sessions >= self.options.max_sessions:
+            self.counters["busy"] += 1
+            await _refuse(ws, p.BUSY, f"server busy: {self.options.max_sessions} sessions in use",
+                          CLOSE_TRY_LATER)
+            return
+        self._sessions += 1
+        o = self.options
+        connection = Connection(
+            ws, self.scheduler, session_options=o.session, vad=self._vad_factory(),
+            clock=self._clock, max_frame_bytes=o.max_frame_bytes, idle_timeout_s=o.idle_timeout_s,
+            audio_bucket=TokenBucket(rate=o.rate_audio_x * 32_000,
+                                     depth=o.burst_audio_s * 32_000, clock=self._clock),
+            frame_bucket=TokenBucket(rate=o.rate_frames_per_s, depth=o.rate_frames_per_s * 2,
+                                     clock=self._clock),
+            model=self.runner.info.name, counters=self.counters,
+        )
+        try:
+            await connection.run()
+        except Exception:  # noqa: BLE001 - a connection's top: log, never take the server down
+            self.counters["errors"] += 1
+            log.exception("connection failed")
+            await _refuse(ws, p.INTERNAL, "internal server error", CLOSE_POLICY)
+        finally:
+            self._sessions -= 1
+
+
+async def _refuse(ws: Any, code: str, message: str, close_code: int) -> None:
+    from websockets.exceptions import ConnectionClosed
+
+    try:
+        await ws.send(p.encode_server(p.Error(code=code, message=message)))
+        await ws.close(close_code, message[:100])
+    except ConnectionClosed:
+        pass
+
+
+def _json_response(connection: Any, status: int, body: dict[str, object]) -> Any:
+    response = connection.respond(status, json.dumps(body) + "\n")
+    del response.headers["Content-Type"]
+    response.headers["Content-Type"] = "application/json"
+    return response
+
+
+class ServerThread:
+    """Runs a `TranscriptionServer` on its own event loop in a background thread (tests,
+    benchmarks, an in-app server). `start()` returns once the port is bound."""
+
+    def __init__(self, server: TranscriptionServer) -> None:
+        self.server = server
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: Any = None
+        self._stopped: asyncio.Event | None = None
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    def start(self, timeout: float = 30.0) -> None:
+        import threading
+
+        ready = threading.Event()
+        errors: list[BaseException] = []
+
+        async def main() -> None:
+            self._stopped = asyncio.Event()
+            try:
+                await self.server.start()
+            except BaseException as exc:  # noqa: BLE001 - handed to the starting thread
+                errors.append(exc)
+                ready.set()
+                return
+            ready.set()
+            await self._stopped.wait()
+            await self.server.close()
+
+        def run() -> None:
+            self._loop = asyncio.new_event_loop()
+            self._loop.run_until_complete(main())
+            self._loop.close()
+
+        self._thread = threading.Thread(target=run, name="sottovoce-server", daemon=True)
+        self._thread.start()
+        if not ready.wait(timeout):
+            raise EngineError("server did not start in time")
+        if errors:
+            raise errors[0]
+
+    def stop(self, timeout: float = 15.0) -> None:
+        if self._loop is None or self._stopped is None or self._thread is None:
+            return
+        self._loop.call_soon_threadsafe(self._stopped.set)
+        self._thread.join(timeout)
+        self._thread = None
