@@ -1,0 +1,175 @@
+"""Settings (TOML, versioned, migrated), API keys in the keyring, hotkey logic, and the
+no-display behaviour of the app entry point. None of these need a display."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from app.hotkeys import PRESS, RELEASE, HotkeyMachine
+from app.settings import (
+    SETTINGS_VERSION,
+    Settings,
+    from_mapping,
+    load_settings,
+    migrate,
+    save_settings,
+    settings_path,
+    with_changes,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_first_run_uses_defaults_and_writes_nothing():
+    settings = load_settings()
+    assert settings == Settings()
+    assert settings.model == "tiny.en" and settings.device == "auto"
+    assert settings.first_run_hint
+    assert not settings_path().exists()  # created on first save only
+
+
+def test_save_and_load_round_trip(tmp_path):
+    settings = with_changes(Settings(), backend="remote", remote_url="wss://example.org/asr",
+                            language="de", hotkey_mode="toggle", caption_lines=3,
+                            first_run_hint=False)
+    path = save_settings(settings)
+    assert path == settings_path() and path.is_file()
+    text = path.read_text()
+    assert f"version = {SETTINGS_VERSION}" in text and "api" not in text.lower()
+    assert load_settings() == settings
+    assert list(path.parent.glob(".settings-*")) == []  # no temp file left behind
+
+
+def test_version_1_file_is_migrated():
+    path = settings_path()
+    path.parent.mkdir(parents=True)
+    path.write_text('ptt_hotkey = "<ctrl>+<shift>+d"\npaste = false\nmodel = "base"\n')
+    settings = load_settings()
+    assert settings.hotkey == "<ctrl>+<shift>+d"
+    assert settings.inject_mode == "type"
+    assert settings.model == "base" and settings.version == SETTINGS_VERSION
+    assert migrate({"version": 2, "model": "x"}) == {"version": 2, "model": "x"}
+
+
+def test_newer_or_broken_files_fall_back_to_defaults(caplog):
+    path = settings_path()
+    path.parent.mkdir(parents=True)
+    path.write_text("version = 99\n")
+    assert load_settings() == Settings()
+    path.write_text("this is [not toml")
+    assert load_settings() == Settings()
+    assert "using defaults" in caplog.text
+    assert path.read_text() == "this is [not toml"  # left for the user to inspect
+
+
+def test_unknown_keys_are_dropped(caplog):
+    settings = from_mapping({"version": 2, "model": "base", "colour": "red"})
+    assert settings.model == "base"
+    assert "colour" in caplog.text
+
+
+@pytest.mark.parametrize("changes", [
+    {"backend": "cloud"}, {"device": "tpu"}, {"hotkey_mode": "tap"}, {"inject_mode": "x"},
+    {"paste_keys": "ctrl+p"}, {"listen_mode": "x"}, {"model": " "}, {"language": "e1"},
+    {"backend": "remote", "remote_url": "http://x"}, {"caption_lines": 4},
+    {"caption_font_pt": 2}, {"hotkey": ""}, {"version": 1},
+])
+def test_invalid_settings_are_rejected(changes):
+    with pytest.raises(ValueError):
+        with_changes(Settings(), **changes)
+
+
+def test_hold_mode_talks_while_the_chord_is_held():
+    machine = HotkeyMachine(["ctrl", "alt", "space"], "hold")
+    assert machine.key_down("ctrl") is None
+    assert machine.key_down("alt") is None
+    assert machine.key_down("space") == PRESS
+    assert machine.key_down("space") is None  # auto-repeat
+    assert machine.key_down("x") is None
+    assert machine.key_up("x") is None
+    assert machine.key_up("space") == RELEASE
+    assert machine.key_up("alt") is None
+    assert machine.key_up("ctrl") is None
+    assert not machine.talking
+
+
+def test_toggle_mode_flips_on_each_full_press():
+    machine = HotkeyMachine(["ctrl", "space"], "toggle")
+    machine.key_down("ctrl")
+    assert machine.key_down("space") == PRESS
+    assert machine.key_up("space") is None
+    assert machine.key_down("space") == RELEASE
+    assert machine.key_up("space") is None
+    assert machine.key_up("ctrl") is None
+    assert machine.key_down("space") is None  # ctrl no longer held
+    assert machine.reset() is None
+
+
+def test_hotkey_reset_ends_talking_in_hold_mode():
+    machine = HotkeyMachine(["f9"], "hold")
+    assert machine.key_down("f9") == PRESS
+    assert machine.reset() == RELEASE
+    with pytest.raises(ValueError):
+        HotkeyMachine([], "hold")
+    with pytest.raises(ValueError):
+        HotkeyMachine(["a"], "double")
+
+
+def test_api_key_lives_in_the_keyring_only():
+    from app import secrets
+
+    try:
+        secrets.load_api_key("ws://probe")
+    except secrets.KeyringUnavailableError:
+        pytest.skip("no keyring backend in this session (CI unlocks gnome-keyring)")
+    url = f"ws://test-{os.getpid()}:8765"
+    secrets.store_api_key(url, "s3cret-key")
+    try:
+        assert secrets.load_api_key(url) == "s3cret-key"
+        assert "keyring" in secrets.keyring_status()
+    finally:
+        assert secrets.delete_api_key(url)
+    assert secrets.load_api_key(url) is None
+    assert not secrets.delete_api_key(url)
+    assert not settings_path().exists()
+
+
+def test_no_keyring_backend_gives_a_clear_message_and_stores_nothing():
+    import keyring
+    from keyring.backends import fail
+
+    from app import secrets
+
+    previous = keyring.get_keyring()
+    keyring.set_keyring(fail.Keyring())
+    try:
+        with pytest.raises(secrets.KeyringUnavailableError, match="No system keyring"):
+            secrets.store_api_key("ws://x", "key")
+        with pytest.raises(secrets.KeyringUnavailableError):
+            secrets.load_api_key("ws://x")
+        assert "No system keyring" in secrets.keyring_status()
+    finally:
+        keyring.set_keyring(previous)
+
+
+def test_app_without_a_display_points_to_transcribe():
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
+    result = subprocess.run([sys.executable, "-m", "app.cli"], cwd=REPO, env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "no display" in result.stderr and "sottovoce transcribe" in result.stderr
+
+
+def test_control_command_without_a_running_app_fails_cleanly(tmp_path, monkeypatch):
+    monkeypatch.setenv("SOTTOVOCE_CONTROL_SOCKET", str(tmp_path / "none.sock"))
+    env = dict(os.environ)
+    result = subprocess.run([sys.executable, "-m", "app.cli", "ptt", "press"], cwd=REPO,
+                            env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert "not running" in result.stderr
