@@ -1,0 +1,293 @@
+"""Audio sources: a microphone (the only module importing sounddevice) and a file played as one.
+
+Both deliver 16 kHz mono float32 blocks through `read(timeout)` on the consumer's thread.
+
+`MicrophoneSource`: PortAudio calls our callback on its own thread; the callback only copies the
+block into a bounded queue. When the consumer falls behind, the *oldest* block is dropped (fresh
+audio matters more for live text) and counted in `dropped`. Resampling from the device's native
+rate happens in `read()`, off the audio thread. A device that cannot be opened raises
+`AudioDeviceError` from `start()`; one that stops delivering raises it from `read()` (after
+``stall_timeout_s`` without audio), so a pulled-out microphone is an error, never a hang.
+
+`FileSource`: the file as if it were spoken into a microphone, in real time (blocks are handed
+out when their time comes) or in simulated time (as fast as they are read; the consumer then
+uses `position` as its clock).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import queue
+import threading
+import time
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from engine.asr.base import Audio
+from engine.audio.resample import StreamResampler
+from engine.errors import AudioDeviceError, missing_dependency
+from engine.types import SAMPLE_RATE
+
+log = logging.getLogger(__name__)
+
+
+class AudioSource(Protocol):
+    """What the live engine reads from. ``simulated`` sources define time by `position`."""
+
+    simulated: bool
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def read(self, timeout: float) -> Audio | None:
+        """The next block, or None if none came within ``timeout`` s (or the source is done)."""
+        ...
+
+    @property
+    def finished(self) -> bool:
+        """No more audio will come: stopped or at end of file, and everything read."""
+        ...
+
+    @property
+    def position(self) -> int:
+        """16 kHz samples handed out by `read()` so far."""
+        ...
+
+    @property
+    def captured(self) -> int:
+        """16 kHz samples captured so far (ahead of `position` when the reader lags)."""
+        ...
+
+    @property
+    def dropped(self) -> int:
+        """Samples lost to overflow (at the device's rate)."""
+        ...
+
+
+def _sounddevice() -> Any:
+    try:
+        import sounddevice
+    except ImportError as exc:
+        raise missing_dependency("sounddevice", "client") from exc
+    except OSError as exc:  # the PortAudio library itself is missing
+        raise AudioDeviceError(f"PortAudio is not available ({exc}); install libportaudio2") from exc
+    return sounddevice
+
+
+def list_input_devices() -> list[tuple[int, str, int]]:
+    """(index, name, native rate) of every input-capable device."""
+    sd = _sounddevice()
+    return [(i, str(d["name"]), int(d["default_samplerate"]))
+            for i, d in enumerate(sd.query_devices()) if d["max_input_channels"] > 0]
+
+
+def resolve_input_device(device: int | str | None) -> tuple[int, str, int]:
+    """Find an input device by index, exact name or case-insensitive name fragment."""
+    inputs = list_input_devices()
+    if not inputs:
+        raise AudioDeviceError("no audio input device found (is a microphone or PulseAudio there?)")
+    if device is None:
+        default = int(_sounddevice().default.device[0])
+        return next((d for d in inputs if d[0] == default), inputs[0])
+    if isinstance(device, int) or (isinstance(device, str) and device.isdigit()):
+        found = [d for d in inputs if d[0] == int(device)]
+    else:
+        found = [d for d in inputs if d[1] == device] or [
+            d for d in inputs if device.lower() in d[1].lower()]
+    if not found:
+        names = ", ".join(f"{i}: {n}" for i, n, _ in inputs)
+        raise AudioDeviceError(f"no input device {device!r}; available: {names}")
+    return found[0]
+
+
+class MicrophoneSource:
+    """Live capture from an input device (index, name fragment, or None for the default)."""
+
+    simulated = False
+
+    def __init__(self, device: int | str | None = None, *, block_ms: int = 32,
+                 max_queue_s: float = 5.0, stall_timeout_s: float = 2.0) -> None:
+        if block_ms <= 0 or max_queue_s <= 0 or stall_timeout_s <= 0:
+            raise ValueError("block_ms, max_queue_s and stall_timeout_s must be > 0")
+        self._device = device
+        self._block_ms = block_ms
+        self._max_queue_s = max_queue_s
+        self._stall_timeout_s = stall_timeout_s
+        self._queue: queue.Queue[npt.NDArray[np.float32]] = queue.Queue(maxsize=1)
+        self._stream: Any = None
+        self._resampler: StreamResampler | None = None
+        self._stopped = threading.Event()
+        self._failure: str | None = None
+        self._position = 0
+        self._captured_native = 0
+        self._dropped = 0
+        self._rate = SAMPLE_RATE
+        self._last_block_at = 0.0
+        self.device_name = ""
+
+    @property
+    def finished(self) -> bool:
+        return self._stopped.is_set() and self._queue.empty()
+
+    @property
+    def position(self) -> int:
+        return self._position
+
+    @property
+    def captured(self) -> int:
+        return self._captured_native * SAMPLE_RATE // self._rate
+
+    @property
+    def dropped(self) -> int:
+        return self._dropped
+
+    def start(self) -> None:
+        sd = _sounddevice()
+        index, name, rate = resolve_input_device(self._device)
+        blocksize = max(1, rate * self._block_ms // 1000)
+        self._queue = queue.Queue(maxsize=max(2, int(self._max_queue_s * 1000 / self._block_ms)))
+        self._rate, self.device_name = rate, name
+        self._resampler = StreamResampler(rate)
+        self._stopped.clear()
+        try:
+            self._stream = sd.InputStream(
+                device=index, channels=1, samplerate=rate, dtype="float32", blocksize=blocksize,
+                callback=self._callback, finished_callback=self._on_finished)
+            self._stream.start()
+        except Exception as exc:  # noqa: BLE001 - PortAudioError and ValueError alike
+            raise AudioDeviceError(f"could not open input device {name!r}: {exc}") from exc
+        self._last_block_at = time.monotonic()
+        log.info("capturing from %r (#%d) at %d Hz", name, index, rate)
+
+    def stop(self) -> None:
+        stream, self._stream = self._stream, None
+        self._stopped.set()
+        if stream is not None:
+            try:
+                stream.stop()
+                stream.close()
+            except Exception as exc:  # noqa: BLE001 - a vanished device may fail to close
+                log.warning("closing the input stream failed: %s", exc)
+
+    def read(self, timeout: float) -> Audio | None:
+        try:
+            block = self._queue.get(timeout=timeout)
+        except queue.Empty:
+            self._check_alive()
+            return None
+        self._last_block_at = time.monotonic()
+        assert self._resampler is not None
+        audio = self._resampler.process(block)
+        self._position += len(audio)
+        return audio
+
+    def _check_alive(self) -> None:
+        if self._stopped.is_set():
+            return
+        if self._failure is not None:
+            raise AudioDeviceError(self._failure)
+        silent_for = time.monotonic() - self._last_block_at
+        if silent_for > self._stall_timeout_s:
+            raise AudioDeviceError(
+                f"no audio from input device {self.device_name!r} for {silent_for:.1f} s")
+
+    def _callback(self, indata: npt.NDArray[np.float32], frames: int, _time: Any,
+                  status: Any) -> None:
+        # PortAudio's thread: copy and enqueue only. Overflow policy: drop the oldest block.
+        if status and status.input_overflow:
+            self._dropped += frames
+        block = indata[:, 0].copy()
+        self._captured_native += frames
+        try:
+            self._queue.put_nowait(block)
+        except queue.Full:
+            with contextlib.suppress(queue.Empty):
+                self._dropped += len(self._queue.get_nowait())
+            self._queue.put_nowait(block)
+
+    def _on_finished(self) -> None:
+        if not self._stopped.is_set():
+            self._failure = f"input device {self.device_name!r} stopped delivering audio"
+
+
+class FileSource:
+    """A file (or an array) played as a microphone, in real or simulated time."""
+
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, audio: Audio | None = None,
+                 realtime: bool = False, block_ms: int = 32, lead_silence_s: float = 0.0,
+                 tail_silence_s: float = 0.0) -> None:
+        if (path is None) == (audio is None):
+            raise ValueError("give exactly one of path or audio")
+        if block_ms <= 0 or lead_silence_s < 0 or tail_silence_s < 0:
+            raise ValueError("block_ms must be > 0 and silences >= 0")
+        self.simulated = not realtime
+        self._path = path
+        self._audio = audio
+        self._block = SAMPLE_RATE * block_ms // 1000
+        self._lead = int(lead_silence_s * SAMPLE_RATE)
+        self._tail = int(tail_silence_s * SAMPLE_RATE)
+        self._data: Audio = np.zeros(0, dtype=np.float32)
+        self._position = 0
+        self._started_at = 0.0
+        self._stopped = threading.Event()
+
+    @property
+    def finished(self) -> bool:
+        return self._stopped.is_set() or self._position >= len(self._data)
+
+    @property
+    def position(self) -> int:
+        return self._position
+
+    @property
+    def captured(self) -> int:
+        if self.simulated:
+            return self._position
+        elapsed = int((time.monotonic() - self._started_at) * SAMPLE_RATE)
+        return min(len(self._data), max(self._position, elapsed))
+
+    @property
+    def dropped(self) -> int:
+        return 0
+
+    @property
+    def duration(self) -> int:
+        """Total samples this source will deliver (silences included); known after start()."""
+        return len(self._data)
+
+    def start(self) -> None:
+        if self._audio is None:
+            from engine.audio.decode import load_audio  # raises AudioDecodeError, clearly
+
+            assert self._path is not None
+            self._audio = load_audio(self._path)
+        silence = np.zeros
+        self._data = np.concatenate([silence(self._lead, np.float32), self._audio,
+                                     silence(self._tail, np.float32)])
+        self._position = 0
+        self._stopped.clear()
+        self._started_at = time.monotonic()
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    def read(self, timeout: float) -> Audio | None:
+        if self.finished:
+            return None
+        end = min(len(self._data), self._position + self._block)
+        if not self.simulated:
+            due = self._started_at + end / SAMPLE_RATE
+            wait = due - time.monotonic()
+            # Wait for the block's time to come, waking early if stop() is called.
+            if wait > 0 and self._stopped.wait(min(wait, timeout)):
+                return None
+            if time.monotonic() < due:
+                return None
+        block = self._data[self._position:end]
+        self._position = end
+        return block

@@ -1,0 +1,347 @@
+"""The streaming policy: when to decode what, and which events to emit (sans-I/O).
+
+One `StreamingPolicy` per audio stream (the desktop engine has one; the server runs one per
+session). It never decodes, sleeps or reads a clock: the caller passes ``now`` (seconds on any
+monotonic clock, real or simulated) to every call.
+
+    caller                                   policy
+    segmenter events (SegmentStarted...) --> handle(event, now)       -> [Event]
+    "my worker is free"                  --> next_request(now)        -> DecodeRequest | None
+    decode finished                      --> on_result(id, transcript, now) -> [Event]
+    decode failed                        --> on_failure(id, message, now)   -> [Event]
+
+Scheduling: the caller asks for work only when it can run it, and the policy keeps at most
+``max_in_flight`` requests out, so decode work never queues up behind a slow machine. Finals
+go first (oldest first); partials re-decode the whole growing utterance, no sooner than
+``partial_interval_s`` and ``busy_factor`` x the last partial's round trip after the previous
+one, so a slow machine decodes less often instead of drifting. When a result arrives more than
+``max_lag_s`` after its newest audio, the partial interval doubles (and halves back when the
+lag recovers); the lag is reported in every `Metrics` event.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from engine.asr.base import Audio, DecodeOptions
+from engine.core.agreement import LocalAgreement, tokens
+from engine.core.prompt import PromptOptions, PromptTracker
+from engine.core.quality import QualityThresholds, check_text
+from engine.core.segmenter import SegmentAudio, SegmentEnded, SegmentEvent, SegmentStarted
+from engine.events import (
+    EngineFailed,
+    Event,
+    FinalText,
+    Metrics,
+    PartialText,
+    SpeechEnded,
+    SpeechStarted,
+)
+from engine.types import SAMPLE_RATE, Segment, Transcript, Word
+
+LOOP_FLAGS = frozenset({"compression", "repeats", "wpm_high"})
+MAX_BACKOFF = 8.0
+
+
+@dataclass(frozen=True)
+class PolicyOptions:
+    language: str | None = None
+    task: str = "transcribe"
+    partials: bool = True
+    min_partial_audio_s: float = 0.6
+    partial_interval_s: float = 0.4
+    min_new_audio_s: float = 0.2
+    busy_factor: float = 2.0
+    max_lag_s: float = 1.5
+    max_in_flight: int = 1
+    partial_beam_size: int = 1
+    final_beam_size: int = 5
+    short_context: bool = True
+    retry_without_prompt: bool = True
+    prompt: PromptOptions = field(default_factory=PromptOptions)
+    quality: QualityThresholds = field(default_factory=QualityThresholds)
+
+    def __post_init__(self) -> None:
+        if self.min_partial_audio_s < 0 or self.partial_interval_s < 0 or self.min_new_audio_s < 0:
+            raise ValueError("partial timings must be >= 0")
+        if self.busy_factor < 1.0:
+            raise ValueError("busy_factor must be >= 1 (a worker cannot be more than fully busy)")
+        if self.max_lag_s <= 0 or self.max_in_flight < 1:
+            raise ValueError("max_lag_s must be > 0 and max_in_flight >= 1")
+        # DecodeOptions validates language, task and beam sizes.
+        DecodeOptions(language=self.language, task=self.task, beam_size=self.partial_beam_size)
+        DecodeOptions(language=self.language, task=self.task, beam_size=self.final_beam_size)
+
+
+@dataclass(frozen=True)
+class DecodeRequest:
+    """One piece of decode work. ``start`` is the session sample of ``audio[0]``; word times in
+    the result are relative to it. ``audio_arrived_at`` is when its newest sample arrived."""
+
+    request_id: int
+    utterance_id: int
+    kind: str  # "partial" | "final"
+    audio: Audio = field(repr=False, compare=False)
+    start: int
+    options: DecodeOptions
+    issued_at: float
+    audio_arrived_at: float
+
+
+@dataclass
+class _Utterance:
+    id: int
+    start: int
+    started_at: float
+    chunks: list[Audio] = field(default_factory=list)
+    samples: int = 0
+    arrived_at: float = 0.0  # when the newest sample arrived
+    partial_samples: int = 0  # audio length at the last partial request
+    agreement: LocalAgreement = field(default_factory=LocalAgreement)
+    had_partial: bool = False
+    end: int = 0
+    speech_end_at: float = 0.0
+    attempts: int = 0
+
+    def audio(self) -> Audio:
+        if not self.chunks:
+            return np.zeros(0, dtype=np.float32)
+        if len(self.chunks) > 1:
+            self.chunks = [np.concatenate(self.chunks)]
+        return self.chunks[0]
+
+
+class StreamingPolicy:
+    """See the module docstring. Not thread-safe: call from one thread (or under one lock)."""
+
+    def __init__(self, options: PolicyOptions | None = None) -> None:
+        self.options = options or PolicyOptions()
+        self.prompt = PromptTracker(self.options.prompt, language=self.options.language)
+        self._active: _Utterance | None = None
+        self._finals: deque[_Utterance] = deque()
+        self._in_flight: dict[int, tuple[DecodeRequest, _Utterance]] = {}
+        self._next_utterance = 1
+        self._next_request = 1
+        self._next_partial_at = 0.0
+        self._backoff = 1.0
+        self.last_lag_ms = 0.0
+
+    @property
+    def idle(self) -> bool:
+        """Nothing in flight, pending or being spoken: a stream may close now."""
+        return self._active is None and not self._finals and not self._in_flight
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._in_flight)
+
+    @property
+    def backoff(self) -> float:
+        """How many times the base partial interval the policy currently waits (>= 1)."""
+        return self._backoff
+
+    def handle(self, event: SegmentEvent, now: float) -> list[Event]:
+        """Feed one segmenter event."""
+        if isinstance(event, SegmentStarted):
+            return self._start(event, now)
+        if isinstance(event, SegmentAudio):
+            if self._active is not None:
+                self._append(self._active, event.audio, now)
+            return []
+        return self._end(event, now)
+
+    def handle_all(self, events: list[SegmentEvent], now: float) -> list[Event]:
+        out: list[Event] = []
+        for event in events:
+            out.extend(self.handle(event, now))
+        return out
+
+    def next_request(self, now: float) -> DecodeRequest | None:
+        """The next decode to run now, or None; call whenever a worker is free."""
+        if len(self._in_flight) >= self.options.max_in_flight:
+            return None
+        if self._finals:
+            return self._final_request(self._finals.popleft(), now)
+        utt = self._active
+        if utt is None or not self._partial_due(utt, now):
+            return None
+        return self._partial_request(utt, now)
+
+    def on_result(self, request_id: int, transcript: Transcript, now: float) -> list[Event]:
+        """Feed a finished decode; results of unknown or cancelled requests are ignored."""
+        entry = self._in_flight.pop(request_id, None)
+        if entry is None:
+            return []
+        request, utt = entry
+        lag = max(0.0, now - request.audio_arrived_at)
+        self._track_lag(lag)
+        metrics = Metrics(
+            chunk_rtt_ms=(now - request.issued_at) * 1000, decode_ms=transcript.decode_ms,
+            network_ms=None, lag_ms=lag * 1000,
+            rtf=transcript.decode_ms / 1000 / max(len(request.audio) / SAMPLE_RATE, 1e-3),
+            dropped_frames=0, kind=request.kind,
+        )
+        if request.kind == "partial":
+            return [metrics, *self._partial_result(request, utt, transcript, now)]
+        return [metrics, *self._final_result(request, utt, transcript, now)]
+
+    def on_failure(self, request_id: int, message: str, now: float) -> list[Event]:
+        """A decode raised: report it; a failed final closes its utterance with empty text."""
+        entry = self._in_flight.pop(request_id, None)
+        if entry is None:
+            return []
+        request, utt = entry
+        events: list[Event] = [EngineFailed(f"decode failed: {message}", recoverable=True)]
+        if request.kind == "final":
+            events.append(self._final_text(utt, "", (), request, now, None))
+        return events
+
+    def cancel(self) -> None:
+        """Forget everything in flight or pending (a client's "cancel"); emits nothing."""
+        self._active = None
+        self._finals.clear()
+        self._in_flight.clear()
+
+    # -- utterance lifecycle -------------------------------------------------------------
+
+    def _start(self, event: SegmentStarted, now: float) -> list[Event]:
+        events: list[Event] = []
+        if self._active is not None:  # a segmenter never does this; be safe anyway
+            end = self._active.start + self._active.samples
+            events.extend(self._end(SegmentEnded(end, end, 1), now))
+        utt = _Utterance(id=self._next_utterance, start=event.start, started_at=now)
+        self._next_utterance += 1
+        self._append(utt, event.audio, now)
+        self._active = utt
+        events.append(SpeechStarted(utterance_id=utt.id, at=event.start))
+        return events
+
+    def _append(self, utt: _Utterance, audio: Audio, now: float) -> None:
+        if len(audio):
+            utt.chunks.append(audio)
+            utt.samples += len(audio)
+            utt.arrived_at = now
+
+    def _end(self, event: SegmentEnded, now: float) -> list[Event]:
+        utt = self._active
+        if utt is None:
+            return []
+        self._active = None
+        # Samples after the speech end had already arrived when the segmenter decided the
+        # utterance was over (the min-silence wait); latency is measured from the speech end.
+        received_after = max(0, utt.start + utt.samples - event.speech_end)
+        utt.speech_end_at = now - received_after / SAMPLE_RATE
+        keep = max(0, min(utt.samples, event.end - utt.start))
+        utt.chunks = [utt.audio()[:keep]]
+        utt.samples = keep
+        utt.end = utt.start + keep
+        events: list[Event] = [SpeechEnded(utterance_id=utt.id, at=utt.end)]
+        if event.speech_windows == 0 or keep == 0:
+            events.append(self._final_text(utt, "", (), None, now, None))
+        else:
+            self._finals.append(utt)
+        return events
+
+    # -- partials ------------------------------------------------------------------------
+
+    def _partial_due(self, utt: _Utterance, now: float) -> bool:
+        o = self.options
+        return (
+            o.partials
+            and now >= self._next_partial_at
+            and utt.samples >= o.min_partial_audio_s * SAMPLE_RATE
+            and utt.samples - utt.partial_samples >= o.min_new_audio_s * SAMPLE_RATE
+            and not any(u is utt for _, u in self._in_flight.values())
+        )
+
+    def _partial_request(self, utt: _Utterance, now: float) -> DecodeRequest:
+        o = self.options
+        utt.partial_samples = utt.samples
+        options = DecodeOptions(
+            language=o.language, task=o.task, prompt=None, word_timestamps=False,
+            beam_size=o.partial_beam_size, temperatures=(0.0,), short_context=o.short_context,
+        )
+        return self._issue(utt, "partial", options, now)
+
+    def _partial_result(self, request: DecodeRequest, utt: _Utterance, transcript: Transcript,
+                        now: float) -> list[Event]:
+        o = self.options
+        wait = max(o.partial_interval_s, o.busy_factor * (now - request.issued_at))
+        self._next_partial_at = now + wait * self._backoff
+        if utt is not self._active:
+            return []  # the utterance ended meanwhile; its final supersedes this
+        kept = [s for s in transcript.segments
+                if not _flags(s, o.quality) & (LOOP_FLAGS | {"no_speech"})]
+        committed, tentative = utt.agreement.update(tokens(" ".join(s.text for s in kept)))
+        utt.had_partial = True
+        return [PartialText(utterance_id=utt.id, committed=committed, tentative=tentative,
+                            start=utt.start)]
+
+    # -- finals --------------------------------------------------------------------------
+
+    def _final_request(self, utt: _Utterance, now: float) -> DecodeRequest:
+        o = self.options
+        utt.attempts += 1
+        prompt = self.prompt.prompt(now) if utt.attempts == 1 else None
+        options = DecodeOptions(
+            language=o.language, task=o.task, prompt=prompt, word_timestamps=True,
+            beam_size=o.final_beam_size, short_context=o.short_context,
+        )
+        return self._issue(utt, "final", options, now, arrived_at=utt.speech_end_at)
+
+    def _final_result(self, request: DecodeRequest, utt: _Utterance, transcript: Transcript,
+                      now: float) -> list[Event]:
+        o = self.options
+        seconds = len(request.audio) / SAMPLE_RATE
+        text = transcript.text
+        flags = set(check_text(text, seconds, thresholds=o.quality))
+        if flags & LOOP_FLAGS and request.options.prompt and o.retry_without_prompt:
+            self._finals.appendleft(utt)  # a prompt can start a loop: retry once without it
+            return []
+        kept = [s for s in transcript.segments if "no_speech" not in _flags(s, o.quality)]
+        text = "".join(s.text for s in kept).strip()
+        words = tuple(
+            Word(w.text, request.start + w.start, min(request.start + w.end, utt.end), w.probability)
+            for s in kept for w in s.words
+        )
+        quality = tuple(sorted(flags | {f for s in kept for f in _flags(s, o.quality)}))
+        self.prompt.add(text, at=now, flags=quality, language=transcript.language)
+        return [self._final_text(utt, text, words, request, now, transcript.language)]
+
+    def _final_text(self, utt: _Utterance, text: str, words: tuple[Word, ...],
+                    request: DecodeRequest | None, now: float, language: str | None) -> FinalText:
+        latency = (now - request.issued_at) * 1000 if request is not None else 0.0
+        return FinalText(
+            utterance_id=utt.id, text=text, words=words, start=utt.start, end=utt.end,
+            latency_ms=latency, after_speech_end_ms=max(0.0, now - utt.speech_end_at) * 1000,
+            language=language,
+        )
+
+    # -- shared --------------------------------------------------------------------------
+
+    def _issue(self, utt: _Utterance, kind: str, options: DecodeOptions, now: float,
+               arrived_at: float | None = None) -> DecodeRequest:
+        request = DecodeRequest(
+            request_id=self._next_request, utterance_id=utt.id, kind=kind,
+            audio=utt.audio().copy(), start=utt.start, options=options, issued_at=now,
+            audio_arrived_at=utt.arrived_at if arrived_at is None else arrived_at,
+        )
+        self._next_request += 1
+        self._in_flight[request.request_id] = (request, utt)
+        return request
+
+    def _track_lag(self, lag: float) -> None:
+        self.last_lag_ms = lag * 1000
+        if lag > self.options.max_lag_s:
+            self._backoff = min(MAX_BACKOFF, self._backoff * 2)
+        elif lag < self.options.max_lag_s / 2:
+            self._backoff = max(1.0, self._backoff / 2)
+
+
+def _flags(segment: Segment, thresholds: QualityThresholds) -> set[str]:
+    seconds = max(0, segment.end - segment.start) / SAMPLE_RATE
+    return set(check_text(segment.text, seconds, avg_logprob=segment.avg_logprob,
+                          no_speech_prob=segment.no_speech_prob, thresholds=thresholds))

@@ -1,0 +1,218 @@
+"""Turn a stream of (512-sample window, speech probability) pairs into utterances (sans-I/O).
+
+Rules, each there to prevent a complaint users make about peer apps:
+- hysteresis: speech starts after ``start_windows`` consecutive windows at or above
+  ``start_threshold`` (a click is not speech) and continues while windows stay at or above the
+  lower ``end_threshold`` (soft word endings do not cut the utterance);
+- it ends after ``min_silence_ms`` below ``end_threshold``, keeping ``end_pad_ms`` after the last
+  speech window (trailing consonants are quiet);
+- every utterance starts ``preroll_ms`` (>= 300 ms) before the first speech window, so the
+  first word's onset is never cut;
+- `flush()` (stop) ends the utterance in flight, so the last words are never lost;
+- an utterance longer than ``max_ms`` is split at its quietest window in the second half,
+  so the decoder never gets more than Whisper's 30 s window.
+
+Push-to-talk ("ptt" mode) ignores the VAD for start and end: `begin()` opens an utterance
+(with the pre-roll ring) and `end()` closes it; speech windows are still counted so a press
+with only silence can be recognised downstream.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from engine.asr.base import Audio
+from engine.types import SAMPLE_RATE
+
+WINDOW = 512  # Silero's window at 16 kHz
+
+
+@dataclass(frozen=True)
+class SegmenterOptions:
+    mode: str = "vad"  # "vad" | "ptt"
+    start_threshold: float = 0.5
+    end_threshold: float = 0.35
+    start_windows: int = 3
+    min_silence_ms: int = 500
+    preroll_ms: int = 400
+    end_pad_ms: int = 200
+    max_ms: int = 30_000
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("vad", "ptt"):
+            raise ValueError("mode must be 'vad' or 'ptt'")
+        if not 0.0 < self.end_threshold <= self.start_threshold < 1.0:
+            raise ValueError("need 0 < end_threshold <= start_threshold < 1")
+        if self.start_windows < 1:
+            raise ValueError("start_windows must be >= 1")
+        if self.preroll_ms < 300:
+            raise ValueError("preroll_ms must be >= 300 so first words are not cut")
+        if self.min_silence_ms < 0 or self.end_pad_ms < 0:
+            raise ValueError("min_silence_ms and end_pad_ms must be >= 0")
+        if self.max_ms < 2_000:
+            raise ValueError("max_ms must be >= 2000")
+
+    def windows(self, ms: int) -> int:
+        return max(0, -(-ms * SAMPLE_RATE // 1000 // WINDOW))  # ceil
+
+
+@dataclass(frozen=True)
+class SegmentStarted:
+    """An utterance begins at sample ``start``; ``audio`` holds it from there up to now."""
+
+    start: int
+    audio: Audio = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class SegmentAudio:
+    """More audio of the utterance in flight (it may later be cut back by `SegmentEnded.end`)."""
+
+    audio: Audio = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class SegmentEnded:
+    """The utterance ends at sample ``end`` (padded); ``speech_end`` is the end of the last
+    speech window (latency is measured from there); ``speech_windows`` counts windows the VAD
+    called speech (0 means a push-to-talk press held over silence)."""
+
+    end: int
+    speech_end: int
+    speech_windows: int
+
+
+SegmentEvent = SegmentStarted | SegmentAudio | SegmentEnded
+
+
+class SpeechSegmenter:
+    """State machine over VAD windows; see the module docstring. Not thread-safe."""
+
+    def __init__(self, options: SegmenterOptions | None = None) -> None:
+        self.options = options or SegmenterOptions()
+        o = self.options
+        self._preroll = o.windows(o.preroll_ms)
+        self._ring: deque[Audio] = deque(maxlen=self._preroll + o.start_windows)
+        self._position = 0  # samples pushed so far
+        self._run = 0  # consecutive windows >= start_threshold while idle
+        self._active = False
+        self._start = 0
+        self._windows: list[Audio] = []  # the utterance in flight, window by window
+        self._levels: list[float] = []  # RMS per window of the utterance, for splitting
+        self._silence = 0  # consecutive windows below end_threshold
+        self._last_speech_end = 0
+        self._speech_windows = 0
+        self._floor = 0  # end of the previous utterance: pre-roll never reaches back past it
+
+    @property
+    def position(self) -> int:
+        return self._position
+
+    @property
+    def active(self) -> bool:
+        return self._active
+
+    def push(self, window: Audio, probability: float) -> list[SegmentEvent]:
+        """Feed one window (``WINDOW`` samples) and its speech probability."""
+        if len(window) != WINDOW:
+            raise ValueError(f"window must have {WINDOW} samples, got {len(window)}")
+        self._position += WINDOW
+        self._ring.append(window)
+        if not self._active:
+            return self._push_idle(probability)
+        return self._push_active(window, probability)
+
+    def begin(self) -> list[SegmentEvent]:
+        """Push-to-talk press: open an utterance now, with the pre-roll ring."""
+        if self._active:
+            return []
+        return [self._open(len(self._ring), speech_windows=0)]
+
+    def end(self) -> list[SegmentEvent]:
+        """Push-to-talk release (or any forced end): close the utterance at the current position."""
+        if not self._active:
+            return []
+        speech_end = self._last_speech_end if self._speech_windows else self._position
+        return [self._close(self._position, speech_end)]
+
+    def flush(self) -> list[SegmentEvent]:
+        """Stop: close the utterance in flight, keeping everything pushed so far."""
+        return self.end()
+
+    def _push_idle(self, probability: float) -> list[SegmentEvent]:
+        if self.options.mode == "ptt":
+            return []
+        self._run = self._run + 1 if probability >= self.options.start_threshold else 0
+        if self._run < self.options.start_windows:
+            return []
+        # The ring holds the trigger windows plus up to `preroll` windows before them.
+        return [self._open(len(self._ring), speech_windows=self._run)]
+
+    def _open(self, ring_windows: int, speech_windows: int) -> SegmentStarted:
+        # Never re-send audio that already belonged to the previous utterance.
+        fresh = (self._position - self._floor) // WINDOW
+        ring_windows = min(ring_windows, fresh)
+        windows = list(self._ring)[-ring_windows:] if ring_windows else []
+        self._active = True
+        self._start = self._position - WINDOW * len(windows)
+        self._windows = windows
+        self._levels = [_rms(w) for w in windows]
+        self._silence = 0
+        self._speech_windows = speech_windows
+        self._last_speech_end = self._position
+        self._run = 0
+        audio = np.concatenate(windows) if windows else np.zeros(0, dtype=np.float32)
+        return SegmentStarted(start=self._start, audio=audio)
+
+    def _push_active(self, window: Audio, probability: float) -> list[SegmentEvent]:
+        o = self.options
+        self._windows.append(window)
+        self._levels.append(_rms(window))
+        events: list[SegmentEvent] = [SegmentAudio(audio=window)]
+        if probability >= o.end_threshold:
+            self._silence = 0
+            self._speech_windows += 1
+            self._last_speech_end = self._position
+        else:
+            self._silence += 1
+        if o.mode == "vad" and self._silence * WINDOW * 1000 >= o.min_silence_ms * SAMPLE_RATE:
+            end = min(self._position, self._last_speech_end + o.windows(o.end_pad_ms) * WINDOW)
+            events.append(self._close(end, self._last_speech_end))
+        elif len(self._windows) * WINDOW * 1000 >= o.max_ms * SAMPLE_RATE:
+            events.extend(self._split())
+        return events
+
+    def _split(self) -> list[SegmentEvent]:
+        """Cut the over-long utterance at its quietest window in the second half."""
+        half = len(self._levels) // 2
+        quietest = half + int(np.argmin(self._levels[half:]))
+        split = self._start + quietest * WINDOW
+        rest = self._windows[quietest:]
+        rest_levels = self._levels[quietest:]
+        speech_windows = self._speech_windows
+        ended = self._close(split, min(self._last_speech_end, split))
+        self._active = True
+        self._start = split
+        self._windows = rest
+        self._levels = rest_levels
+        self._speech_windows = speech_windows  # unknown split of the count; any > 0 will do
+        self._last_speech_end = self._position
+        audio = np.concatenate(rest) if rest else np.zeros(0, dtype=np.float32)
+        return [ended, SegmentStarted(start=split, audio=audio)]
+
+    def _close(self, end: int, speech_end: int) -> SegmentEnded:
+        ended = SegmentEnded(end=end, speech_end=speech_end, speech_windows=self._speech_windows)
+        self._floor = end
+        self._active = False
+        self._windows = []
+        self._levels = []
+        self._silence = 0
+        self._run = 0
+        return ended
+
+
+def _rms(window: Audio) -> float:
+    return float(np.sqrt(np.mean(np.square(window, dtype=np.float64))))
