@@ -29,6 +29,8 @@ from ui.main_window import EngineChoice, MainWindow
 
 log = logging.getLogger(__name__)
 
+QUIT_WAIT_S = 10.0
+
 
 @dataclass(frozen=True)
 class LaunchOptions:
@@ -62,6 +64,7 @@ class Controller(QObject):
         self.captions = CaptionWindow(settings.caption_lines, settings.caption_font_pt)
         self.injector = TextInjector(settings.inject_mode, settings.paste_keys, self)
         self.last_injection: tuple[bool, str] | None = None
+        self._stopping: list[LiveEngine] = []  # stopped engines whose threads may still run
         self._connect()
 
     # -- setup ---------------------------------------------------------------------------------
@@ -142,6 +145,7 @@ class Controller(QObject):
         self.talking = False
         if engine is not None:
             engine.stop()  # flushes the utterance in flight; its final still arrives
+            self._stopping.append(engine)
 
     def latency_reset(self) -> None:
         self.window.latency.reset()
@@ -190,6 +194,7 @@ class Controller(QObject):
         self.captions.show_partial(event.committed, event.tentative)
 
     def _on_final(self, event: FinalText) -> None:
+        log.info("final %d (%.0f ms): %s", event.utterance_id, event.latency_ms, event.text)
         self.session.add(event)
         self.window.transcript.add_final(event.start, event.text)
         self.captions.add_final(event.text)
@@ -261,6 +266,15 @@ class Controller(QObject):
             self._hotkey.stop()
         self.stop_engine()
         self.captions.close()
+        self.window.quit_on_close = False
+        self.window.close()
+        for engine in self._stopping:
+            # Let the engine's threads finish their flush: native libraries abort the process
+            # if the interpreter shuts down under a running decode.
+            wait = getattr(getattr(engine, "engine", engine), "wait", None)
+            if wait is not None and not wait(QUIT_WAIT_S):
+                log.warning("engine still busy after %.0f s; quitting anyway", QUIT_WAIT_S)
+        self._stopping.clear()
         QApplication.quit()
 
 

@@ -11,7 +11,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from engine.asr.base import ModelInfo
 from engine.errors import EngineError
 from engine.events import EventSink, LiveEngine
 
@@ -50,14 +52,53 @@ def make_engine(config: EngineConfig, sink: EventSink) -> LiveEngine:
     return _local_engine(config, sink)
 
 
+class AppEngine:
+    """The engine plus what the status line needs (model, device, compute type), which the
+    LiveEngine protocol doesn't carry."""
+
+    def __init__(self, engine: Any, transcriber: Any = None) -> None:
+        self.engine = engine
+        self._transcriber = transcriber
+
+    @property
+    def model_info(self) -> ModelInfo | None:
+        info = getattr(self._transcriber, "info", None) or getattr(self.engine, "model_info", None)
+        return info if isinstance(info, ModelInfo) else None
+
+    def start(self) -> None:
+        self.engine.start()
+
+    def stop(self) -> None:
+        self.engine.stop()
+
+    def begin_utterance(self) -> None:
+        self.engine.begin_utterance()
+
+    def end_utterance(self) -> None:
+        self.engine.end_utterance()
+
+
+def audio_source(config: EngineConfig) -> Any:
+    """The microphone (default input device), or the --input file played in real time."""
+    from engine.audio.sources import FileSource, MicrophoneSource
+
+    if config.input_path is not None:
+        # Trailing silence lets voice activity detection see the end of the last sentence.
+        return FileSource(config.input_path, realtime=True, tail_silence_s=1.0)
+    return MicrophoneSource()
+
+
 def _local_engine(config: EngineConfig, sink: EventSink) -> LiveEngine:
     try:
-        from engine.live import LocalLiveEngine
+        from engine.core.policy import PolicyOptions
+        from engine.live import LiveOptions, LocalLiveEngine, local_transcriber
     except ImportError as exc:
         raise EngineError(f"the local live engine is not available: {exc}") from exc
-    return LocalLiveEngine(sink=sink, model=config.model, device=config.device,  # type: ignore[call-arg]
-                           language=config.language, mode=config.mode,
-                           input_path=config.input_path)
+    transcriber = local_transcriber(config.model, device=config.device)
+    options = LiveOptions(mode=config.mode, policy=PolicyOptions(language=config.language))
+    engine = LocalLiveEngine(sink, source=audio_source(config), transcriber=transcriber,
+                             options=options)
+    return AppEngine(engine, transcriber)
 
 
 def _remote_engine(config: EngineConfig, sink: EventSink) -> LiveEngine:
@@ -72,6 +113,7 @@ def _remote_engine(config: EngineConfig, sink: EventSink) -> LiveEngine:
     except KeyringUnavailableError as exc:
         log.warning("%s", exc)
         api_key = None
-    return RemoteLiveEngine(sink=sink, url=config.remote_url, api_key=api_key,  # type: ignore[call-arg]
-                            language=config.language, mode=config.mode,
-                            input_path=config.input_path)
+    engine = RemoteLiveEngine(sink, url=config.remote_url, api_key=api_key,
+                              language=config.language, mode=config.mode,
+                              source=audio_source(config))
+    return AppEngine(engine)

@@ -1,0 +1,231 @@
+"""Controller wiring with a scripted engine (tests/ui_fake_engine.py): engine events reach the
+windows, push-to-talk drives utterances, dictated text is pasted into a real focused text field
+(pynput + clipboard under Xvfb) and the user's clipboard comes back, the control socket works,
+export and first-run behaviour."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+
+import pytest
+
+pytestmark = pytest.mark.skipif(
+    not os.environ.get("DISPLAY"),
+    reason="needs an X display: run under Xvfb (source .ci/desktop.sh)")
+
+
+@pytest.fixture
+def make_controller(qtbot, tmp_path, monkeypatch):
+    from ui_fake_engine import FakeLiveEngine
+
+    from app.controller import Controller, LaunchOptions
+    from app.settings import Settings, with_changes
+
+    monkeypatch.setenv("SOTTOVOCE_CONTROL_SOCKET", str(tmp_path / "control.sock"))
+    made = []
+
+    def make(settings: Settings | None = None, script=("hello world",), network_ms=None,
+             **option_args):
+        engines: list[FakeLiveEngine] = []
+
+        def factory(config, sink):
+            engines.append(FakeLiveEngine(sink, script, network_ms))
+            engines[-1].config = config
+            return engines[-1]
+
+        settings = settings or with_changes(Settings(), inject_mode="off")
+        controller = Controller(settings, LaunchOptions(enable_hotkey=False, **option_args),
+                                engine_factory=factory)
+        qtbot.addWidget(controller.window)
+        qtbot.addWidget(controller.captions)
+        made.append(controller)
+        return controller, engines
+
+    yield make
+    for controller in made:
+        controller.captions.close()
+        controller.window.quit_on_close = False
+        controller.window.close()
+
+
+def test_engine_events_reach_window_captions_and_meter(qtbot, make_controller):
+    controller, engines = make_controller(script=("first words here", "second line"))
+    controller.show()
+    controller.start_engine()
+    qtbot.waitUntil(lambda: controller.state == "listening")
+    assert engines[0].config.mode == "ptt" and engines[0].config.model == "tiny.en"
+    qtbot.waitUntil(lambda: controller.window.level.value() == 40)  # -20 dBFS, the newest
+    controller.on_ptt("press")
+    qtbot.waitUntil(lambda: controller.window.transcript.live_tentative == "maybe")
+    assert controller.window.transcript.live_committed == "first"
+    assert controller.captions.visible_lines() == ["first maybe"]
+    controller.on_ptt("release")
+    qtbot.waitUntil(lambda: len(controller.session.finals) == 1)
+    controller.on_ptt("toggle")
+    controller.on_ptt("toggle")
+    qtbot.waitUntil(lambda: len(controller.session.finals) == 2)
+    assert engines[0].calls == ["start", "begin", "end", "begin", "end"]
+    assert controller.window.transcript.plain_text() == "first words here\nsecond line"
+    assert controller.captions.visible_lines() == ["first words here", "second line"]
+    summary = controller.window.latency.summary
+    assert summary is not None and summary.count == 2 and summary.last_ms == 120
+    assert controller.window.state_label.text() == "Listening"
+    controller.stop_engine()
+    qtbot.waitUntil(lambda: controller.state == "stopped")
+    assert controller.window.start_button.text() == "Start"
+
+
+def test_remote_metrics_show_network_and_decode(qtbot, make_controller):
+    controller, _ = make_controller(network_ms=35.0)
+    controller.start_engine()
+    controller.on_ptt("press")
+    controller.on_ptt("release")
+    qtbot.waitUntil(lambda: controller.window.latency.summary is not None)
+    assert controller.window.latency.split_label.text() == "net 35 · decode 100 ms"
+
+
+def test_dictation_is_pasted_into_the_focused_field_and_clipboard_restored(qtbot,
+                                                                           make_controller):
+    from PySide6.QtGui import QGuiApplication
+    from PySide6.QtWidgets import QApplication, QLineEdit
+
+    from app.settings import Settings
+
+    controller, _ = make_controller(Settings(), script=("dictated into the field",))
+    target = QLineEdit()
+    qtbot.addWidget(target)
+    target.show()
+    qtbot.waitExposed(target)
+    target.activateWindow()
+    target.setFocus()
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is target)
+    QGuiApplication.clipboard().setText("the user's own clipboard")
+    controller.start_engine()
+    controller.on_ptt("press")
+    controller.on_ptt("release")
+    qtbot.waitUntil(lambda: "dictated into the field" in target.text(), timeout=10000)
+    assert controller.last_injection is not None and controller.last_injection[0]
+    qtbot.waitUntil(
+        lambda: QGuiApplication.clipboard().text() == "the user's own clipboard", timeout=5000)
+    assert QApplication.focusWidget() is target  # the app never took focus
+
+
+def test_typing_mode_types_into_the_focused_field(qtbot, make_controller):
+    from PySide6.QtWidgets import QApplication, QLineEdit
+
+    from app.settings import Settings, with_changes
+
+    controller, _ = make_controller(with_changes(Settings(), inject_mode="type"),
+                                    script=("typed text",))
+    target = QLineEdit()
+    qtbot.addWidget(target)
+    target.show()
+    qtbot.waitExposed(target)
+    target.activateWindow()
+    target.setFocus()
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is target)
+    controller.start_engine()
+    controller.on_ptt("press")
+    controller.on_ptt("release")
+    qtbot.waitUntil(lambda: "typed text" in target.text(), timeout=10000)
+
+
+def test_injection_failure_is_shown_not_hidden(qtbot, make_controller, monkeypatch):
+    from app import inject
+
+    def broken():
+        raise RuntimeError("no input backend")
+
+    monkeypatch.setattr(inject, "pynput_keyboard", broken)
+    from app.settings import Settings
+
+    controller, _ = make_controller(Settings())
+    controller.start_engine()
+    controller.on_ptt("press")
+    controller.on_ptt("release")
+    qtbot.waitUntil(lambda: controller.last_injection is not None)
+    ok, message = controller.last_injection
+    assert not ok and "no input backend" in message
+    assert "no input backend" in controller.window.statusBar().currentMessage()
+
+
+def test_control_socket_drives_push_to_talk(qtbot, make_controller):
+    from app.control import ControlError, ControlServer, send_command
+
+    controller, engines = make_controller()
+    server = ControlServer(controller.control_command, controller)
+    path = server.start()
+    controller.start_engine()
+    replies: list[str] = []
+
+    def client(*commands):
+        worker = threading.Thread(target=lambda: [replies.append(send_command(c, path))
+                                                  for c in commands])
+        worker.start()
+        qtbot.waitUntil(lambda: not worker.is_alive(), timeout=10000)
+
+    client("ptt press", "status", "ptt release", "toggle", "toggle", "copy")
+    assert replies[0] == "ok talking=1" and replies[1].startswith("ok listening talking=1")
+    assert replies[2] == "ok talking=0"
+    qtbot.waitUntil(lambda: len(controller.session.finals) == 2)
+    assert engines[0].calls == ["start", "begin", "end", "begin", "end"]
+    with pytest.raises(ControlError, match="unknown"):
+        send_command("format disk", path)
+    other = ControlServer(controller.control_command, controller)
+    with pytest.raises(ControlError, match="already running"):
+        other.start(path)  # a second app instance must not steal the socket
+    server.stop()
+
+
+def test_export_copy_and_save_formats(qtbot, make_controller, tmp_path):
+    from PySide6.QtGui import QGuiApplication
+
+    from app.session import save_export
+
+    controller, _ = make_controller(script=("one two three", "four five"))
+    controller.start_engine()
+    for _ in range(2):
+        controller.on_ptt("press")
+        controller.on_ptt("release")
+    qtbot.waitUntil(lambda: len(controller.session.finals) == 2)
+    controller.copy_all()
+    assert QGuiApplication.clipboard().text() == "one two three\nfour five"
+    transcript = controller.session.transcript()
+    for fmt in ("txt", "srt", "vtt", "json"):
+        save_export(transcript, fmt, tmp_path / f"out.{fmt}")
+    assert (tmp_path / "out.txt").read_text() == "one two three\nfour five\n"
+    assert "-->" in (tmp_path / "out.srt").read_text()
+    assert (tmp_path / "out.vtt").read_text().startswith("WEBVTT")
+    data = json.loads((tmp_path / "out.json").read_text())
+    assert "one two three" in json.dumps(data)
+
+
+def test_first_run_shows_hint_and_saves_only_when_dismissed(qtbot, make_controller):
+    from app.settings import Settings, load_settings, settings_path
+
+    controller, _ = make_controller(Settings())
+    controller.show()
+    assert controller.window.hint.isVisible()
+    assert "Ctrl+Alt+Space" in controller.window.hint_label.text()
+    assert not settings_path().exists()
+    controller.window.hint.findChildren(type(controller.window.start_button))[0].click()
+    assert settings_path().exists() and not load_settings().first_run_hint
+
+
+def test_changing_the_model_restarts_the_engine_with_it(qtbot, make_controller):
+    controller, engines = make_controller()
+    controller.show()
+    controller.start_engine()
+    qtbot.waitUntil(lambda: controller.state == "listening")
+    controller.window.model_box.setCurrentText("base")
+    qtbot.waitUntil(lambda: len(engines) == 2)
+    assert engines[0].calls[-1] == "stop" and engines[1].config.model == "base"
+    assert controller.settings.model == "base"
+
+
+def test_input_file_runs_in_captions_mode_without_injection(qtbot, make_controller, tmp_path):
+    controller, engines = make_controller(input_path=tmp_path / "x.wav")
+    controller.start_engine()
+    assert engines[0].config.mode == "vad" and engines[0].config.input_path == tmp_path / "x.wav"
