@@ -49,7 +49,8 @@ class LocalAgreement:
         """
         words = list(hypothesis)
         agreed = _common_prefix(self._previous, words)
-        if agreed > len(self._committed):
+        keeps_committed = _common_prefix(self._committed, words) == len(self._committed)
+        if agreed > len(self._committed) and keeps_committed:
             self._committed = words[:agreed]
         self._previous = words
         self._tentative = words[len(self._committed):]

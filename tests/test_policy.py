@@ -1,0 +1,320 @@
+"""StreamingPolicy, sans-I/O with simulated time: scheduling, agreement, finals, prompts, lag."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine.core.policy import DecodeRequest, PolicyOptions, StreamingPolicy
+from engine.core.segmenter import SegmentAudio, SegmentEnded, SegmentStarted
+from engine.events import (
+    EngineFailed,
+    FinalText,
+    Metrics,
+    PartialText,
+    SpeechEnded,
+    SpeechStarted,
+)
+from engine.types import SAMPLE_RATE, Segment, Transcript, Word
+
+SR = SAMPLE_RATE
+
+
+def audio(seconds: float) -> np.ndarray:
+    return np.full(int(seconds * SR), 0.1, dtype=np.float32)
+
+
+def transcript(text: str, *, seconds: float = 1.0, no_speech: float = 0.0, logprob: float = -0.2,
+               language: str = "en", decode_ms: float = 50.0) -> Transcript:
+    words = tuple(Word(" " + w, int(i * 0.3 * SR), int((i + 1) * 0.3 * SR), 0.9)
+                  for i, w in enumerate(text.split()))
+    seg = Segment(text=" " + text, start=0, end=int(seconds * SR), words=words,
+                  avg_logprob=logprob, no_speech_prob=no_speech)
+    return Transcript(segments=(seg,) if text else (), language=language, decode_ms=decode_ms)
+
+
+def started(policy: StreamingPolicy, start: int = 16000, seconds: float = 0.4,
+            now: float = 0.0) -> list:
+    return policy.handle(SegmentStarted(start=start, audio=audio(seconds)), now)
+
+
+def test_speech_start_then_partials_after_enough_audio() -> None:
+    policy = StreamingPolicy(PolicyOptions(min_partial_audio_s=0.6))
+    events = started(policy)
+    assert events == [SpeechStarted(utterance_id=1, at=16000)]
+    assert policy.next_request(0.4) is None  # 0.4 s is too little
+    assert policy.handle(SegmentAudio(audio(0.3)), 0.7) == []
+    request = policy.next_request(0.7)
+    assert isinstance(request, DecodeRequest)
+    assert request.kind == "partial" and request.utterance_id == 1 and request.start == 16000
+    assert len(request.audio) == int(0.7 * SR)
+    assert request.options.beam_size == 1 and not request.options.word_timestamps
+    assert request.options.prompt is None and request.options.short_context
+    assert request.audio_arrived_at == 0.7
+    assert policy.next_request(0.7) is None  # one in flight at most
+
+
+def test_partial_result_commits_by_agreement_and_reports_metrics() -> None:
+    policy = StreamingPolicy(PolicyOptions(min_partial_audio_s=0.2, partial_interval_s=0.3,
+                                           busy_factor=2.0))
+    started(policy, seconds=0.5, now=0.5)
+    r1 = policy.next_request(0.5)
+    assert r1 is not None
+    events = policy.on_result(r1.request_id, transcript("the quick"), 0.6)
+    metrics = [e for e in events if isinstance(e, Metrics)][0]
+    assert metrics.kind == "partial" and metrics.chunk_rtt_ms == pytest.approx(100)
+    assert metrics.lag_ms == pytest.approx(100) and metrics.network_ms is None
+    assert metrics.rtf == pytest.approx(0.05 / 0.5)
+    assert [e for e in events if isinstance(e, PartialText)] == [
+        PartialText(utterance_id=1, committed="", tentative="the quick", start=16000)]
+    policy.handle(SegmentAudio(audio(0.5)), 0.8)
+    assert policy.next_request(0.8) is None  # next partial not before 0.6 + max(0.3, 0.2)
+    r2 = policy.next_request(0.9)
+    assert r2 is not None
+    events = policy.on_result(r2.request_id, transcript("the quick brown fox"), 1.0)
+    assert events[-1] == PartialText(1, "the quick", "brown fox", 16000)
+
+
+def test_busy_factor_spaces_partials_after_slow_decodes() -> None:
+    policy = StreamingPolicy(PolicyOptions(min_partial_audio_s=0.2, partial_interval_s=0.1,
+                                           busy_factor=2.0, max_lag_s=5.0))
+    started(policy, seconds=1.0)
+    r1 = policy.next_request(1.0)
+    assert r1 is not None
+    policy.on_result(r1.request_id, transcript("a"), 1.5)  # took 0.5 s
+    policy.handle(SegmentAudio(audio(1.0)), 2.0)
+    assert policy.next_request(2.4) is None  # not before 1.5 + 2 * 0.5
+    assert policy.next_request(2.5) is not None
+
+
+def test_no_partial_without_new_audio_or_when_disabled() -> None:
+    policy = StreamingPolicy(PolicyOptions(min_partial_audio_s=0.2, partial_interval_s=0.0,
+                                           min_new_audio_s=0.2, busy_factor=1.0))
+    started(policy, seconds=0.5)
+    r1 = policy.next_request(0.5)
+    assert r1 is not None
+    policy.on_result(r1.request_id, transcript("x"), 0.5)
+    policy.handle(SegmentAudio(audio(0.1)), 0.6)
+    assert policy.next_request(0.6) is None
+    off = StreamingPolicy(PolicyOptions(partials=False))
+    started(off, seconds=5.0)
+    assert off.next_request(10.0) is None
+
+
+def test_end_of_speech_gives_one_final_with_offset_words_and_latency() -> None:
+    policy = StreamingPolicy(PolicyOptions(partials=False))
+    started(policy, start=8000, seconds=1.0, now=1.0)
+    policy.handle(SegmentAudio(audio(1.0)), 2.0)
+    # the segmenter noticed the end 0.5 s of silence late: speech ended at sample 8000 + 1.5 s
+    events = policy.handle(SegmentEnded(end=8000 + int(1.7 * SR), speech_end=8000 + int(1.5 * SR),
+                                        speech_windows=40), 2.0)
+    assert events == [SpeechEnded(utterance_id=1, at=8000 + int(1.7 * SR))]
+    final = policy.next_request(2.0)
+    assert final is not None and final.kind == "final"
+    assert len(final.audio) == int(1.7 * SR)  # cut back to the padded end
+    assert final.options.word_timestamps and final.options.beam_size == 5
+    assert final.options.prompt is None
+    assert final.audio_arrived_at == pytest.approx(1.5)
+    events = policy.on_result(final.request_id, transcript("hello world", seconds=1.7), 2.2)
+    text = [e for e in events if isinstance(e, FinalText)][0]
+    assert text.text == "hello world" and text.start == 8000 and text.end == 8000 + int(1.7 * SR)
+    assert [w.start for w in text.words] == [8000, 8000 + int(0.3 * SR)]
+    assert text.latency_ms == pytest.approx(200)
+    assert text.after_speech_end_ms == pytest.approx(700)
+    assert text.language == "en"
+    assert policy.idle
+
+
+def test_finals_feed_the_prompt_of_the_next_final() -> None:
+    policy = StreamingPolicy(PolicyOptions(partials=False))
+    for n, (text, now) in enumerate([("First sentence.", 1.0), ("Second one.", 3.0)]):
+        started(policy, start=n * 10 * SR, seconds=1.0, now=now)
+        policy.handle(SegmentEnded(n * 10 * SR + SR, n * 10 * SR + SR, 10), now)
+        request = policy.next_request(now)
+        assert request is not None
+        assert request.options.prompt == (None if n == 0 else "First sentence.")
+        policy.on_result(request.request_id, transcript(text), now + 0.1)
+    assert policy.prompt.prompt(4.0) == "First sentence. Second one."
+
+
+def test_finals_take_priority_over_partials() -> None:
+    policy = StreamingPolicy(PolicyOptions(min_partial_audio_s=0.1, partial_interval_s=0.0))
+    started(policy, start=0, seconds=1.0)
+    policy.handle(SegmentEnded(SR, SR, 10), 1.0)
+    started(policy, start=2 * SR, seconds=1.0, now=2.0)
+    request = policy.next_request(2.0)
+    assert request is not None and request.kind == "final" and request.utterance_id == 1
+    policy.on_result(request.request_id, transcript("one"), 2.1)
+    request = policy.next_request(2.1)
+    assert request is not None and request.kind == "partial" and request.utterance_id == 2
+
+
+def test_partial_result_after_the_utterance_ended_is_not_shown() -> None:
+    policy = StreamingPolicy(PolicyOptions(min_partial_audio_s=0.1))
+    started(policy, seconds=1.0)
+    partial = policy.next_request(1.0)
+    assert partial is not None
+    policy.handle(SegmentEnded(16000 + SR, 16000 + SR, 10), 1.1)
+    events = policy.on_result(partial.request_id, transcript("late"), 1.2)
+    assert [type(e) for e in events] == [Metrics]
+    assert not policy.idle  # the final is still pending
+    assert policy.on_result(partial.request_id, transcript("again"), 1.3) == []
+
+
+def test_unknown_results_and_failures_are_ignored() -> None:
+    policy = StreamingPolicy()
+    assert policy.on_result(99, transcript("x"), 0.0) == []
+    assert policy.on_failure(99, "boom", 0.0) == []
+    assert policy.handle(SegmentAudio(audio(0.1)), 0.0) == []
+    assert policy.handle(SegmentEnded(0, 0, 1), 0.0) == []
+
+
+def test_failed_partial_reports_and_failed_final_closes_the_utterance() -> None:
+    policy = StreamingPolicy(PolicyOptions(min_partial_audio_s=0.1))
+    started(policy, seconds=1.0)
+    partial = policy.next_request(1.0)
+    assert partial is not None
+    assert policy.on_failure(partial.request_id, "oom", 1.1) == [
+        EngineFailed("decode failed: oom", recoverable=True)]
+    policy.handle(SegmentEnded(16000 + SR, 16000 + SR, 10), 1.2)
+    final = policy.next_request(1.2)
+    assert final is not None
+    events = policy.on_failure(final.request_id, "oom", 1.3)
+    assert isinstance(events[0], EngineFailed)
+    assert isinstance(events[1], FinalText) and events[1].text == "" and events[1].words == ()
+    assert policy.idle
+
+
+def test_utterance_without_speech_gets_an_empty_final_without_decoding() -> None:
+    policy = StreamingPolicy()
+    started(policy, seconds=1.0)
+    events = policy.handle(SegmentEnded(16000 + SR, 16000 + SR, speech_windows=0), 1.0)
+    assert isinstance(events[0], SpeechEnded)
+    assert isinstance(events[1], FinalText) and events[1].text == "" and events[1].latency_ms == 0
+    assert policy.next_request(1.0) is None and policy.idle
+
+
+def test_looping_final_with_a_prompt_is_retried_once_without_it() -> None:
+    policy = StreamingPolicy(PolicyOptions(partials=False))
+    policy.prompt.add("Earlier text.", at=0.0)
+    started(policy, seconds=3.0, now=3.0)
+    policy.handle(SegmentEnded(16000 + 3 * SR, 16000 + 3 * SR, 50), 3.0)
+    first = policy.next_request(3.0)
+    assert first is not None and first.options.prompt == "Earlier text."
+    loop = "the train was late again " * 6
+    events = policy.on_result(first.request_id, transcript(loop, seconds=3.0), 3.2)
+    assert [type(e) for e in events] == [Metrics]  # no text yet: retried
+    retry = policy.next_request(3.2)
+    assert retry is not None and retry.kind == "final" and retry.options.prompt is None
+    events = policy.on_result(retry.request_id, transcript("the train was late", seconds=3.0),
+                              3.4)
+    final = [e for e in events if isinstance(e, FinalText)][0]
+    assert final.text == "the train was late"
+
+
+def test_a_looping_final_without_prompt_is_kept_but_not_used_as_prompt() -> None:
+    policy = StreamingPolicy(PolicyOptions(partials=False))
+    started(policy, seconds=3.0, now=3.0)
+    policy.handle(SegmentEnded(16000 + 3 * SR, 16000 + 3 * SR, 50), 3.0)
+    request = policy.next_request(3.0)
+    assert request is not None
+    loop = "thank you " * 10
+    events = policy.on_result(request.request_id, transcript(loop, seconds=3.0), 3.2)
+    assert [e for e in events if isinstance(e, FinalText)][0].text == loop.strip()
+    assert policy.prompt.prompt(3.3) is None
+
+
+def test_no_speech_segments_are_dropped() -> None:
+    policy = StreamingPolicy(PolicyOptions(min_partial_audio_s=0.1))
+    started(policy, seconds=2.0, now=2.0)
+    partial = policy.next_request(2.0)
+    assert partial is not None
+    events = policy.on_result(partial.request_id,
+                              transcript("Thank you.", no_speech=0.9, logprob=-1.5), 2.1)
+    assert events[-1] == PartialText(1, "", "", 16000)
+    policy.handle(SegmentEnded(16000 + 2 * SR, 16000 + 2 * SR, 5), 2.2)
+    final = policy.next_request(2.2)
+    assert final is not None
+    events = policy.on_result(final.request_id,
+                              transcript("Thank you.", no_speech=0.9, logprob=-1.5), 2.3)
+    text = [e for e in events if isinstance(e, FinalText)][0]
+    assert text.text == "" and text.words == ()
+
+
+def test_lag_backs_off_partials_and_recovers() -> None:
+    opts = PolicyOptions(min_partial_audio_s=0.1, partial_interval_s=0.2, busy_factor=1.0,
+                         max_lag_s=1.0, min_new_audio_s=0.0)
+    policy = StreamingPolicy(opts)
+    started(policy, seconds=1.0, now=1.0)
+    now = 1.0
+    request = policy.next_request(now)
+    assert request is not None
+    events = policy.on_result(request.request_id, transcript("slow"), now + 1.5)
+    assert [e for e in events if isinstance(e, Metrics)][0].lag_ms == pytest.approx(1500)
+    assert policy.backoff == 2.0 and policy.last_lag_ms == pytest.approx(1500)
+    now += 1.5
+    policy.handle(SegmentAudio(audio(0.1)), now)
+    # next partial waits max(0.2, 1.0 * 1.5) * 2 = 3 s
+    assert policy.next_request(now + 2.9) is None
+    now += 3.0
+    policy.handle(SegmentAudio(audio(0.1)), now)
+    request = policy.next_request(now)
+    assert request is not None
+    policy.on_result(request.request_id, transcript("fast"), now + 0.1)
+    assert policy.backoff == 1.0
+    # lag between max/2 and max leaves the backoff unchanged
+    policy.handle(SegmentAudio(audio(0.1)), now + 1.0)
+    request = policy.next_request(now + 1.0)
+    assert request is not None
+    policy.on_result(request.request_id, transcript("mid"), now + 1.7)
+    assert policy.backoff == 1.0
+    for _ in range(5):
+        policy._track_lag(10.0)
+    assert policy.backoff == 8.0  # capped
+
+
+def test_a_new_start_closes_an_open_utterance() -> None:
+    policy = StreamingPolicy(PolicyOptions(partials=False))
+    started(policy, start=0, seconds=1.0)
+    events = started(policy, start=SR, seconds=1.0)
+    assert [type(e) for e in events] == [SpeechEnded, SpeechStarted]
+    assert events[1] == SpeechStarted(utterance_id=2, at=SR)
+    request = policy.next_request(1.0)
+    assert request is not None and request.utterance_id == 1
+
+
+def test_cancel_forgets_everything() -> None:
+    policy = StreamingPolicy(PolicyOptions(min_partial_audio_s=0.1))
+    started(policy, seconds=1.0)
+    request = policy.next_request(1.0)
+    assert request is not None and policy.in_flight == 1
+    policy.cancel()
+    assert policy.idle and policy.on_result(request.request_id, transcript("x"), 1.1) == []
+
+
+def test_handle_all_and_empty_audio() -> None:
+    policy = StreamingPolicy(PolicyOptions(partials=False))
+    events = policy.handle_all([SegmentStarted(0, np.zeros(0, np.float32)),
+                                SegmentAudio(np.zeros(0, np.float32)),
+                                SegmentEnded(0, 0, 3)], 0.0)
+    assert [type(e) for e in events] == [SpeechStarted, SpeechEnded, FinalText]
+
+
+def test_more_in_flight_for_a_batching_server() -> None:
+    policy = StreamingPolicy(PolicyOptions(max_in_flight=2, min_partial_audio_s=0.1))
+    started(policy, start=0, seconds=1.0)
+    policy.handle(SegmentEnded(SR, SR, 5), 1.0)
+    started(policy, start=2 * SR, seconds=1.0, now=2.0)
+    first, second = policy.next_request(2.0), policy.next_request(2.0)
+    assert first is not None and first.kind == "final"
+    assert second is not None and second.kind == "partial"
+    assert policy.next_request(2.0) is None
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"min_partial_audio_s": -1}, {"busy_factor": 0.5}, {"max_lag_s": 0}, {"max_in_flight": 0},
+    {"final_beam_size": 0}, {"language": "e1"}, {"task": "summarise"},
+])
+def test_options_are_validated(kwargs: dict) -> None:
+    with pytest.raises(ValueError):
+        PolicyOptions(**kwargs)

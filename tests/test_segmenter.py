@@ -1,0 +1,182 @@
+"""SpeechSegmenter: hysteresis, pre-roll, min silence, end padding, 30 s split, ptt, flush."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine.core.segmenter import (
+    WINDOW,
+    SegmentAudio,
+    SegmentEnded,
+    SegmenterOptions,
+    SegmentEvent,
+    SegmentStarted,
+    SpeechSegmenter,
+)
+
+MS_PER_WINDOW = WINDOW * 1000 / 16000  # 32 ms
+
+
+def window(level: float = 0.0) -> np.ndarray:
+    return np.full(WINDOW, level, dtype=np.float32)
+
+
+def feed(seg: SpeechSegmenter, probs: list[float], level: float | None = None) -> list[SegmentEvent]:
+    events: list[SegmentEvent] = []
+    for p in probs:
+        events.extend(seg.push(window(p if level is None else level), p))
+    return events
+
+
+def of(kind: type, events: list[SegmentEvent]) -> list:
+    return [e for e in events if isinstance(e, kind)]
+
+
+def test_speech_starts_after_start_windows_with_preroll() -> None:
+    seg = SpeechSegmenter(SegmenterOptions(preroll_ms=320, start_windows=3))
+    events = feed(seg, [0.0] * 30 + [0.9, 0.9])
+    assert events == [] and not seg.active
+    events = feed(seg, [0.9])
+    started = of(SegmentStarted, events)
+    assert len(started) == 1 and seg.active
+    # 10 pre-roll windows (320 ms) + the 3 trigger windows
+    assert started[0].start == (30 - 10) * WINDOW
+    assert len(started[0].audio) == 13 * WINDOW
+
+
+def test_preroll_is_at_least_300ms_and_clipped_at_stream_start() -> None:
+    with pytest.raises(ValueError):
+        SegmenterOptions(preroll_ms=200)
+    seg = SpeechSegmenter()
+    started = of(SegmentStarted, feed(seg, [0.9, 0.9, 0.9]))
+    assert started[0].start == 0 and len(started[0].audio) == 3 * WINDOW
+
+
+def test_a_click_is_not_speech() -> None:
+    seg = SpeechSegmenter()
+    assert feed(seg, [0.0, 0.9, 0.9, 0.1, 0.9, 0.0]) == []
+
+
+def test_hysteresis_keeps_soft_endings_and_ends_after_min_silence() -> None:
+    opts = SegmenterOptions(min_silence_ms=320, end_pad_ms=64)  # 10 windows, 2 windows
+    seg = SpeechSegmenter(opts)
+    feed(seg, [0.9] * 10)
+    # 0.4 is below start but above end threshold: still speech
+    events = feed(seg, [0.4] * 20)
+    assert of(SegmentEnded, events) == [] and seg.active
+    before = seg.position
+    events = feed(seg, [0.1] * 9)
+    assert of(SegmentEnded, events) == []
+    events = feed(seg, [0.1])
+    ended = of(SegmentEnded, events)
+    assert len(ended) == 1 and not seg.active
+    assert ended[0].speech_end == before
+    assert ended[0].end == before + 2 * WINDOW
+    assert ended[0].speech_windows == 30
+    assert len(of(SegmentAudio, events)) == 1
+
+
+def test_end_pad_never_goes_past_the_audio() -> None:
+    seg = SpeechSegmenter(SegmenterOptions(min_silence_ms=0, end_pad_ms=1000))
+    feed(seg, [0.9] * 3)
+    ended = of(SegmentEnded, feed(seg, [0.0]))
+    assert ended[0].end == seg.position
+
+
+def test_next_preroll_never_reaches_into_the_previous_utterance() -> None:
+    opts = SegmenterOptions(min_silence_ms=64, end_pad_ms=32, preroll_ms=640, start_windows=1)
+    seg = SpeechSegmenter(opts)
+    feed(seg, [0.9] * 5)
+    first_end = of(SegmentEnded, feed(seg, [0.0, 0.0]))[0].end
+    started = of(SegmentStarted, feed(seg, [0.9]))[0]
+    assert started.start == first_end
+    assert started.start + len(started.audio) == seg.position
+
+
+def test_max_length_splits_at_the_quietest_window_in_the_second_half() -> None:
+    opts = SegmenterOptions(max_ms=2048)  # 64 windows
+    seg = SpeechSegmenter(opts)
+    events = feed(seg, [0.9] * 3, level=0.5)
+    start = of(SegmentStarted, events)[0].start
+    events = []
+    for i in range(61):
+        level = 0.01 if i == 45 else 0.5  # window index 48 of the utterance is the quietest
+        events += seg.push(window(level), 0.9)
+    ended, started = of(SegmentEnded, events), of(SegmentStarted, events)
+    assert len(ended) == 1 and len(started) == 1
+    assert ended[0].end == start + 48 * WINDOW == started[0].start
+    assert len(started[0].audio) == 16 * WINDOW  # windows 48..63 carry over
+    assert seg.active
+    # a quiet window in the first half is not chosen
+    seg2 = SpeechSegmenter(opts)
+    feed(seg2, [0.9] * 3, level=0.5)
+    events = []
+    for i in range(61):
+        events += seg2.push(window(0.0 if i == 5 else 0.5 - i * 0.001), 0.9)
+    assert of(SegmentEnded, events)[0].end == 63 * WINDOW
+
+
+def test_flush_closes_the_utterance_in_flight() -> None:
+    seg = SpeechSegmenter()
+    assert seg.flush() == []
+    feed(seg, [0.9] * 5)
+    ended = seg.flush()
+    assert len(ended) == 1 and isinstance(ended[0], SegmentEnded)
+    assert ended[0].end == seg.position and ended[0].speech_end == seg.position
+    assert not seg.active and seg.flush() == []
+
+
+def test_ptt_ignores_vad_for_start_and_end_and_keeps_preroll() -> None:
+    seg = SpeechSegmenter(SegmenterOptions(mode="ptt", min_silence_ms=0))
+    assert feed(seg, [0.9] * 20) == []  # speech before the press starts nothing
+    assert seg.end() == []
+    started = seg.begin()
+    assert isinstance(started[0], SegmentStarted)
+    assert started[0].start == 20 * WINDOW - len(started[0].audio)
+    assert len(started[0].audio) == 16 * WINDOW  # the whole ring: pre-roll + start windows
+    assert seg.begin() == []
+    events = feed(seg, [0.0] * 40)  # silence does not end a ptt utterance
+    assert of(SegmentEnded, events) == []
+    feed(seg, [0.9] * 2 + [0.0] * 3)
+    ended = seg.end()
+    assert isinstance(ended[0], SegmentEnded)
+    assert ended[0].end == seg.position
+    assert ended[0].speech_end == seg.position - 3 * WINDOW
+    assert ended[0].speech_windows == 2
+
+
+def test_ptt_press_over_silence_counts_no_speech() -> None:
+    seg = SpeechSegmenter(SegmenterOptions(mode="ptt"))
+    seg.begin()
+    feed(seg, [0.0] * 10)
+    ended = seg.end()[0]
+    assert isinstance(ended, SegmentEnded)
+    assert ended.speech_windows == 0 and ended.speech_end == ended.end
+
+
+def test_begin_on_an_empty_stream() -> None:
+    seg = SpeechSegmenter(SegmenterOptions(mode="ptt"))
+    started = seg.begin()[0]
+    assert isinstance(started, SegmentStarted)
+    assert started.start == 0 and len(started.audio) == 0
+
+
+def test_rejects_wrong_window_size() -> None:
+    with pytest.raises(ValueError):
+        SpeechSegmenter().push(np.zeros(100, dtype=np.float32), 0.5)
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"mode": "always"}, {"start_threshold": 0.3, "end_threshold": 0.5}, {"start_windows": 0},
+    {"min_silence_ms": -1}, {"end_pad_ms": -1}, {"max_ms": 1000}, {"end_threshold": 0.0},
+])
+def test_options_are_validated(kwargs: dict) -> None:
+    with pytest.raises(ValueError):
+        SegmenterOptions(**kwargs)
+
+
+def test_windows_rounds_up() -> None:
+    assert SegmenterOptions().windows(33) == 2
+    assert SegmenterOptions().windows(32) == 1
+    assert MS_PER_WINDOW == 32
