@@ -206,22 +206,44 @@ def test_looping_final_with_a_prompt_is_retried_once_without_it() -> None:
     assert [type(e) for e in events] == [Metrics]  # no text yet: retried
     retry = policy.next_request(3.2)
     assert retry is not None and retry.kind == "final" and retry.options.prompt is None
+    assert first.options.short_context and not retry.options.short_context  # padded, robust
     events = policy.on_result(retry.request_id, transcript("the train was late", seconds=3.0),
                               3.4)
     final = [e for e in events if isinstance(e, FinalText)][0]
     assert final.text == "the train was late"
 
 
-def test_a_looping_final_without_prompt_is_kept_but_not_used_as_prompt() -> None:
+@pytest.mark.parametrize("loop", ["thank you " * 10, "1 1 1 1 1 1"])
+def test_a_final_looping_twice_is_kept_but_not_used_as_prompt(loop: str) -> None:
     policy = StreamingPolicy(PolicyOptions(partials=False))
+    started(policy, seconds=3.0, now=3.0)
+    policy.handle(SegmentEnded(16000 + 3 * SR, 16000 + 3 * SR, 50), 3.0)
+    for attempt in range(2):
+        request = policy.next_request(3.0)
+        assert request is not None
+        events = policy.on_result(request.request_id, transcript(loop, seconds=3.0), 3.2)
+    assert [e for e in events if isinstance(e, FinalText)][0].text == loop.strip()
+    assert policy.prompt.prompt(3.3) is None
+    assert policy.idle
+
+
+def test_no_retry_when_disabled() -> None:
+    policy = StreamingPolicy(PolicyOptions(partials=False, retry_on_loop=False))
     started(policy, seconds=3.0, now=3.0)
     policy.handle(SegmentEnded(16000 + 3 * SR, 16000 + 3 * SR, 50), 3.0)
     request = policy.next_request(3.0)
     assert request is not None
-    loop = "thank you " * 10
-    events = policy.on_result(request.request_id, transcript(loop, seconds=3.0), 3.2)
-    assert [e for e in events if isinstance(e, FinalText)][0].text == loop.strip()
-    assert policy.prompt.prompt(3.3) is None
+    events = policy.on_result(request.request_id, transcript("go go go go", seconds=3.0), 3.2)
+    assert [e for e in events if isinstance(e, FinalText)][0].text == "go go go go"
+
+
+def test_partial_that_loops_is_not_shown() -> None:
+    policy = StreamingPolicy(PolicyOptions(min_partial_audio_s=0.1))
+    started(policy, seconds=1.0, now=1.0)
+    request = policy.next_request(1.0)
+    assert request is not None
+    events = policy.on_result(request.request_id, transcript("one one one one one"), 1.1)
+    assert events[-1] == PartialText(1, "", "", 16000)
 
 
 def test_no_speech_segments_are_dropped() -> None:

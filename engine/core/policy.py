@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine.asr.base import Audio, DecodeOptions
-from engine.core.agreement import LocalAgreement, tokens
+from engine.core.agreement import LocalAgreement, comparable, tokens
 from engine.core.prompt import PromptOptions, PromptTracker
 from engine.core.quality import QualityThresholds, check_text
 from engine.core.segmenter import SegmentAudio, SegmentEnded, SegmentEvent, SegmentStarted
@@ -42,7 +42,8 @@ from engine.events import (
 )
 from engine.types import SAMPLE_RATE, Segment, Transcript, Word
 
-LOOP_FLAGS = frozenset({"compression", "repeats", "wpm_high"})
+LOOP_FLAGS = frozenset({"compression", "repeats", "wpm_high", "word_loop"})
+WORD_LOOP = 4  # the same word this many times in a row ("1 1 1 1 1 1" on a 1 s chunk)
 MAX_BACKOFF = 8.0
 
 
@@ -51,7 +52,7 @@ class PolicyOptions:
     language: str | None = None
     task: str = "transcribe"
     partials: bool = True
-    min_partial_audio_s: float = 0.6
+    min_partial_audio_s: float = 1.0
     partial_interval_s: float = 0.4
     min_new_audio_s: float = 0.2
     busy_factor: float = 2.0
@@ -60,7 +61,7 @@ class PolicyOptions:
     partial_beam_size: int = 1
     final_beam_size: int = 5
     short_context: bool = True
-    retry_without_prompt: bool = True
+    retry_on_loop: bool = True
     prompt: PromptOptions = field(default_factory=PromptOptions)
     quality: QualityThresholds = field(default_factory=QualityThresholds)
 
@@ -274,7 +275,7 @@ class StreamingPolicy:
         if utt is not self._active:
             return []  # the utterance ended meanwhile; its final supersedes this
         kept = [s for s in transcript.segments
-                if not _flags(s, o.quality) & (LOOP_FLAGS | {"no_speech"})]
+                if not (_flags(s, o.quality) | _word_loop(s.text)) & (LOOP_FLAGS | {"no_speech"})]
         committed, tentative = utt.agreement.update(tokens(" ".join(s.text for s in kept)))
         utt.had_partial = True
         return [PartialText(utterance_id=utt.id, committed=committed, tentative=tentative,
@@ -285,10 +286,11 @@ class StreamingPolicy:
     def _final_request(self, utt: _Utterance, now: float) -> DecodeRequest:
         o = self.options
         utt.attempts += 1
-        prompt = self.prompt.prompt(now) if utt.attempts == 1 else None
+        first = utt.attempts == 1
         options = DecodeOptions(
-            language=o.language, task=o.task, prompt=prompt, word_timestamps=True,
-            beam_size=o.final_beam_size, short_context=o.short_context,
+            language=o.language, task=o.task, prompt=self.prompt.prompt(now) if first else None,
+            word_timestamps=True, beam_size=o.final_beam_size,
+            short_context=o.short_context and first,
         )
         return self._issue(utt, "final", options, now, arrived_at=utt.speech_end_at)
 
@@ -297,9 +299,10 @@ class StreamingPolicy:
         o = self.options
         seconds = len(request.audio) / SAMPLE_RATE
         text = transcript.text
-        flags = set(check_text(text, seconds, thresholds=o.quality))
-        if flags & LOOP_FLAGS and request.options.prompt and o.retry_without_prompt:
-            self._finals.appendleft(utt)  # a prompt can start a loop: retry once without it
+        flags = set(check_text(text, seconds, thresholds=o.quality)) | _word_loop(text)
+        if flags & LOOP_FLAGS and utt.attempts == 1 and o.retry_on_loop:
+            # A prompt or a short window can start a loop: retry once with neither.
+            self._finals.appendleft(utt)
             return []
         kept = [s for s in transcript.segments if "no_speech" not in _flags(s, o.quality)]
         text = "".join(s.text for s in kept).strip()
@@ -339,6 +342,16 @@ class StreamingPolicy:
             self._backoff = min(MAX_BACKOFF, self._backoff * 2)
         elif lag < self.options.max_lag_s / 2:
             self._backoff = max(1.0, self._backoff / 2)
+
+
+def _word_loop(text: str) -> set[str]:
+    words = [comparable(w) for w in text.split()]
+    run = 1
+    for previous, word in zip(words, words[1:], strict=False):
+        run = run + 1 if word and word == previous else 1
+        if run >= WORD_LOOP:
+            return {"word_loop"}
+    return set()
 
 
 def _flags(segment: Segment, thresholds: QualityThresholds) -> set[str]:
