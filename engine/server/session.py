@@ -125,7 +125,7 @@ class ServerSession:
             self._pending = np.zeros(0, dtype=np.float32)
             events = self.segmenter.push(window, self._vad(window))
             # The padding is not the client's audio: remember it so wire positions skip it.
-            self._pads.append((self.segmenter.position + WINDOW - len(pad), len(pad)))
+            self._pads.append((self.segmenter.position - len(pad), len(pad)))
             out = self._translate(self.policy.handle_all(events, now))
         else:
             out = []

@@ -1,0 +1,360 @@
+"""`RemoteLiveEngine`: the microphone stays here, transcription happens on a server.
+
+Two threads at the edge, nothing else:
+- capture: reads the audio source, reports the input level, applies push-to-talk gating (only
+  the pressed span, with a pre-roll ring, is sent), and appends s16le blocks to the shared
+  `AudioBuffer`;
+- network: an asyncio loop running a *link* (`NativeLink` for ``ws://``/``wss://``,
+  `WhisperLiveLink` for ``whisperlive://host:port``) that streams the buffer continuously,
+  turns replies into engine events, and on a dropped connection reconnects with exponential
+  backoff and resends every sample the server has not acknowledged.
+
+Latency: every reply names the sample that triggered it; the client knows when it sent that
+sample, so the round trip is measured on this machine's clock. `Metrics.decode_ms` is the
+server's decode time and `Metrics.network_ms` is the round trip minus the server's own time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import numpy as np
+
+from engine.asr.base import Audio
+from engine.audio.sources import AudioSource
+from engine.core.protocol import float_to_pcm16
+from engine.errors import EngineError
+from engine.events import (
+    EngineFailed,
+    Event,
+    EventSink,
+    FinalText,
+    LevelChanged,
+    Metrics,
+    PartialText,
+    SpeechEnded,
+    SpeechStarted,
+    StateChanged,
+)
+from engine.remote.buffer import AudioBuffer, SendLog
+from engine.types import SAMPLE_RATE, Word
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RemoteOptions:
+    """Client behaviour. ``mode``: "vad" streams everything (the server segments), "ptt" only
+    what is spoken between `begin_utterance()` and `end_utterance()` plus ``preroll_ms``."""
+
+    mode: str = "vad"
+    language: str | None = None
+    prompt: str | None = None
+    connect_timeout_s: float = 10.0
+    backoff_initial_s: float = 0.2
+    backoff_max_s: float = 5.0
+    max_reconnects: int = 30
+    max_buffer_s: float = 300.0
+    end_timeout_s: float = 120.0
+    preroll_ms: int = 400
+    read_timeout_s: float = 0.1
+    level_interval_ms: int = 100
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("vad", "ptt"):
+            raise ValueError("mode must be 'vad' or 'ptt'")
+        if self.backoff_initial_s <= 0 or self.backoff_max_s < self.backoff_initial_s:
+            raise ValueError("need 0 < backoff_initial_s <= backoff_max_s")
+        if self.max_reconnects < 0 or self.max_buffer_s <= 0 or self.end_timeout_s <= 0:
+            raise ValueError("max_reconnects >= 0, max_buffer_s > 0, end_timeout_s > 0")
+        if self.language is not None and not self.language.isalpha():
+            raise ValueError(f"invalid language code {self.language!r}")
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where to connect: ``kind`` "native" or "whisperlive", and the WebSocket URL."""
+
+    kind: str
+    url: str
+
+    @classmethod
+    def parse(cls, url: str) -> Endpoint:
+        parts = urlsplit(url)
+        if parts.scheme in ("ws", "wss") and parts.hostname:
+            return cls("native", url)
+        if parts.scheme in ("whisperlive", "whisperlives") and parts.hostname:
+            scheme = "wss" if parts.scheme == "whisperlives" else "ws"
+            return cls("whisperlive", f"{scheme}://{parts.netloc}{parts.path or '/'}")
+        raise EngineError(f"unsupported server URL {url!r}: use ws://, wss:// or "
+                          "whisperlive://host:port")
+
+
+class RemoteLiveEngine:
+    """`engine.events.LiveEngine` over a remote server. See the module docstring."""
+
+    def __init__(self, sink: EventSink, *, url: str, source: AudioSource | None = None,
+                 api_key: str | None = None, options: RemoteOptions | None = None,
+                 language: str | None = None, mode: str | None = None,
+                 input_path: str | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        base = options or RemoteOptions()
+        if language is not None or mode is not None:
+            from dataclasses import replace
+
+            base = replace(base, language=language or base.language, mode=mode or base.mode)
+        self.options = base
+        self.endpoint = Endpoint.parse(url)
+        self.api_key = api_key
+        self.session_id = uuid.uuid4().hex
+        self._sink = sink
+        self._source = source
+        self._input_path = input_path
+        self._clock = clock
+        self.buffer = AudioBuffer(int(base.max_buffer_s * SAMPLE_RATE))
+        self.send_log = SendLog()
+        self._stop = threading.Event()
+        self._ptt_open = False
+        self._ptt_ring: deque[Audio] = deque()
+        self._threads: list[threading.Thread] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: asyncio.Event | None = None
+        self._level: list[Audio] = []
+        # Event state, touched only on the network thread.
+        self._utterances: dict[tuple[int, int], int] = {}
+        self._next_utterance = 1
+        self._last_final_end = 0
+        self._started_utterances: set[int] = set()
+
+    # -- LiveEngine ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._threads:
+            raise EngineError("engine already started")
+        self._emit(StateChanged("loading", self.endpoint.url))
+        if self._source is None:
+            self._source = _default_source(self._input_path)
+        network = threading.Thread(target=self._network_main, name="sottovoce-remote",
+                                   daemon=True)
+        capture = threading.Thread(target=self._capture_main, name="sottovoce-capture",
+                                   daemon=True)
+        self._threads = [network, capture]
+        network.start()
+        capture.start()
+
+    def stop(self) -> None:
+        """Stop capturing; the server finishes what it has and sends the last final."""
+        self._stop.set()
+        if self._source is not None:
+            self._source.stop()
+
+    def begin_utterance(self) -> None:
+        self._ptt_open = True
+
+    def end_utterance(self) -> None:
+        self._ptt_open = False
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until both threads have finished (source ended or stopped, server said bye)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for thread in self._threads:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            thread.join(remaining)
+        return not any(t.is_alive() for t in self._threads)
+
+    # -- capture thread ------------------------------------------------------------------
+
+    def _capture_main(self) -> None:
+        source = self._source
+        assert source is not None
+        try:
+            source.start()
+            self._emit(StateChanged("listening"))
+            was_open = False
+            while not self._stop.is_set():
+                block = source.read(self.options.read_timeout_s)
+                if block is None:
+                    if source.finished:
+                        break
+                    continue
+                self._report_level(block)
+                was_open = self._forward(block, was_open)
+        except EngineError as exc:
+            self._emit(EngineFailed(str(exc), recoverable=False))
+        except Exception as exc:  # noqa: BLE001 - the thread's top: report, never die silently
+            log.exception("capture crashed")
+            self._emit(EngineFailed(f"internal error: {exc}", recoverable=False))
+        finally:
+            source.stop()
+            if self.options.mode == "ptt" and self._ptt_open:
+                self.buffer.mark_flush()
+            self.buffer.close()
+            self.notify()
+
+    def _forward(self, block: Audio, was_open: bool) -> bool:
+        """Hand a captured block to the network side (through the PTT gate); returns whether
+        the gate is open now."""
+        if self.options.mode == "vad":
+            self._append(block)
+            return True
+        is_open = self._ptt_open
+        if is_open and not was_open:
+            for old in self._ptt_ring:  # the word spoken just before the key press
+                self._append(old)
+            self._ptt_ring.clear()
+        if is_open:
+            self._append(block)
+        else:
+            if was_open:
+                self.buffer.mark_flush()
+                self.notify()
+            self._ptt_ring.append(block)
+            keep = self.options.preroll_ms * SAMPLE_RATE // 1000
+            while sum(len(b) for b in self._ptt_ring) - len(self._ptt_ring[0]) >= keep:
+                self._ptt_ring.popleft()
+        return is_open
+
+    def _append(self, block: Audio) -> None:
+        pcm = np.frombuffer(float_to_pcm16(block), dtype="<i2").astype(np.int16)
+        self.buffer.append(pcm)
+        self.notify()
+
+    def notify(self) -> None:
+        """Wake the network side (from any thread)."""
+        loop, wake = self._loop, self._wake
+        if loop is not None and wake is not None:
+            # RuntimeError: the network loop has already finished; nobody needs waking.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(wake.set)
+
+    def _report_level(self, block: Audio) -> None:
+        self._level.append(block)
+        if sum(len(b) for b in self._level) * 1000 < self.options.level_interval_ms * SAMPLE_RATE:
+            return
+        audio = np.concatenate(self._level)
+        self._level = []
+        rms = float(np.sqrt(np.mean(np.square(audio, dtype=np.float64))))
+        peak = float(np.max(np.abs(audio))) if len(audio) else 0.0
+        self._emit(LevelChanged(rms_db=_db(rms), peak_db=_db(peak)))
+
+    # -- network thread ------------------------------------------------------------------
+
+    def _network_main(self) -> None:
+        try:
+            failure = asyncio.run(self._network())
+        except Exception as exc:  # noqa: BLE001 - the thread's top
+            log.exception("network loop crashed")
+            failure = EngineFailed(f"internal error: {exc}", recoverable=False)
+        if failure is not None:
+            self._emit(failure)
+            self._stop.set()
+            if self._source is not None:
+                self._source.stop()
+        self._emit(StateChanged("stopped"))
+
+    async def _network(self) -> EngineFailed | None:
+        self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        if self.endpoint.kind == "whisperlive":
+            from engine.remote.whisperlive_link import WhisperLiveLink
+
+            return await WhisperLiveLink(self).run()
+        from engine.remote.native import NativeLink
+
+        return await NativeLink(self).run()
+
+    async def wait_for_audio(self) -> None:
+        assert self._wake is not None
+        await self._wake.wait()
+        self._wake.clear()
+
+    def now(self) -> float:
+        return self._clock()
+
+    # -- reply -> events (network thread) ------------------------------------------------
+
+    def utterance(self, connection: int, server_id: int) -> int:
+        key = (connection, server_id)
+        if key not in self._utterances:
+            self._utterances[key] = self._next_utterance
+            self._next_utterance += 1
+        return self._utterances[key]
+
+    def on_partial(self, uid: int, committed: str, tentative: str, start: int,
+                   timing: Timing) -> None:
+        if uid not in self._started_utterances:
+            self._started_utterances.add(uid)
+            self._emit(SpeechStarted(utterance_id=uid, at=start))
+        self._emit(PartialText(utterance_id=uid, committed=committed, tentative=tentative,
+                               start=start))
+        self._emit(timing.metrics("partial", self.buffer.dropped))
+
+    def on_final(self, uid: int, text: str, words: tuple[Word, ...], start: int, end: int,
+                 timing: Timing, language: str | None = None) -> None:
+        if end <= self._last_final_end:
+            return  # already delivered before a reconnect
+        if start < self._last_final_end and words:
+            words = tuple(w for w in words if w.end > self._last_final_end)
+            text = "".join(w.text for w in words).strip()
+        self._last_final_end = end
+        if uid not in self._started_utterances:
+            self._emit(SpeechStarted(utterance_id=uid, at=start))
+        self._started_utterances.discard(uid)
+        self._emit(SpeechEnded(utterance_id=uid, at=end))
+        self._emit(FinalText(utterance_id=uid, text=text, words=words, start=start, end=end,
+                             latency_ms=timing.rtt_ms, after_speech_end_ms=timing.rtt_ms,
+                             language=language))
+        self._emit(timing.metrics("final", self.buffer.dropped))
+
+    def emit(self, event: Event) -> None:
+        self._emit(event)
+
+    def _emit(self, event: Event) -> None:
+        try:
+            self._sink(event)
+        except Exception:  # noqa: BLE001 - a broken sink must not stop transcription
+            log.exception("event sink raised on %s", type(event).__name__)
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One reply's timing: round trip on our clock, the server's share, its decode time."""
+
+    rtt_ms: float
+    server_ms: float | None  # None: the server does not say (WhisperLive)
+    decode_ms: float
+    audio_ms: float
+
+    @property
+    def network_ms(self) -> float | None:
+        if self.server_ms is None:
+            return None
+        return max(0.0, self.rtt_ms - self.server_ms)
+
+    def metrics(self, kind: str, dropped: int) -> Metrics:
+        rtf = self.decode_ms / self.audio_ms if self.audio_ms > 0 else 0.0
+        return Metrics(chunk_rtt_ms=self.rtt_ms, decode_ms=self.decode_ms,
+                       network_ms=self.network_ms, lag_ms=self.rtt_ms, rtf=rtf,
+                       dropped_frames=dropped, kind=kind)
+
+
+def _db(value: float) -> float:
+    return -100.0 if value <= 1e-5 else 20 * math.log10(value)
+
+
+def _default_source(input_path: str | None) -> AudioSource:
+    from engine.audio.sources import FileSource, MicrophoneSource
+
+    if input_path:
+        return FileSource(input_path, realtime=True)
+    return MicrophoneSource()
