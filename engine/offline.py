@@ -6,15 +6,21 @@ is the faster alternative; both return the same `Transcript`, so callers swap th
 
 Every segment is checked for hallucination signs (`engine.core.quality`) and the failed checks are
 recorded in ``Segment.flags``: exporters keep the text, and the JSON export says why it is suspect.
+One case is dropped outright: text the model itself believes is not speech (no-speech probability
+above the threshold) over audio that is practically silent. That is Whisper's classic "You" /
+"Thank you." on silence, which its own rule (no-speech *and* low log-prob) lets through.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import os
 import time
 from collections.abc import Callable, Iterator
+
+import numpy as np
 
 from engine.asr.base import Audio, DecodeOptions, Transcriber
 from engine.asr.faster_whisper_backend import FasterWhisperTranscriber, _convert_segment
@@ -27,6 +33,9 @@ log = logging.getLogger(__name__)
 
 # Called with (samples decoded so far, total samples); totals are the file's length.
 ProgressCallback = Callable[[int, int], None]
+
+# -60 dBFS RMS: below any speech in the shared corpus (whispered speech there is about -55 dBFS).
+SILENCE_RMS = 10 ** (-60 / 20)
 
 
 def transcribe_file(
@@ -55,33 +64,46 @@ def transcribe_audio(
     started = time.perf_counter()
     if progress is not None:
         progress(0, total)
-    segments: list[Segment] = []
-    language = options.language
+    limits = thresholds or QualityThresholds()
     stream = _segment_stream(transcriber, audio, options)
     if stream is not None:
-        segment_iter, language = stream
-        for segment in segment_iter:
-            segments.append(_flagged(segment, thresholds))
-            if progress is not None:
-                progress(min(segment.end, total), total)
+        decoded, language = stream
     else:
         # Any other Transcriber returns the whole result at once: progress jumps to the end.
         result = transcriber.transcribe(audio, options)
-        segments = [_flagged(s, thresholds) for s in result.segments]
-        language = result.language
+        decoded, language = iter(result.segments), result.language
+    segments: list[Segment] = []
+    dropped = 0
+    for segment in decoded:
+        if _is_text_on_silence(segment, audio, limits):
+            dropped += 1
+            log.info("dropped %r at %.1f s: no speech in the audio", segment.text, segment.start_s)
+        else:
+            segments.append(_flagged(segment, limits))
+        if progress is not None:
+            progress(min(segment.end, total), total)
     if progress is not None:
         progress(total, total)
     elapsed = time.perf_counter() - started
     log.info("transcribed %.1f s of audio in %.2f s (%d segments)", total / SAMPLE_RATE, elapsed,
              len(segments))
     return Transcript(segments=tuple(segments), language=language, duration=total,
-                      decode_ms=elapsed * 1000)
+                      decode_ms=elapsed * 1000,
+                      extra={"engine": "sequential", "dropped_silent_segments": dropped})
 
 
-def _flagged(segment: Segment, thresholds: QualityThresholds | None) -> Segment:
+def _is_text_on_silence(segment: Segment, audio: Audio, limits: QualityThresholds) -> bool:
+    if segment.no_speech_prob <= limits.no_speech:
+        return False
+    span = audio[max(0, segment.start):max(segment.start, segment.end)]
+    rms = math.sqrt(float(np.mean(np.square(span, dtype=np.float64)))) if span.size else 0.0
+    return rms < SILENCE_RMS
+
+
+def _flagged(segment: Segment, limits: QualityThresholds) -> Segment:
     flags = check_text(segment.text, segment.end_s - segment.start_s,
                        avg_logprob=segment.avg_logprob, no_speech_prob=segment.no_speech_prob,
-                       thresholds=thresholds)
+                       thresholds=limits)
     if not flags:
         return segment
     log.warning("suspect segment %.1f-%.1f s (%s): %r", segment.start_s, segment.end_s,

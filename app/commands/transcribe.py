@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -213,8 +214,9 @@ def _progress_bar(label: str, total_samples: int,
     except ImportError:
         yield None
         return
+    columns, rows = _terminal_size()
     bar = tqdm(total=round(total_samples / SAMPLE_RATE, 1), desc=label, unit="s", leave=True,
-               file=sys.stderr, dynamic_ncols=True,
+               file=sys.stderr, ncols=columns, nrows=rows,
                bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total:.1f} s audio "
                           "[{elapsed}<{remaining}, {rate_fmt}]")
 
@@ -225,6 +227,17 @@ def _progress_bar(label: str, total_samples: int,
         yield update
     finally:
         bar.close()
+
+
+def _terminal_size() -> tuple[int, int]:
+    """stderr's columns and rows, 80x24 where the terminal reports none: a fresh pseudo-terminal
+    says 0x0, and tqdm then hides the bar as if it were below the bottom of the screen."""
+    try:
+        size = os.get_terminal_size(sys.stderr.fileno())
+        columns, rows = size.columns, size.lines
+    except (OSError, ValueError):
+        columns = rows = 0
+    return (columns if columns > 0 else 80), (rows if rows > 0 else 24)
 
 
 def _error(message: str) -> None:
