@@ -20,6 +20,8 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal, Slot
 from PySide6.QtNetwork import QLocalServer, QLocalSocket
 
+from ui.qt_compat import emit
+
 log = logging.getLogger(__name__)
 
 COMMANDS = ("toggle", "ptt press", "ptt release", "status", "copy")
@@ -123,7 +125,7 @@ class ControlServer(QObject):
         if command not in COMMANDS:
             reply = f"error unknown command {command!r}; expected one of: {', '.join(COMMANDS)}"
         else:
-            self.command_received.emit(command)
+            emit(self.command_received, command)
             try:
                 reply = self._handler(command)
             except Exception as exc:  # noqa: BLE001 - reply instead of dropping the client

@@ -26,6 +26,7 @@ from engine.events import EventSink, FinalText, LiveEngine, Metrics, PartialText
 from ui.bridge import EngineBridge
 from ui.caption_window import CaptionWindow
 from ui.main_window import EngineChoice, MainWindow
+from ui.qt_compat import emit, forwarder
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,7 @@ class Controller(QObject):
         self.captions = CaptionWindow(settings.caption_lines, settings.caption_font_pt)
         self.injector = TextInjector(settings.inject_mode, settings.paste_keys, self)
         self.last_injection: tuple[bool, str] | None = None
+        self._captions_placed = False
         self._stopping: list[LiveEngine] = []  # stopped engines whose threads may still run
         self._connect()
 
@@ -107,7 +109,7 @@ class Controller(QObject):
         if not self.options.enable_hotkey or self.options.input_path is not None:
             return
         self._hotkey = GlobalHotkey(self.settings.hotkey, self.settings.hotkey_mode,
-                                    self._hotkey_action.emit)
+                                    forwarder(self._hotkey_action, 1))
         try:
             self._hotkey.start()
         except HotkeyUnavailableError as exc:
@@ -176,7 +178,8 @@ class Controller(QObject):
         elif action == "release" and self.talking:
             self.talking = False
             self.engine.end_utterance()
-        self.talking_changed.emit(self.talking)
+        log.info("push-to-talk %s: talking=%s", action, self.talking)
+        emit(self.talking_changed, self.talking)
 
     def control_command(self, command: str) -> str:
         """Handler for app.control: returns the reply line."""
@@ -227,6 +230,7 @@ class Controller(QObject):
     @Slot()
     def copy_all(self) -> None:
         copy_to_clipboard(self.session.text())
+        log.info("transcript copied to the clipboard (%d utterances)", len(self.session.finals))
         self.window.show_message("Transcript copied to the clipboard", 3000)
 
     @Slot()
@@ -235,6 +239,9 @@ class Controller(QObject):
         copy_to_clipboard(text)
 
     def set_captions_visible(self, visible: bool) -> None:
+        if visible and not self._captions_placed:
+            self.captions.place_at_bottom()
+            self._captions_placed = True
         self.captions.setVisible(visible)
         if visible != self.settings.captions_visible:
             self.settings = with_changes(self.settings, captions_visible=visible)

@@ -19,6 +19,7 @@ from PySide6.QtCore import QMimeData, QObject, QTimer, Signal, Slot
 from PySide6.QtGui import QClipboard, QGuiApplication
 
 from app.hotkeys import HotkeyUnavailableError, pynput_keyboard
+from ui.qt_compat import emit, forwarder
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ class TextInjector(QObject):
         self._controller: Any = None
         self._saved: QMimeData | None = None
         self._restore_pending = False
-        self._typed.connect(self.finished.emit)
+        self._typed.connect(forwarder(self.finished, 2))
 
     def configure(self, mode: str, paste_keys: str) -> None:
         self.mode, self.paste_keys = mode, paste_keys
@@ -64,7 +65,7 @@ class TextInjector(QObject):
         try:
             controller = self._keyboard_controller()
         except (HotkeyUnavailableError, ImportError, RuntimeError) as exc:
-            self.finished.emit(False, f"Could not insert text: {exc}")
+            emit(self.finished, False, f"Could not insert text: {exc}")
             return
         if self.mode == "type":
             threading.Thread(target=self._type_worker, args=(controller, text + " "),
@@ -83,11 +84,11 @@ class TextInjector(QObject):
         except Exception as exc:  # noqa: BLE001 - any backend failure is shown to the user
             log.warning("paste keys failed: %s", exc)
             self._restore_clipboard()
-            self.finished.emit(False, f"Could not paste the text: {exc}")
+            emit(self.finished, False, f"Could not paste the text: {exc}")
             return
         self._restore_pending = True
         QTimer.singleShot(RESTORE_DELAY_MS, self._restore_clipboard)
-        self.finished.emit(True, f"Pasted {len(text.strip())} characters")
+        emit(self.finished, True, f"Pasted {len(text.strip())} characters")
 
     def _press_paste_keys(self, controller: Any) -> None:
         keyboard = pynput_keyboard()
@@ -114,9 +115,9 @@ class TextInjector(QObject):
             controller.type(text)
         except Exception as exc:  # noqa: BLE001 - top of the typing thread
             log.warning("typing failed: %s", exc)
-            self._typed.emit(False, f"Could not type the text: {exc}")
+            emit(self._typed, False, f"Could not type the text: {exc}")
             return
-        self._typed.emit(True, f"Typed {len(text.strip())} characters")
+        emit(self._typed, True, f"Typed {len(text.strip())} characters")
 
     def _keyboard_controller(self) -> Any:
         if self._controller is None:

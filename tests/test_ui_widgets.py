@@ -262,3 +262,20 @@ def test_history_dialog_lists_and_reopens(qtbot, tmp_path):
     empty = HistoryDialog([])
     qtbot.addWidget(empty)
     assert not empty.open_button.isEnabled() and "No saved sessions" in empty.preview.toPlainText()
+
+
+def test_many_emits_do_not_drain_references_to_true(qtbot):
+    """PySide6 6.12's emit() drops a reference to the bool it returns; thousands of engine
+    events would free `True` and abort the app. ui.qt_compat.emit gives the reference back."""
+    import sys
+
+    from ui.bridge import EngineBridge
+
+    bridge = EngineBridge()
+    seen: list[object] = []
+    bridge.metrics.connect(seen.append)
+    before = sys.getrefcount(True)
+    for i in range(3000):
+        bridge.sink(metrics(float(i)))
+    qtbot.waitUntil(lambda: len(seen) == 3000)
+    assert sys.getrefcount(True) >= before - 50

@@ -27,6 +27,7 @@ from engine.events import (
     SpeechStarted,
     StateChanged,
 )
+from ui.qt_compat import emit
 
 log = logging.getLogger(__name__)
 
@@ -60,32 +61,32 @@ class EngineBridge(QObject):
                 already_pending = self._pending_level is not None
                 self._pending_level = event
             if not already_pending:
-                self._level_ready.emit()
+                emit(self._level_ready)
             return
-        self._delivered.emit(event)
+        emit(self._delivered, event)
 
     @Slot()
     def _emit_level(self) -> None:
         with self._level_lock:
             event, self._pending_level = self._pending_level, None
         if event is not None:
-            self.level_changed.emit(event.rms_db, event.peak_db)
+            emit(self.level_changed, event.rms_db, event.peak_db)
 
     @Slot(object)
     def _dispatch(self, event: object) -> None:
         if isinstance(event, StateChanged):
-            self.state_changed.emit(event.state, event.detail)
+            emit(self.state_changed, event.state, event.detail)
         elif isinstance(event, PartialText):
-            self.partial_text.emit(event)
+            emit(self.partial_text, event)
         elif isinstance(event, FinalText):
-            self.final_text.emit(event)
+            emit(self.final_text, event)
         elif isinstance(event, Metrics):
-            self.metrics.emit(event)
+            emit(self.metrics, event)
         elif isinstance(event, SpeechStarted):
-            self.speech_started.emit(event.utterance_id, event.at)
+            emit(self.speech_started, event.utterance_id, event.at)
         elif isinstance(event, SpeechEnded):
-            self.speech_ended.emit(event.utterance_id, event.at)
+            emit(self.speech_ended, event.utterance_id, event.at)
         elif isinstance(event, EngineFailed):
-            self.failed.emit(event.message, event.recoverable)
+            emit(self.failed, event.message, event.recoverable)
         else:
             log.debug("ignoring unknown engine event %r", event)

@@ -52,6 +52,13 @@ class CaptionWindow(QWidget):
         layout.addWidget(grip, 0, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignBottom)
         self.resize(900, 60 + lines * font_pt * 2)
 
+    def place_at_bottom(self) -> None:
+        """Bottom centre of the screen, where subtitles are expected (and clear of the main
+        window, which opens at the top)."""
+        screen = self.screen().availableGeometry()
+        self.move(screen.center().x() - self.width() // 2,
+                  screen.bottom() - self.height() - screen.height() // 12)
+
     # -- content -----------------------------------------------------------------------------
     def set_max_lines(self, lines: int) -> None:
         self._max_lines = max(1, min(3, lines))

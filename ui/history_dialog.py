@@ -17,6 +17,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ui.qt_compat import emit
+
 
 class HistoryDialog(QDialog):
     """`sessions` maps a label to (path, preview text); reopen emits the path."""
@@ -63,5 +65,5 @@ class HistoryDialog(QDialog):
         item = self.list.currentItem()
         if item is None:
             return
-        self.reopen_requested.emit(item.data(Qt.ItemDataRole.UserRole)[0])
+        emit(self.reopen_requested, item.data(Qt.ItemDataRole.UserRole)[0])
         self.accept()

@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 )
 
 from ui.latency_meter import LatencyMeter
+from ui.qt_compat import emit, forwarder
 from ui.transcript_view import TranscriptView
 
 LANGUAGES = ("", "en", "de", "es", "fr", "it", "ja", "nl", "pl", "pt", "ru", "uk", "zh")
@@ -131,21 +132,21 @@ class MainWindow(QMainWindow):
     def _build_menus(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
         self.copy_all_action = self._action(file_menu, "Copy transcript", "Ctrl+Shift+C",
-                                            self.copy_all_requested.emit)
-        self._action(file_menu, "Copy selection", "Ctrl+C", self.copy_selection_requested.emit)
+                                            forwarder(self.copy_all_requested, 0))
+        self._action(file_menu, "Copy selection", "Ctrl+C", forwarder(self.copy_selection_requested, 0))
         save_menu = file_menu.addMenu("Save as")
         for fmt in EXPORT_FORMATS:
             self._action(save_menu, fmt.upper() + "…", None,
-                         lambda _=False, f=fmt: self.export_requested.emit(f))
+                         lambda _=False, f=fmt: emit(self.export_requested, f))
         file_menu.addSeparator()
-        self._action(file_menu, "History…", "Ctrl+H", self.history_requested.emit)
-        self._action(file_menu, "Settings…", "Ctrl+,", self.settings_requested.emit)
+        self._action(file_menu, "History…", "Ctrl+H", forwarder(self.history_requested, 0))
+        self._action(file_menu, "Settings…", "Ctrl+,", forwarder(self.settings_requested, 0))
         file_menu.addSeparator()
-        self._action(file_menu, "Quit", "Ctrl+Q", self.quit_requested.emit)
+        self._action(file_menu, "Quit", "Ctrl+Q", forwarder(self.quit_requested, 0))
         view_menu = self.menuBar().addMenu("&View")
         self.captions_action = self._action(view_menu, "Caption window", "Ctrl+K", None)
         self.captions_action.setCheckable(True)
-        self.captions_action.toggled.connect(self.captions_toggled.emit)
+        self.captions_action.toggled.connect(forwarder(self.captions_toggled, 1))
 
     def _action(self, menu: QMenu, text: str, shortcut: str | None, slot: object) -> QAction:
         action = QAction(text, self)
@@ -219,20 +220,20 @@ class MainWindow(QMainWindow):
     # -- user intent ---------------------------------------------------------------------------
     def _on_start_clicked(self) -> None:
         if self.running:
-            self.stop_requested.emit()
+            emit(self.stop_requested)
         else:
-            self.start_requested.emit()
+            emit(self.start_requested)
 
     def _on_choice_edited(self, *_: object) -> None:
         self.url_edit.setEnabled(self.backend_box.currentText() == "remote")
         if not self._syncing:
-            self.engine_choice_changed.emit(self.choice())
+            emit(self.engine_choice_changed, self.choice())
 
     def _dismiss_hint(self) -> None:
         self.hint.hide()
-        self.hint_dismissed.emit()
+        emit(self.hint_dismissed)
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
         if self.quit_on_close:
-            self.quit_requested.emit()
+            emit(self.quit_requested)
         event.accept()

@@ -9,6 +9,8 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QAction, QIcon
 from PySide6.QtWidgets import QApplication, QMenu, QSystemTrayIcon
 
+from ui.qt_compat import emit, forwarder
+
 log = logging.getLogger(__name__)
 
 
@@ -48,14 +50,14 @@ class Tray(QObject):
         self.icon.setToolTip("Sottovoce")
         menu = QMenu()
         self.start_action = QAction("Start", menu)
-        self.start_action.triggered.connect(self.start_stop_requested.emit)
+        self.start_action.triggered.connect(forwarder(self.start_stop_requested, 0))
         self.captions_action = QAction("Caption window", menu)
         self.captions_action.setCheckable(True)
-        self.captions_action.toggled.connect(self.captions_toggled.emit)
+        self.captions_action.toggled.connect(forwarder(self.captions_toggled, 1))
         show_action = QAction("Show window", menu)
-        show_action.triggered.connect(self.show_window_requested.emit)
+        show_action.triggered.connect(forwarder(self.show_window_requested, 0))
         quit_action = QAction("Quit", menu)
-        quit_action.triggered.connect(self.quit_requested.emit)
+        quit_action.triggered.connect(forwarder(self.quit_requested, 0))
         for action in (self.start_action, self.captions_action, show_action, quit_action):
             menu.addAction(action)
         self._menu = menu
@@ -81,4 +83,4 @@ class Tray(QObject):
 
     def _on_activated(self, reason: QSystemTrayIcon.ActivationReason) -> None:
         if reason == QSystemTrayIcon.ActivationReason.Trigger:
-            self.show_window_requested.emit()
+            emit(self.show_window_requested)

@@ -1,0 +1,65 @@
+"""Work-arounds for bugs in the Qt bindings, in one place.
+
+PySide6 6.12.0 (with CPython 3.11) returns the bool from `SignalInstance.emit()` without taking
+a reference to it, so every emit made from Python drops one reference to `True`. After a few
+hundred emits CPython frees `True` and aborts ("bool_dealloc: deallocating True or False"),
+mid-session or at exit. `emit()` below gives the reference back when, and only when, a probe
+shows the running PySide6 has the bug; use it (and `forwarder()` for signal-to-signal chains)
+instead of calling `.emit` directly. Harmless on fixed versions: the probe finds nothing to fix.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+
+_lock = threading.Lock()
+_emit_drops_ref: bool | None = None
+
+
+class _Probe(QObject):
+    fired = Signal()
+
+
+def _detect() -> bool:
+    probe = _Probe()
+    before = sys.getrefcount(True) + sys.getrefcount(False)
+    for _ in range(8):
+        result = probe.fired.emit()
+        _incref(result)  # keep the probe itself from draining the count
+        del result
+    after = sys.getrefcount(True) + sys.getrefcount(False)
+    probe.deleteLater()
+    # Fixed bindings: after == before + 8 (our increfs). Buggy: after == before.
+    return after < before + 8
+
+
+def _incref(obj: object) -> None:
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(obj))
+
+
+def emit_drops_reference() -> bool:
+    global _emit_drops_ref
+    if _emit_drops_ref is None:
+        with _lock:
+            if _emit_drops_ref is None:
+                _emit_drops_ref = _detect()
+    return _emit_drops_ref
+
+
+def emit(signal: Any, *args: Any) -> None:
+    """`signal.emit(*args)`, safe on PySide6 versions whose emit leaks a reference to bool."""
+    result = signal.emit(*args)
+    if isinstance(result, bool) and emit_drops_reference():
+        _incref(result)
+
+
+def forwarder(signal: Any, nargs: int) -> Callable[..., None]:
+    """A slot that re-emits its first `nargs` arguments on `signal`; use it instead of connecting
+    `signal.emit` (Qt's triggered(bool) would otherwise hand a no-argument signal its flag)."""
+    return lambda *args: emit(signal, *args[:nargs])
