@@ -60,3 +60,11 @@ def test_empty_hypotheses() -> None:
     agree = LocalAgreement()
     assert agree.update([]) == ("", "")
     assert agree.update([]) == ("", "")
+
+
+def test_committed_words_keep_the_form_they_were_first_shown_in() -> None:
+    agree = LocalAgreement()
+    agree.update(tokens("Hello, there"))
+    agree.update(tokens("Hello, there you"))
+    agree.update(tokens("hello there you are"))
+    assert agree.update(tokens("hello there you are")) == ("Hello, there you are", "")

@@ -340,3 +340,13 @@ def test_more_in_flight_for_a_batching_server() -> None:
 def test_options_are_validated(kwargs: dict) -> None:
     with pytest.raises(ValueError):
         PolicyOptions(**kwargs)
+
+
+def test_no_partials_until_speech_is_heard() -> None:
+    policy = StreamingPolicy(PolicyOptions(min_partial_audio_s=0.1, partial_interval_s=0.0))
+    policy.handle(SegmentStarted(0, audio(1.0), speech=False), 1.0)
+    policy.handle(SegmentAudio(audio(0.5), speech=False), 1.5)
+    assert policy.next_request(1.5) is None
+    policy.handle(SegmentAudio(audio(0.5), speech=True), 2.0)
+    request = policy.next_request(2.0)
+    assert request is not None and request.kind == "partial"

@@ -75,6 +75,7 @@ def test_hysteresis_keeps_soft_endings_and_ends_after_min_silence() -> None:
     assert ended[0].end == before + 2 * WINDOW
     assert ended[0].speech_windows == 30
     assert len(of(SegmentAudio, events)) == 1
+    assert not of(SegmentAudio, events)[0].speech
 
 
 def test_end_pad_never_goes_past_the_audio() -> None:
@@ -132,7 +133,7 @@ def test_ptt_ignores_vad_for_start_and_end_and_keeps_preroll() -> None:
     assert feed(seg, [0.9] * 20) == []  # speech before the press starts nothing
     assert seg.end() == []
     started = seg.begin()
-    assert isinstance(started[0], SegmentStarted)
+    assert isinstance(started[0], SegmentStarted) and not started[0].speech
     assert started[0].start == 20 * WINDOW - len(started[0].audio)
     assert len(started[0].audio) == 16 * WINDOW  # the whole ring: pre-roll + start windows
     assert seg.begin() == []

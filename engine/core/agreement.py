@@ -51,7 +51,7 @@ class LocalAgreement:
         agreed = _common_prefix(self._previous, words)
         keeps_committed = _common_prefix(self._committed, words) == len(self._committed)
         if agreed > len(self._committed) and keeps_committed:
-            self._committed = words[:agreed]
+            self._committed += words[len(self._committed):agreed]  # committed words stay as shown
         self._previous = words
         self._tentative = words[len(self._committed):]
         return self.committed, self.tentative

@@ -102,7 +102,7 @@ class _Utterance:
     arrived_at: float = 0.0  # when the newest sample arrived
     partial_samples: int = 0  # audio length at the last partial request
     agreement: LocalAgreement = field(default_factory=LocalAgreement)
-    had_partial: bool = False
+    speech: bool = False  # any speech heard yet (a ptt press may start on silence)
     end: int = 0
     speech_end_at: float = 0.0
     attempts: int = 0
@@ -150,6 +150,7 @@ class StreamingPolicy:
             return self._start(event, now)
         if isinstance(event, SegmentAudio):
             if self._active is not None:
+                self._active.speech |= event.speech
                 self._append(self._active, event.audio, now)
             return []
         return self._end(event, now)
@@ -213,7 +214,8 @@ class StreamingPolicy:
         if self._active is not None:  # a segmenter never does this; be safe anyway
             end = self._active.start + self._active.samples
             events.extend(self._end(SegmentEnded(end, end, 1), now))
-        utt = _Utterance(id=self._next_utterance, start=event.start, started_at=now)
+        utt = _Utterance(id=self._next_utterance, start=event.start, started_at=now,
+                         speech=event.speech)
         self._next_utterance += 1
         self._append(utt, event.audio, now)
         self._active = utt
@@ -252,6 +254,7 @@ class StreamingPolicy:
         o = self.options
         return (
             o.partials
+            and utt.speech
             and now >= self._next_partial_at
             and utt.samples >= o.min_partial_audio_s * SAMPLE_RATE
             and utt.samples - utt.partial_samples >= o.min_new_audio_s * SAMPLE_RATE
@@ -277,7 +280,6 @@ class StreamingPolicy:
         kept = [s for s in transcript.segments
                 if not (_flags(s, o.quality) | _word_loop(s.text)) & (LOOP_FLAGS | {"no_speech"})]
         committed, tentative = utt.agreement.update(tokens(" ".join(s.text for s in kept)))
-        utt.had_partial = True
         return [PartialText(utterance_id=utt.id, committed=committed, tentative=tentative,
                             start=utt.start)]
 

@@ -61,17 +61,21 @@ class SegmenterOptions:
 
 @dataclass(frozen=True)
 class SegmentStarted:
-    """An utterance begins at sample ``start``; ``audio`` holds it from there up to now."""
+    """An utterance begins at sample ``start``; ``audio`` holds it from there up to now.
+    ``speech`` is False for a push-to-talk press before any speech was heard."""
 
     start: int
     audio: Audio = field(repr=False, compare=False)
+    speech: bool = True
 
 
 @dataclass(frozen=True)
 class SegmentAudio:
-    """More audio of the utterance in flight (it may later be cut back by `SegmentEnded.end`)."""
+    """More audio of the utterance in flight (it may later be cut back by `SegmentEnded.end`);
+    ``speech`` says whether the VAD called this window speech."""
 
     audio: Audio = field(repr=False, compare=False)
+    speech: bool = True
 
 
 @dataclass(frozen=True)
@@ -165,14 +169,15 @@ class SpeechSegmenter:
         self._last_speech_end = self._position
         self._run = 0
         audio = np.concatenate(windows) if windows else np.zeros(0, dtype=np.float32)
-        return SegmentStarted(start=self._start, audio=audio)
+        return SegmentStarted(start=self._start, audio=audio, speech=speech_windows > 0)
 
     def _push_active(self, window: Audio, probability: float) -> list[SegmentEvent]:
         o = self.options
         self._windows.append(window)
         self._levels.append(_rms(window))
-        events: list[SegmentEvent] = [SegmentAudio(audio=window)]
-        if probability >= o.end_threshold:
+        is_speech = probability >= o.end_threshold
+        events: list[SegmentEvent] = [SegmentAudio(audio=window, speech=is_speech)]
+        if is_speech:
             self._silence = 0
             self._speech_windows += 1
             self._last_speech_end = self._position

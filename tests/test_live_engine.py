@@ -1,0 +1,238 @@
+"""LocalLiveEngine end to end: FileSource (simulated time, one real-time run) -> real Silero VAD
+-> real tiny.en model. Text is checked against the manifest; silence and noise give nothing."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.asr.base import Transcriber
+from engine.audio.decode import load_audio
+from engine.audio.sources import FileSource
+from engine.evaluation import ManifestEntry, error_rate, normalize
+from engine.events import (
+    EngineFailed,
+    Event,
+    FinalText,
+    LevelChanged,
+    Metrics,
+    PartialText,
+    SpeechEnded,
+    SpeechStarted,
+    StateChanged,
+)
+from engine.journal import Journal, read_journal
+from engine.live import LiveOptions, LocalLiveEngine
+from engine.types import SAMPLE_RATE
+
+pytestmark = pytest.mark.model
+
+FILES = ("arctic-axb-a0004.wav", "cmusphinx-goforward.wav", "ls-dc-1272-128104-0000.wav")
+
+
+@pytest.fixture(scope="module")
+def fast_transcriber(tiny_transcriber: Transcriber) -> Transcriber:
+    """The engine's default decoder (short-context chunks), sharing the session's tiny.en."""
+    from engine.asr.ct2_decoder import FastChunkTranscriber
+
+    fast = FastChunkTranscriber(tiny_transcriber)
+    fast.load()
+    return fast
+
+
+class Recorder:
+    """An EventSink that keeps every event (and the engine time it came at)."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self.engine: LocalLiveEngine | None = None
+        self.done = threading.Event()
+
+    def __call__(self, event: Event) -> None:
+        self.events.append(event)
+        if isinstance(event, StateChanged) and event.state == "stopped":
+            self.done.set()
+
+    def of(self, kind: type) -> list:
+        return [e for e in self.events if isinstance(e, kind)]
+
+    @property
+    def text(self) -> str:
+        return " ".join(f.text for f in self.of(FinalText) if f.text)
+
+
+def run(source: FileSource, transcriber: Transcriber, options: LiveOptions | None = None,
+        journal: Journal | None = None, before_start=None) -> Recorder:  # type: ignore[no-untyped-def]
+    rec = Recorder()
+    engine = LocalLiveEngine(rec, source=source, transcriber=transcriber,
+                             options=options or LiveOptions(journal=False), journal=journal)
+    rec.engine = engine
+    if before_start is not None:
+        before_start(engine)
+    engine.start()
+    assert engine.wait(timeout=300), "engine did not stop"
+    return rec
+
+
+def entry(manifest: list[ManifestEntry], name: str) -> ManifestEntry:
+    return next(e for e in manifest if e.path.name == name)
+
+
+def test_streaming_finals_match_the_reference(manifest: list[ManifestEntry],
+                                              fast_transcriber: Transcriber) -> None:
+    refs, hyps = [], []
+    for name in FILES:
+        item = entry(manifest, name)
+        rec = run(FileSource(item.path, lead_silence_s=0.5, tail_silence_s=1.0), fast_transcriber)
+        refs.append(item.text)
+        hyps.append(rec.text)
+        ref_words, hyp_words = normalize(item.text).split(), normalize(rec.text).split()
+        # no first or last word lost
+        assert hyp_words[:1] == ref_words[:1], (name, rec.text)
+        assert hyp_words[-1:] == ref_words[-1:], (name, rec.text)
+        # every utterance: started, ended, one final, in that order
+        kinds = [type(e) for e in rec.events if isinstance(e, (SpeechStarted, SpeechEnded,
+                                                               FinalText))]
+        assert kinds == [SpeechStarted, SpeechEnded, FinalText] * (len(kinds) // 3)
+        assert rec.of(Metrics) and all(m.chunk_rtt_ms > 0 for m in rec.of(Metrics))
+        assert rec.of(LevelChanged)
+        states = [e.state for e in rec.of(StateChanged)]
+        assert states == ["loading", "ready", "listening", "stopped"]
+        assert not rec.of(EngineFailed)
+        final = rec.of(FinalText)[-1]
+        assert final.words and final.words[0].start >= final.start
+        assert final.after_speech_end_ms >= final.latency_ms > 0
+    assert error_rate(refs, hyps) <= 0.15, list(zip(refs, hyps, strict=False))
+
+
+def test_partials_grow_and_commit(manifest: list[ManifestEntry],
+                                  fast_transcriber: Transcriber) -> None:
+    item = entry(manifest, "ls-dc-1272-128104-0000.wav")
+    rec = run(FileSource(item.path, lead_silence_s=0.5, tail_silence_s=1.0), fast_transcriber)
+    partials = rec.of(PartialText)
+    assert len(partials) >= 2
+    committed = [p.committed for p in partials if p.utterance_id == partials[-1].utterance_id]
+    assert all(b.startswith(a) for a, b in zip(committed, committed[1:], strict=False))
+
+
+def test_silence_and_noise_give_no_words(fast_transcriber: Transcriber) -> None:
+    rng = np.random.default_rng(7)
+    silence = np.zeros(10 * SAMPLE_RATE, dtype=np.float32)
+    noise = rng.normal(0, 0.03, 10 * SAMPLE_RATE).astype(np.float32)
+    rec = run(FileSource(audio=np.concatenate([silence, noise])), fast_transcriber)
+    assert rec.text == ""
+    assert all(not f.words for f in rec.of(FinalText))
+
+
+def test_push_to_talk_keeps_the_preroll(manifest: list[ManifestEntry],
+                                        fast_transcriber: Transcriber) -> None:
+    item = entry(manifest, "arctic-aew-a0001.wav")
+    audio = load_audio(item.path)
+    lead = SAMPLE_RATE  # 1 s of silence, then speech
+    onset = lead + int(np.argmax(np.abs(audio) > 0.05))
+
+    def press(engine: LocalLiveEngine) -> None:
+        engine.begin_utterance(at=onset + SAMPLE_RATE // 5)  # pressed 200 ms late
+        engine.end_utterance(at=lead + len(audio))
+
+    source = FileSource(audio=audio, lead_silence_s=1.0, tail_silence_s=1.0)
+    rec = run(source, fast_transcriber, LiveOptions(mode="ptt", journal=False), before_start=press)
+    assert len(rec.of(FinalText)) == 1
+    assert normalize(rec.text).split()[0] == normalize(item.text).split()[0], rec.text
+    assert rec.of(SpeechStarted)[0].at <= onset
+
+
+def test_push_to_talk_over_silence_gives_an_empty_final(fast_transcriber: Transcriber) -> None:
+    def press(engine: LocalLiveEngine) -> None:
+        engine.begin_utterance(at=SAMPLE_RATE)
+        engine.end_utterance(at=3 * SAMPLE_RATE)
+
+    source = FileSource(audio=np.zeros(4 * SAMPLE_RATE, dtype=np.float32))
+    rec = run(source, fast_transcriber, LiveOptions(mode="ptt", journal=False), before_start=press)
+    finals = rec.of(FinalText)
+    assert len(finals) == 1 and finals[0].text == "" and not rec.of(Metrics)
+
+
+def test_journal_is_written_as_each_utterance_finishes(jfk_wav: Path,
+                                                       fast_transcriber: Transcriber) -> None:
+    journal = Journal("test-session")
+    lines_at_final: list[int] = []
+
+    class Checking(Recorder):
+        def __call__(self, event: Event) -> None:
+            super().__call__(event)
+            if isinstance(event, FinalText) and event.text:
+                lines_at_final.append(len(read_journal(journal.path)))
+
+    rec = Checking()
+    engine = LocalLiveEngine(rec, source=FileSource(jfk_wav, tail_silence_s=1.0),
+                             transcriber=fast_transcriber, journal=journal)
+    engine.start()
+    assert engine.wait(timeout=300)
+    assert engine.journal_path == str(journal.path)
+    assert lines_at_final == list(range(1, len(lines_at_final) + 1))
+    entries = read_journal(journal.path)
+    assert [e.text for e in entries] == [f.text for f in rec.of(FinalText) if f.text]
+    assert "country" in " ".join(e.text for e in entries).lower()
+
+
+def test_full_disk_is_reported_once_and_transcription_goes_on(
+        tmp_path: Path, manifest: list[ManifestEntry], fast_transcriber: Transcriber) -> None:
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full on this system to simulate a full disk")
+    (tmp_path / "full.jsonl").symlink_to("/dev/full")
+    item = entry(manifest, "cmusphinx-goforward.wav")
+    rec = run(FileSource(item.path, tail_silence_s=1.0), fast_transcriber,
+              journal=Journal("full", directory=tmp_path))
+    failures = rec.of(EngineFailed)
+    assert len(failures) == 1 and failures[0].recoverable and "autosave" in failures[0].message
+    assert "forward" in rec.text.lower()
+
+
+def test_stop_flushes_the_utterance_in_flight(manifest: list[ManifestEntry],
+                                              fast_transcriber: Transcriber) -> None:
+    item = entry(manifest, "ls-dc-1272-128104-0000.wav")
+    rec = Recorder()
+    engine = LocalLiveEngine(rec, source=FileSource(item.path), transcriber=fast_transcriber,
+                             options=LiveOptions(journal=False))
+
+    def sink(event: Event) -> None:
+        rec(event)
+        if isinstance(event, PartialText):
+            engine.stop()  # mid-utterance, like Ctrl+C
+
+    engine._sink = sink
+    engine.start()
+    assert engine.wait(timeout=300)
+    finals = rec.of(FinalText)
+    assert len(finals) == 1 and finals[0].text
+    assert finals[0].end < 5 * SAMPLE_RATE  # cut where the stop came, not at the file's end
+    assert rec.events[-1] == StateChanged("stopped")
+
+
+def test_real_time_run(manifest: list[ManifestEntry], fast_transcriber: Transcriber) -> None:
+    item = entry(manifest, "cmusphinx-goforward.wav")
+    rec = run(FileSource(item.path, realtime=True, tail_silence_s=0.8), fast_transcriber)
+    assert "forward" in rec.text.lower()
+    metric = rec.of(Metrics)[-1]
+    assert metric.kind == "final" and metric.lag_ms >= metric.chunk_rtt_ms > 0
+
+
+def test_a_missing_file_fails_clearly(tmp_path: Path, fast_transcriber: Transcriber) -> None:
+    rec = run(FileSource(tmp_path / "nope.wav"), fast_transcriber)
+    failure = rec.of(EngineFailed)[0]
+    assert not failure.recoverable and "no such file" in failure.message
+    assert rec.events[-1] == StateChanged("stopped")
+
+
+def test_options_are_validated() -> None:
+    with pytest.raises(ValueError):
+        LiveOptions(mode="auto")
+    with pytest.raises(ValueError):
+        LiveOptions(ptt_tail_ms=-1)
+    with pytest.raises(ValueError):
+        LiveOptions(read_timeout_s=0)
