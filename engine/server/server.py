@@ -32,7 +32,7 @@ from engine.errors import EngineError, missing_dependency
 from engine.server.connection import Connection, TokenBucket
 from engine.server.runner import Runner
 from engine.server.scheduler import BatchScheduler, SchedulerOptions
-from engine.server.session import EnergyVad, SessionOptions, VadFn
+from engine.server.session import SessionOptions, VadFn, default_vad
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ class TranscriptionServer:
     """`start()` binds and starts the inference thread; `close()` stops both."""
 
     def __init__(self, runner: Runner, options: ServerOptions | None = None, *,
-                 vad_factory: Callable[[], VadFn] = EnergyVad,
+                 vad_factory: Callable[[], VadFn] = default_vad,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.options = options or ServerOptions()
         self.runner = runner

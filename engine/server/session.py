@@ -51,6 +51,29 @@ class EnergyVad:
         return min(1.0, max(0.0, (db - self._floor) / self._span))
 
 
+class SileroWindowVad:
+    """Silero VAD (``engine.vad``, stateful, one per session) scoring one window per call."""
+
+    def __init__(self) -> None:
+        from engine.vad import SileroVad
+
+        self._vad = SileroVad()
+        self._vad.load()
+
+    def __call__(self, window: Audio) -> float:
+        scored = self._vad.feed(window)
+        return scored[-1][1] if scored else 0.0
+
+
+def default_vad() -> VadFn:
+    """Silero when onnxruntime and the model are there; the energy detector otherwise."""
+    try:
+        return SileroWindowVad()
+    except Exception as exc:  # noqa: BLE001 - any failure to load falls back, loudly
+        log.warning("Silero VAD unavailable (%s); using the energy detector", exc)
+        return EnergyVad()
+
+
 @dataclass(frozen=True)
 class SessionOptions:
     policy: PolicyOptions = field(default_factory=PolicyOptions)

@@ -1,0 +1,94 @@
+"""`sottovoce serve`: the WebSocket transcription server (one model, many sessions).
+
+    sottovoce serve [--host 127.0.0.1] [--port 8765] [--model M] [--device auto|cpu|cuda]
+                    [--max-sessions N] [--tls-cert FILE --tls-key FILE] [--api-key-env VAR]
+                    [--no-batching]
+
+The API key is read from the environment variable named by ``--api-key-env`` (never from the
+command line, where other users could see it in the process list). Binding anything but
+loopback without a key is refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import sys
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+def add_parser(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "serve", help="run the WebSocket transcription server",
+        description="Serve live transcription over WebSocket (protocol: docs/protocol.md).")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
+    parser.add_argument("--port", type=int, default=8765, help="port (0 = any free port)")
+    parser.add_argument("--model", default=None, help="model name or directory (default tiny.en)")
+    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    parser.add_argument("--max-sessions", type=int, default=16, metavar="N")
+    parser.add_argument("--tls-cert", help="PEM certificate (serves wss://)")
+    parser.add_argument("--tls-key", help="PEM private key for --tls-cert")
+    parser.add_argument("--api-key-env", metavar="VAR",
+                        help="environment variable holding the API key clients must send")
+    parser.add_argument("--no-batching", action="store_true",
+                        help="decode one request at a time (for comparison)")
+    parser.add_argument("--batch-window-ms", type=float, default=5.0,
+                        help="how long the scheduler waits to fill a batch")
+    parser.add_argument("--idle-timeout", type=float, default=30.0, metavar="S")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from engine.errors import EngineError
+    from engine.server.runner import Ct2Runner
+    from engine.server.scheduler import SchedulerOptions
+    from engine.server.server import ServerOptions, TranscriptionServer
+
+    api_key = None
+    if args.api_key_env:
+        api_key = os.environ.get(args.api_key_env)
+        if not api_key:
+            print(f"error: environment variable {args.api_key_env} is empty or unset",
+                  file=sys.stderr)
+            return 2
+    try:
+        options = ServerOptions(
+            host=args.host, port=args.port, max_sessions=args.max_sessions, api_key=api_key,
+            tls_cert=args.tls_cert, tls_key=args.tls_key, idle_timeout_s=args.idle_timeout,
+            scheduler=SchedulerOptions(max_batch=1 if args.no_batching else 16,
+                                       window_ms=args.batch_window_ms,
+                                       queue_size=max(16, args.max_sessions * 2)))
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    runner = Ct2Runner(args.model, device=args.device)
+    try:
+        runner.load()
+    except EngineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    server = TranscriptionServer(runner, options)
+    return asyncio.run(_serve(server))
+
+
+async def _serve(server: Any) -> int:
+    await server.start()
+    scheme = "wss" if server.options.tls_cert else "ws"
+    # Machine-readable first line: tests and scripts read the port from it (with --port 0).
+    print(f"listening {scheme}://{server.options.host}:{server.port} "
+          f"model={server.runner.info.name}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    import signal
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):  # Windows has no signal handlers
+            loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await server.close()
+    return 0

@@ -1,0 +1,383 @@
+"""The transcription server on a real loopback socket with the real tiny.en model and real speech.
+
+Covers: correct final text, concurrent sessions, kill -9 and restart mid-stream without losing
+audio, auth, busy, oversize / malformed / random frames (bounded fuzz) with the server still
+serving afterwards, idle timeout, rate limit, /health and /metrics; and the batching scheduler
+itself with a runner that records its batches (a stand-in only for the model's timing, which a
+test cannot control).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.asr.ct2_decoder import DecodeRequest
+from engine.audio.sources import FileSource
+from engine.core import protocol as p
+from engine.errors import DependencyMissingError, TranscriptionError
+from engine.evaluation import ManifestEntry, error_rate
+from engine.events import EngineFailed, Event, FinalText, Metrics, StateChanged
+from engine.remote.client import RemoteLiveEngine, RemoteOptions
+from engine.server.runner import Ct2Runner, TensorRTLLMRunner
+from engine.server.scheduler import BatchScheduler, SchedulerOptions
+from engine.server.server import ServerOptions, ServerThread, TranscriptionServer
+from engine.types import Transcript
+
+pytestmark = pytest.mark.timeout(300)
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def runner(tiny_transcriber):  # type: ignore[no-untyped-def]
+    loaded = Ct2Runner.from_loaded(tiny_transcriber)
+    loaded.load()
+    return loaded
+
+
+def start_server(runner: Ct2Runner, **options: object) -> ServerThread:
+    thread = ServerThread(TranscriptionServer(runner, ServerOptions(port=0, **options))) # type: ignore[arg-type]
+    thread.start()
+    return thread
+
+
+@pytest.fixture(scope="module")
+def server(runner: Ct2Runner) -> Iterator[ServerThread]:
+    thread = start_server(runner, max_sessions=4, idle_timeout_s=2.0, max_frame_bytes=64 * 1024)
+    yield thread
+    thread.stop()
+
+
+def entry(manifest: list[ManifestEntry], name: str) -> ManifestEntry:
+    return next(e for e in manifest if e.path.name == name)
+
+
+def transcribe(url: str, path: Path, *, realtime: bool = False, api_key: str | None = None,
+               timeout: float = 120.0, **options: object) -> list[Event]:
+    events: list[Event] = []
+    lock = threading.Lock()
+
+    def sink(event: Event) -> None:
+        with lock:
+            events.append(event)
+
+    engine = RemoteLiveEngine(sink, url=url, api_key=api_key,
+                              source=FileSource(path, realtime=realtime),
+                              options=RemoteOptions(language="en", **options))  # type: ignore[arg-type]
+    engine.start()
+    assert engine.wait(timeout), "client did not finish"
+    return events
+
+
+def final_text(events: Sequence[Event]) -> str:
+    return " ".join(e.text for e in events if isinstance(e, FinalText) and e.text)
+
+
+def url(thread: ServerThread) -> str:
+    return f"ws://127.0.0.1:{thread.port}"
+
+
+def http_json(address: str, headers: dict[str, str] | None = None) -> dict[str, object]:
+    request = urllib.request.Request(address, headers=headers or {})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        data: dict[str, object] = json.loads(response.read())
+        return data
+
+
+# -- a session, many sessions ----------------------------------------------------------------
+
+
+def test_session_gets_correct_final_text_and_timings(server: ServerThread, shared_audio: Path,
+                                                     manifest: list[ManifestEntry]) -> None:
+    clip = entry(manifest, "jfk-inaugural-1961-excerpt.wav")
+    events = transcribe(url(server), clip.path)
+    assert error_rate([clip.text], [final_text(events)]) < 0.2, final_text(events)
+    finals = [e for e in events if isinstance(e, FinalText)]
+    assert finals[0].words and finals[-1].end <= 16_000 * 12
+    metrics = [e for e in events if isinstance(e, Metrics) and e.kind == "final"]
+    assert metrics and all(m.decode_ms > 0 and m.network_ms is not None for m in metrics)
+    assert all(m.chunk_rtt_ms >= m.network_ms for m in metrics if m.network_ms is not None)
+    assert not [e for e in events if isinstance(e, EngineFailed)]
+    states = [e.state for e in events if isinstance(e, StateChanged)]
+    assert states[0] == "loading" and "ready" in states and states[-1] == "stopped"
+
+
+def test_concurrent_sessions_all_correct(server: ServerThread, shared_audio: Path,
+                                         manifest: list[ManifestEntry]) -> None:
+    clips = [entry(manifest, n) for n in ("ls-tc-6930-75918-0000.wav", "arctic-aew-a0002.wav",
+                                          "ls-tc-1995-1837-0001.wav")]
+    results: dict[str, list[Event]] = {}
+
+    def one(clip: ManifestEntry) -> None:
+        results[clip.path.name] = transcribe(url(server), clip.path)
+
+    threads = [threading.Thread(target=one, args=(c,)) for c in clips]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(180)
+    for clip in clips:
+        assert error_rate([clip.text], [final_text(results[clip.path.name])]) < 0.25, clip.path.name
+    stats = http_json(f"http://127.0.0.1:{server.port}/metrics")["scheduler"]
+    assert isinstance(stats, dict) and stats["requests"] >= len(clips)
+
+
+# -- kill -9 mid-stream ------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def spawn_server(port: int) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--idle-timeout", "20"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert proc.stdout is not None
+    line = proc.stdout.readline()  # blocks until the model is loaded and the port bound
+    assert line.startswith("listening"), line
+    return proc
+
+
+def test_kill_and_restart_mid_stream_loses_no_audio(shared_audio: Path,
+                                                    manifest: list[ManifestEntry]) -> None:
+    clip = entry(manifest, "ls-dc-2412-153948-0000.wav")  # 11.7 s, several pauses
+    port = free_port()
+    proc = spawn_server(port)
+    events: list[Event] = []
+    engine = RemoteLiveEngine(events.append, url=f"ws://127.0.0.1:{port}",
+                              source=FileSource(clip.path, realtime=True),
+                              options=RemoteOptions(language="en", backoff_initial_s=0.1,
+                                                    backoff_max_s=1.0))
+    try:
+        engine.start()
+        time.sleep(5.0)  # mid-stream: about 5 s of the clip sent
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        proc = spawn_server(port)
+        assert engine.wait(120)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    states = [e.state for e in events if isinstance(e, StateChanged)]
+    assert "reconnecting" in states
+    assert not [e for e in events if isinstance(e, EngineFailed)]
+    assert error_rate([clip.text], [final_text(events)]) < 0.25, final_text(events)
+    assert engine.buffer.dropped == 0
+
+
+# -- auth, busy, limits, fuzz ------------------------------------------------------------------
+
+
+def test_api_key_required_and_checked(runner: Ct2Runner, shared_audio: Path) -> None:
+    from websockets.exceptions import InvalidStatus
+    from websockets.sync.client import connect
+
+    with pytest.raises(ValueError, match="API key"):
+        ServerOptions(host="0.0.0.0")
+    thread = start_server(runner, api_key="s3cret-key")
+    try:
+        assert http_json(f"http://127.0.0.1:{thread.port}/health")["status"] == "ok"
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret-key"}):
+            with pytest.raises(InvalidStatus) as refused:
+                connect(url(thread), additional_headers=headers, open_timeout=10)
+            assert refused.value.response.status_code == 401
+        with connect(url(thread), additional_headers={"Authorization": "Bearer s3cret-key"}) as ws:
+            ws.send(p.encode_hello(p.Hello(session_id="a")))
+            assert json.loads(ws.recv(timeout=10))["type"] == "ready"
+        events = transcribe(url(thread), shared_audio / "cmusphinx-goforward.wav",
+                            api_key="wrong")
+        failures = [e for e in events if isinstance(e, EngineFailed)]
+        assert failures and "API key" in failures[0].message and not failures[0].recoverable
+    finally:
+        thread.stop()
+
+
+def test_busy_answer_past_max_sessions(runner: Ct2Runner) -> None:
+    from websockets.exceptions import ConnectionClosed
+    from websockets.sync.client import connect
+
+    thread = start_server(runner, max_sessions=1)
+    try:
+        with connect(url(thread)) as first:
+            first.send(p.encode_hello(p.Hello(session_id="first")))
+            assert json.loads(first.recv(timeout=10))["type"] == "ready"
+            with connect(url(thread)) as second:
+                reply = json.loads(second.recv(timeout=10))
+                assert reply["type"] == "error" and reply["code"] == p.BUSY
+                with pytest.raises(ConnectionClosed) as closed:
+                    second.recv(timeout=10)
+                assert closed.value.rcvd is not None and closed.value.rcvd.code == 1013
+    finally:
+        thread.stop()
+
+
+def expect_error(address: str, frames: Sequence[str | bytes], code: str) -> int:
+    """Send frames, expect one error frame with ``code`` and a close; returns the close code."""
+    from websockets.exceptions import ConnectionClosed
+    from websockets.sync.client import connect
+
+    with connect(address, max_size=None) as ws:
+        for frame in frames:
+            ws.send(frame)
+        replies = []
+        try:
+            while True:
+                replies.append(json.loads(ws.recv(timeout=20)))
+        except ConnectionClosed as closed:
+            errors = [r for r in replies if r["type"] == "error"]
+            assert errors and errors[0]["code"] == code, replies
+            assert closed.rcvd is not None
+            return closed.rcvd.code
+    raise AssertionError("unreachable")
+
+
+def test_oversize_malformed_idle_and_rate_limited(server: ServerThread, runner: Ct2Runner) -> None:
+    address = url(server)
+    hello = p.encode_hello(p.Hello(session_id="x"))
+    assert expect_error(address, [hello, b"\x00" * (64 * 1024 + 2)], p.TOO_LARGE) == 1009
+    assert expect_error(address, ["{not json"], p.BAD_MESSAGE) == 1008
+    assert expect_error(address, [b"\x00\x00"], p.UNEXPECTED) == 1008
+    assert expect_error(address, [hello, b"\x00\x00\x00"], p.BAD_AUDIO) == 1008
+    assert expect_error(address, [hello.replace('"protocol":1', '"protocol":9')],
+                        p.UNSUPPORTED_VERSION) == 1008
+    assert expect_error(address, [hello], p.IDLE_TIMEOUT) == 1000  # idle_timeout_s=2
+    limited = start_server(runner, rate_frames_per_s=5.0)
+    try:
+        assert expect_error(url(limited), [hello] + [b"\x00\x00"] * 40, p.RATE_LIMITED) == 1008
+    finally:
+        limited.stop()
+
+
+def test_random_frames_never_break_the_server(server: ServerThread, shared_audio: Path,
+                                              manifest: list[ManifestEntry]) -> None:
+    """Bounded fuzz (60 connections, 30 s at most); then a normal session must still work."""
+    from websockets.exceptions import ConnectionClosed, InvalidMessage
+    from websockets.sync.client import connect
+
+    rng = random.Random(5)
+    hello = p.encode_hello(p.Hello(session_id="fuzz"))
+    deadline = time.monotonic() + 30
+    for _ in range(60):
+        if time.monotonic() > deadline:
+            break
+        frames: list[str | bytes] = [hello] if rng.random() < 0.7 else []
+        for _ in range(rng.randint(1, 6)):
+            kind = rng.random()
+            if kind < 0.4:
+                frames.append(bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 3000))))
+            elif kind < 0.8:
+                frames.append("".join(rng.choice('{}[]":,01aeltyp\\ ') for _ in range(40)))
+            else:
+                frames.append(json.dumps({"type": rng.choice(["hello", "end", "cancel", "x"]),
+                                          "protocol": rng.choice([1, "1", None]),
+                                          "session_id": rng.choice(["s", 5, None])}))
+        try:
+            with connect(url(server), open_timeout=10, close_timeout=2) as ws:
+                for frame in frames:
+                    ws.send(frame)
+                ws.send(p.encode_server(p.Bye()))  # a server message from a client: ignored
+        except (ConnectionClosed, InvalidMessage, OSError, TimeoutError):
+            pass
+    health = http_json(f"http://127.0.0.1:{server.port}/health")
+    assert health["status"] == "ok"
+    clip = entry(manifest, "cmusphinx-goforward.wav")
+    events = transcribe(url(server), clip.path)
+    assert error_rate([clip.text], [final_text(events)]) < 0.5, final_text(events)
+
+
+# -- the scheduler and runners -------------------------------------------------------------------
+
+
+class RecordingRunner:
+    """Returns an empty transcript per request and records batch sizes; the first batch waits
+    for ``release`` so later requests pile up behind it, as they do behind a real decode."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.batches: list[int] = []
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.fail = fail
+
+    @property
+    def info(self):  # type: ignore[no-untyped-def]
+        from engine.asr.base import ModelInfo
+
+        return ModelInfo("recording", "cpu", "none", False)
+
+    def load(self) -> None:
+        pass
+
+    def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]:
+        if not self.batches:
+            self.entered.set()
+            self.release.wait(10)
+        self.batches.append(len(requests))
+        if self.fail:
+            raise RuntimeError("boom")
+        return [Transcript(segments=(), duration=len(r.audio)) for r in requests]
+
+
+def run_requests(scheduler: BatchScheduler, runner: RecordingRunner, n: int) -> list[object]:
+    async def main() -> list[object]:
+        request = DecodeRequest(audio=np.zeros(1600, dtype=np.float32))
+        tasks = [asyncio.ensure_future(scheduler.decode(request))]
+        await asyncio.to_thread(runner.entered.wait, 10)  # the first batch is decoding now
+        tasks += [asyncio.ensure_future(scheduler.decode(request)) for _ in range(n - 1)]
+        await asyncio.sleep(0)  # let them reach the queue while the first batch is held
+        runner.release.set()
+        return list(await asyncio.gather(*tasks, return_exceptions=True))
+
+    scheduler.start()
+    try:
+        return asyncio.run(main())
+    finally:
+        scheduler.stop()
+
+
+def test_scheduler_batches_requests_waiting_behind_a_decode() -> None:
+    runner = RecordingRunner()
+    results = run_requests(BatchScheduler(runner, SchedulerOptions(max_batch=8)), runner, 6)
+    assert all(isinstance(r, Transcript) for r in results)
+    assert runner.batches[0] == 1 and sum(runner.batches) == 6 and max(runner.batches[1:]) > 1
+
+
+def test_scheduler_without_batching_and_with_failures() -> None:
+    runner = RecordingRunner()
+    run_requests(BatchScheduler(runner, SchedulerOptions(max_batch=1)), runner, 4)
+    assert runner.batches == [1, 1, 1, 1]
+    failing = RecordingRunner(fail=True)
+    scheduler = BatchScheduler(failing, SchedulerOptions(max_batch=4))
+    results = run_requests(scheduler, failing, 3)
+    assert all(isinstance(r, TranscriptionError) for r in results)
+    assert scheduler.stats.errors == 3
+    with pytest.raises(ValueError):
+        SchedulerOptions(max_batch=0)
+
+
+def test_tensorrt_runner_says_what_it_needs(tmp_path: Path) -> None:
+    pytest.importorskip("engine.server.runner")
+    trt = TensorRTLLMRunner(tmp_path / "whisper-engine")
+    try:
+        import tensorrt_llm  # noqa: F401
+    except ImportError:
+        with pytest.raises(DependencyMissingError, match="tensorrt_llm"):
+            trt.load()
+    assert trt.info.device == "cuda"
