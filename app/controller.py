@@ -21,7 +21,7 @@ from app.engine_factory import EngineConfig, EngineFactory, make_engine
 from app.hotkeys import GlobalHotkey, HotkeyUnavailableError
 from app.inject import TextInjector, copy_to_clipboard
 from app.session import Session
-from app.settings import Settings, save_settings, with_changes
+from app.settings import ENGINE_FIELDS, Settings, save_settings, with_changes
 from engine.events import EventSink, FinalText, LiveEngine, Metrics, PartialText
 from ui.bridge import EngineBridge
 from ui.caption_window import CaptionWindow
@@ -255,6 +255,22 @@ class Controller(QObject):
             self.window.show_message(str(exc), 10000)
             return
         if self.engine is not None:  # the engine is rebuilt with the new choice
+            self.stop_engine()
+            self.start_engine()
+
+    def apply_settings(self, new: Settings) -> None:
+        """Adopt settings from the dialog: save, then restart what they affect."""
+        old = self.settings
+        self.update_settings(**{f: getattr(new, f) for f in new.__dataclass_fields__})
+        self.captions.set_max_lines(new.caption_lines)
+        self.captions.set_font_size(new.caption_font_pt)
+        self.window.set_choice(EngineChoice(new.backend, new.remote_url, self.model_name(),
+                                            new.device, new.language))
+        if (old.hotkey, old.hotkey_mode) != (new.hotkey, new.hotkey_mode) and self._hotkey:
+            self._hotkey.stop()
+            self.start_hotkey()
+        if self.engine is not None and any(
+                getattr(old, f) != getattr(new, f) for f in ENGINE_FIELDS):
             self.stop_engine()
             self.start_engine()
 

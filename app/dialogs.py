@@ -101,8 +101,5 @@ class DialogActions:
                 store_api_key(new.remote_url, key)
             except KeyringUnavailableError as exc:
                 QMessageBox.warning(self.window, "API key not saved", str(exc))
-        changes = {f: getattr(new, f) for f in new.__dataclass_fields__}
-        self.controller.update_settings(**changes)
-        self.controller.captions.set_max_lines(new.caption_lines)
-        self.controller.captions.set_font_size(new.caption_font_pt)
+        self.controller.apply_settings(new)
         self.window.show_message("Settings saved", 3000)

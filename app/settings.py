@@ -26,6 +26,9 @@ HOTKEY_MODES = ("hold", "toggle")
 INJECT_MODES = ("paste", "type", "off")
 PASTE_KEYS = ("ctrl+v", "shift+insert")
 LISTEN_MODES = ("dictation", "captions")
+# Native protocol over ws/wss; whisperlive:// talks to a WhisperLive server (engine.remote).
+REMOTE_SCHEMES = ("ws://", "wss://", "whisperlive://")
+ENGINE_FIELDS = ("backend", "remote_url", "model", "device", "language", "listen_mode")
 
 
 @dataclass(frozen=True)
@@ -74,8 +77,8 @@ class Settings:
             raise ValueError("model must not be empty")
         if self.language and not (self.language.isalpha() and len(self.language) <= 3):
             raise ValueError(f"invalid language code {self.language!r}")
-        if self.backend == "remote" and not self.remote_url.startswith(("ws://", "wss://")):
-            raise ValueError("remote_url must start with ws:// or wss://")
+        if self.backend == "remote" and not self.remote_url.startswith(REMOTE_SCHEMES):
+            raise ValueError("remote_url must start with ws://, wss:// or whisperlive://")
         if not 1 <= self.caption_lines <= 3:
             raise ValueError("caption_lines must be 1, 2 or 3")
         if not 8 <= self.caption_font_pt <= 96:

@@ -105,7 +105,7 @@ class MainWindow(QMainWindow):
         self.backend_box = QComboBox()
         self.backend_box.addItems(["local", "remote"])
         self.url_edit = QLineEdit()
-        self.url_edit.setPlaceholderText("ws://server:8765")
+        self.url_edit.setPlaceholderText("ws://server:8765 or whisperlive://server:9090")
         self.model_box = QComboBox()
         self.model_box.setEditable(True)
         self.model_box.addItems(list(MODELS))
