@@ -39,17 +39,26 @@ def render(svg: Path, size: int, out: Path) -> None:
         raise SystemExit(f"could not write {out}")
 
 
+def render_all(out_dir: Path) -> list[Path]:
+    """Render every size of every icon into ``out_dir``; returns the files written."""
+    # QPainter on a QImage needs a GUI application object; reuse one if the caller has it (tests).
+    app = QGuiApplication.instance() or QGuiApplication(sys.argv[:1])  # noqa: F841 - keep alive
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for stem, sizes in SOURCES:
+        for size in sizes:
+            out = out_dir / f"{stem}-{size}.png"
+            render(ICONS_DIR / f"{stem}.svg", size, out)
+            written.append(out)
+    return written
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ICONS_DIR, help="output folder")
     args = parser.parse_args(argv)
-    QGuiApplication(sys.argv[:1])  # QImage/QPainter on text-free SVGs only need a GUI app object
-    args.out.mkdir(parents=True, exist_ok=True)
-    for stem, sizes in SOURCES:
-        for size in sizes:
-            out = args.out / f"{stem}-{size}.png"
-            render(ICONS_DIR / f"{stem}.svg", size, out)
-            print(out)
+    for path in render_all(args.out):
+        print(path)
     return 0
 
 

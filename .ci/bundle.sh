@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# CI step: build the PyInstaller bundle and smoke-test the frozen app like a user would run it.
+#
+# Needs: an activated venv with the dev extra (`pip install -e '.[dev]'`) and, ideally, DISPLAY
+# set (scripts/test sources .ci/desktop.sh first); without DISPLAY it starts its own Xvfb.
+# Checks, all on the frozen executable, from an empty working directory, with fresh user dirs
+# and no Python environment variables, so nothing can leak in from the source tree or the venv:
+#   1. `sottovoce --version`          prints the version
+#   2. `sottovoce doctor`             exits 0 (nothing essential missing from the bundle)
+#   3. `sottovoce transcribe WAV`     the bundled tiny.en model transcribes real speech
+#   4. `sottovoce --input WAV --exit-after-input`
+#                                     the desktop app starts under X, loads the model, transcribes
+#                                     the file, writes it to its journal, and exits 0
+# Prints bundle size, build time and each check's time; writes dist/bundle-smoke.json.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+PYTHON=${PYTHON:-python}
+WAV=$(cd "$ROOT/.." && pwd)/shared/audio/jfk-inaugural-1961-excerpt.wav
+WAV=${SOTTOVOCE_SMOKE_WAV:-$WAV}
+EXPECT=country   # "ask not what your country can do for you"
+EXE=$ROOT/dist/sottovoce/sottovoce
+step() { printf '\n== %s ==\n' "$*"; }
+fail() { echo "bundle smoke test FAILED: $*" >&2; exit 1; }
+
+[ -f "$WAV" ] || fail "speech sample not found: $WAV"
+
+step "pyinstaller"
+"$PYTHON" -m pip install -q 'pyinstaller>=6.22,<7'
+"$PYTHON" -m PyInstaller --version
+
+step "build bundle"
+DIST_DIR=$ROOT/dist BUILD_DIR=$ROOT/build/pyinstaller PYTHON=$PYTHON bash packaging/build_bundle.sh
+
+if [ -z "${DISPLAY:-}" ]; then
+    export DISPLAY=:97
+    Xvfb "$DISPLAY" -screen 0 1280x800x24 -nolisten tcp >/dev/null 2>&1 &
+    XVFB_PID=$!
+    trap 'kill "$XVFB_PID" 2>/dev/null || true' EXIT
+    for _ in $(seq 50); do xdpyinfo >/dev/null 2>&1 && break; sleep 0.1; done
+fi
+
+SMOKE=$(mktemp -d /tmp/sottovoce-smoke.XXXXXX)
+mkdir -p "$SMOKE/cwd"
+TIMINGS=()
+
+# Run the frozen app in isolation; stdout+stderr go to $SMOKE/<name>.log and are echoed.
+frozen() {
+    local name=$1; shift
+    local started rc
+    started=$(date +%s%N)
+    set +e
+    (cd "$SMOKE/cwd" && env -u PYTHONPATH -u PYTHONHOME -u VIRTUAL_ENV \
+        SOTTOVOCE_CONFIG_DIR="$SMOKE/config" SOTTOVOCE_DATA_DIR="$SMOKE/data" \
+        SOTTOVOCE_CACHE_DIR="$SMOKE/cache" HF_HUB_OFFLINE=1 \
+        timeout 300 "$EXE" "$@") >"$SMOKE/$name.log" 2>&1
+    rc=$?
+    set -e
+    cat "$SMOKE/$name.log"
+    TIMINGS+=("$name $(( ($(date +%s%N) - started) / 1000000 )) $rc")
+    return $rc
+}
+
+step "smoke 1: --version"
+frozen version --version || fail "--version exited $?"
+grep -q "^sottovoce [0-9]" "$SMOKE/version.log" || fail "--version printed no version"
+
+step "smoke 2: doctor"
+frozen doctor doctor || fail "doctor exited $? (an essential check failed)"
+
+step "smoke 3: transcribe a WAV with the bundled model"
+frozen transcribe transcribe --no-progress "$WAV" || fail "transcribe exited $?"
+grep -qi "$EXPECT" "$SMOKE/transcribe.log" || fail "transcript lacks '$EXPECT'"
+
+step "smoke 4: desktop app under X: --input WAV --exit-after-input"
+frozen gui -v --input "$WAV" --exit-after-input || fail "the app exited $?"
+grep -qi "$EXPECT" "$SMOKE"/data/journal/*.jsonl 2>/dev/null \
+    || fail "the app's journal lacks '$EXPECT' (nothing was transcribed)"
+
+step "bundle summary"
+"$PYTHON" - "$ROOT/dist/bundle-stats.json" "$ROOT/dist/bundle-smoke.json" "${TIMINGS[@]}" <<'PY'
+import json, sys
+from pathlib import Path
+
+stats = json.loads(Path(sys.argv[1]).read_text())
+checks = []
+for row in sys.argv[3:]:
+    name, millis, rc = row.split()
+    checks.append({"check": name, "seconds": int(millis) / 1000, "exit": int(rc)})
+Path(sys.argv[2]).write_text(json.dumps({"build": stats, "smoke": checks}, indent=2) + "\n")
+print(f"bundle {stats['bundle_mb']} MB, tarball {stats['tarball_mb']} MB, "
+      f"build {stats['pyinstaller_s']} s + tarball {stats['tarball_s']} s")
+print(f"{'check':<12}{'seconds':>9}{'exit':>6}")
+for c in checks:
+    print(f"{c['check']:<12}{c['seconds']:>9.2f}{c['exit']:>6}")
+PY
+rm -rf "$SMOKE"
+echo "bundle smoke test passed"
