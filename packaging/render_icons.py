@@ -1,7 +1,9 @@
 """Render the PNG icon sizes from the hand-drawn SVGs in resources/icons/.
 
 Run after editing an SVG:  QT_QPA_PLATFORM=offscreen python packaging/render_icons.py
-The PNGs are committed so neither the app nor the bundle build needs an SVG renderer.
+The PNGs are committed so neither the app nor the bundle build needs an SVG renderer. It also
+writes the Windows .ico and macOS .icns that packaging/sottovoce.spec uses on those platforms
+(with Pillow, which the dev extra brings in through matplotlib).
 """
 
 from __future__ import annotations
@@ -14,7 +16,10 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication, QImage, QPainter
 from PySide6.QtSvg import QSvgRenderer
 
-ICONS_DIR = Path(__file__).resolve().parents[1] / "resources" / "icons"
+PACKAGING_DIR = Path(__file__).resolve().parent
+ICONS_DIR = PACKAGING_DIR.parent / "resources" / "icons"
+WINDOWS_ICO = PACKAGING_DIR / "windows" / "sottovoce.ico"
+MACOS_ICNS = PACKAGING_DIR / "macos" / "sottovoce.icns"
 APP_SIZES = (16, 24, 32, 48, 64, 128, 256)
 TRAY_SIZES = (16, 22, 24, 32, 48, 64)
 # (svg stem, sizes): app icon and both tray states.
@@ -53,12 +58,27 @@ def render_all(out_dir: Path) -> list[Path]:
     return written
 
 
+def write_platform_icons(png_256: Path) -> list[Path]:
+    """The Windows .ico (16-256 px inside) and macOS .icns from the 256 px PNG."""
+    from PIL import Image
+
+    image = Image.open(png_256)
+    WINDOWS_ICO.parent.mkdir(parents=True, exist_ok=True)
+    MACOS_ICNS.parent.mkdir(parents=True, exist_ok=True)
+    image.save(WINDOWS_ICO, sizes=[(s, s) for s in (16, 24, 32, 48, 64, 128, 256)])
+    image.save(MACOS_ICNS)
+    return [WINDOWS_ICO, MACOS_ICNS]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ICONS_DIR, help="output folder")
     args = parser.parse_args(argv)
     for path in render_all(args.out):
         print(path)
+    if args.out == ICONS_DIR:
+        for path in write_platform_icons(ICONS_DIR / "sottovoce-256.png"):
+            print(path)
     return 0
 
 
