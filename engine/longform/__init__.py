@@ -1,0 +1,18 @@
+"""Long recordings: VAD chunking, batched decoding, hallucination retries, stitching.
+
+`transcribe_long` turns a whole file's audio into one `Transcript` on the file's timeline; it is
+what ``sottovoce transcribe`` and the app's "Open file..." use. See `engine.longform.pipeline`.
+"""
+
+from engine.longform.chunking import Chunk, ChunkingOptions
+from engine.longform.pipeline import LongFormOptions, choose_batch_size, transcribe_long
+from engine.longform.retry import RetryPolicy
+
+__all__ = [
+    "Chunk",
+    "ChunkingOptions",
+    "LongFormOptions",
+    "RetryPolicy",
+    "choose_batch_size",
+    "transcribe_long",
+]

@@ -1,0 +1,211 @@
+"""Cut a whole recording into decodable chunks at silences.
+
+Silero VAD scores every 512-sample window of the file once (one batched ONNX run, the same
+Silero v6 model faster-whisper ships); `plan_chunks` then works on those probabilities alone, so
+the cutting policy is a pure function that tests can drive with synthetic probability curves.
+
+Policy:
+- speech regions come from hysteresis on the probabilities (on above ``threshold``, off below
+  ``neg_threshold``), padded a little on each side so word onsets and tails are kept;
+- consecutive regions are packed into one chunk while the chunk stays within ``max_chunk_s``
+  and the pause between them is shorter than ``long_silence_s``; longer pauses are dropped;
+- a region longer than a chunk is split at its quietest window (lowest smoothed speech
+  probability) in the last part of the allowed span, never at a fixed offset, so cuts fall
+  between words rather than inside one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from engine.asr.base import Audio
+from engine.errors import missing_dependency
+from engine.types import SAMPLE_RATE
+
+VAD_WINDOW = 512  # samples per Silero window at 16 kHz (32 ms)
+
+Probabilities = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True)
+class ChunkingOptions:
+    """How speech is found and packed into chunks.
+
+    Attributes:
+      threshold: speech probability that starts a speech region.
+      neg_threshold: probability below which a region ends (hysteresis keeps short dips in).
+      min_gap_s: pauses shorter than this do not end a region (breaths, stop consonants).
+      min_speech_s: regions shorter than this are treated as clicks and dropped.
+      speech_pad_s: audio kept before and after each region (onsets, trailing consonants).
+      max_chunk_s: hard limit of one chunk; Whisper's window is 30 s.
+      target_chunk_s: a chunk is closed at the first pause after it reaches this length;
+        shorter chunks suit the unpadded (short-context) encoder, whose cost grows faster than
+        linearly with length.
+      long_silence_s: pauses at least this long end a chunk and are not decoded.
+    """
+
+    threshold: float = 0.5
+    neg_threshold: float = 0.35
+    min_gap_s: float = 0.1
+    min_speech_s: float = 0.1
+    speech_pad_s: float = 0.2
+    max_chunk_s: float = 30.0
+    target_chunk_s: float = 30.0
+    long_silence_s: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.neg_threshold <= self.threshold < 1.0:
+            raise ValueError("need 0 < neg_threshold <= threshold < 1")
+        if not 1.0 <= self.max_chunk_s <= 30.0:
+            raise ValueError("max_chunk_s must be within 1..30 s (Whisper's window)")
+        if not 0.5 <= self.target_chunk_s <= self.max_chunk_s:
+            raise ValueError("target_chunk_s must be within 0.5 s..max_chunk_s")
+        if min(self.min_gap_s, self.min_speech_s, self.speech_pad_s) < 0:
+            raise ValueError("durations must not be negative")
+        if self.long_silence_s <= self.min_gap_s:
+            raise ValueError("long_silence_s must exceed min_gap_s")
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A contiguous span ``[start, end)`` of the file, in samples, decoded as one unit."""
+
+    start: int
+    end: int
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.start < self.end:
+            raise ValueError(f"empty or negative chunk [{self.start}, {self.end})")
+
+    @property
+    def samples(self) -> int:
+        return self.end - self.start
+
+    @property
+    def seconds(self) -> float:
+        return self.samples / SAMPLE_RATE
+
+
+def speech_probabilities(audio: Audio) -> Probabilities:
+    """Silero VAD speech probability of every 512-sample window of ``audio`` (last one padded)."""
+    try:
+        from faster_whisper.vad import get_vad_model
+    except ImportError as exc:
+        raise missing_dependency("faster-whisper (Silero VAD)", "local") from exc
+    if audio.size == 0:
+        return np.zeros(0, dtype=np.float32)
+    padded = np.pad(audio, (0, (-audio.size) % VAD_WINDOW))
+    probs = get_vad_model()(np.ascontiguousarray(padded, dtype=np.float32))
+    return np.asarray(probs, dtype=np.float32).reshape(-1)
+
+
+def find_chunks(audio: Audio, options: ChunkingOptions | None = None) -> list[Chunk]:
+    """VAD over the whole file, then `plan_chunks`."""
+    return plan_chunks(speech_probabilities(audio), audio.size, options)
+
+
+def plan_chunks(
+    probs: Probabilities, total_samples: int, options: ChunkingOptions | None = None
+) -> list[Chunk]:
+    """Chunks (in file order, non-overlapping, each at most ``max_chunk_s``) covering the speech."""
+    opts = options or ChunkingOptions()
+    regions = _speech_regions(probs, opts)
+    regions = _pad_regions(regions, total_samples, opts)
+    max_len = int(opts.max_chunk_s * SAMPLE_RATE)
+    pieces: list[tuple[int, int]] = []
+    for start, end in regions:
+        pieces.extend(split_at_quiet(probs, start, end, max_len))
+    return _pack(pieces, opts)
+
+
+def _speech_regions(probs: Probabilities, opts: ChunkingOptions) -> list[tuple[int, int]]:
+    """Hysteresis over windows; returns sample spans, short gaps bridged, clicks dropped."""
+    regions: list[tuple[int, int]] = []
+    in_speech = False
+    start = 0
+    for i, p in enumerate(probs):
+        if not in_speech and p >= opts.threshold:
+            in_speech, start = True, i
+        elif in_speech and p < opts.neg_threshold:
+            in_speech = False
+            regions.append((start * VAD_WINDOW, i * VAD_WINDOW))
+    if in_speech:
+        regions.append((start * VAD_WINDOW, len(probs) * VAD_WINDOW))
+    min_gap = int(opts.min_gap_s * SAMPLE_RATE)
+    bridged: list[tuple[int, int]] = []
+    for start, end in regions:
+        if bridged and start - bridged[-1][1] < min_gap:
+            bridged[-1] = (bridged[-1][0], end)
+        else:
+            bridged.append((start, end))
+    min_speech = int(opts.min_speech_s * SAMPLE_RATE)
+    return [(s, e) for s, e in bridged if e - s >= min_speech]
+
+
+def _pad_regions(
+    regions: list[tuple[int, int]], total: int, opts: ChunkingOptions
+) -> list[tuple[int, int]]:
+    """Widen each region by the pad, never past the file or the middle of the pause to the next."""
+    pad = int(opts.speech_pad_s * SAMPLE_RATE)
+    padded: list[tuple[int, int]] = []
+    for i, (start, end) in enumerate(regions):
+        lo = 0 if i == 0 else (regions[i - 1][1] + start) // 2
+        hi = total if i == len(regions) - 1 else (end + regions[i + 1][0]) // 2
+        new_start, new_end = max(lo, start - pad), min(hi, end + pad)
+        if new_end > new_start:
+            padded.append((new_start, new_end))
+    return padded
+
+
+def split_at_quiet(
+    probs: Probabilities, start: int, end: int, max_len: int
+) -> list[tuple[int, int]]:
+    """Split ``[start, end)`` into pieces of at most ``max_len`` samples at the quietest windows.
+
+    The cut is searched in the second half of the allowed span so pieces stay long (fewer
+    decodes) while still landing on the lowest speech probability available, i.e. a pause.
+    """
+    pieces: list[tuple[int, int]] = []
+    while end - start > max_len:
+        lo_win = (start + max_len // 2) // VAD_WINDOW + 1
+        hi_win = (start + max_len) // VAD_WINDOW
+        window = _smoothed(probs[lo_win:hi_win])
+        if window.size == 0:
+            cut = start + max_len
+        else:
+            cut = (lo_win + int(np.argmin(window))) * VAD_WINDOW
+        cut = min(max(cut, start + 1), start + max_len)
+        pieces.append((start, cut))
+        start = cut
+    pieces.append((start, end))
+    return pieces
+
+
+def _smoothed(values: Probabilities) -> Probabilities:
+    """Three-window moving average, so a single low window inside a word does not win."""
+    if values.size < 3:
+        return values
+    kernel = np.ones(3, dtype=np.float32) / 3
+    return np.convolve(values, kernel, mode="same").astype(np.float32)
+
+
+def _pack(pieces: list[tuple[int, int]], opts: ChunkingOptions) -> list[Chunk]:
+    max_len = int(opts.max_chunk_s * SAMPLE_RATE)
+    target = int(opts.target_chunk_s * SAMPLE_RATE)
+    long_gap = int(opts.long_silence_s * SAMPLE_RATE)
+    chunks: list[Chunk] = []
+    current: tuple[int, int] | None = None
+    for start, end in pieces:
+        if current is not None:
+            fits = end - current[0] <= max_len and start - current[1] < long_gap
+            if fits and current[1] - current[0] < target:
+                current = (current[0], end)
+                continue
+            chunks.append(Chunk(*current))
+        current = (start, end)
+    if current is not None:
+        chunks.append(Chunk(*current))
+    return chunks

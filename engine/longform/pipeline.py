@@ -1,0 +1,313 @@
+"""The long-recording pipeline: VAD chunks -> batched decodes -> checks/retries -> one timeline.
+
+Work is a queue of chunk jobs in file order. Each round takes up to ``batch_size`` jobs and hands
+them to the runner as one ``decode_batch`` call (one batched CTranslate2 encode + generate), so
+the 2 CPU cores (or the GPU) stay busy with large matrix work rather than Python. After a round,
+every result is judged (`engine.longform.retry`): accepted, re-decoded hotter, split, or given
+up on; follow-up jobs go to the front of the queue so progress keeps moving along the file.
+
+A decode that stops early (text ends while VAD still hears speech in the rest of the chunk) gets
+a *continuation* job for the undecoded tail, like Whisper's own seek loop; the border duplicates
+that may create are removed when stitching.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from engine.asr.base import Audio, DecodeOptions
+from engine.asr.ct2_decoder import DecodeRequest
+from engine.longform import retry
+from engine.longform.chunking import (
+    VAD_WINDOW,
+    Chunk,
+    ChunkingOptions,
+    Probabilities,
+    plan_chunks,
+    speech_probabilities,
+    split_at_quiet,
+)
+from engine.longform.retry import RetryPolicy, Step, Verdict
+from engine.longform.stitch import ChunkResult, covered_until, stitch
+from engine.types import SAMPLE_RATE, Transcript
+
+log = logging.getLogger(__name__)
+
+ProgressCallback = Callable[[int, int], None]
+
+# Greedy, short-context decoding measured within half a WER point of faster-whisper's beam-5
+# batched pipeline on the shared long-form file, at a fraction of the cost (bench/longform.py).
+DEFAULT_DECODE = DecodeOptions(beam_size=1, short_context=True, word_timestamps=True)
+
+
+class BatchRunner(Protocol):
+    def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]: ...
+
+
+class CancelToken(Protocol):
+    def is_set(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class LongFormOptions:
+    """Everything `transcribe_long` can be told.
+
+    Attributes:
+      decode: options of every chunk's first decode (greedy and short-context by default).
+      chunking: how VAD speech is cut and packed; ~10 s chunks suit the short-context encoder.
+      retry: hallucination thresholds and the retry ladder.
+      continue_early_end: decode the tail of a chunk whose text stopped while speech went on.
+      min_tail_speech_s: how much VAD speech the undecoded tail must hold to be continued.
+      max_continuations: continuation jobs allowed per original chunk (bounds the work).
+    """
+
+    decode: DecodeOptions = DEFAULT_DECODE
+    chunking: ChunkingOptions = field(
+        default_factory=lambda: ChunkingOptions(target_chunk_s=10.0, max_chunk_s=15.0))
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    continue_early_end: bool = True
+    min_tail_speech_s: float = 0.5
+    max_continuations: int = 2
+
+    def __post_init__(self) -> None:
+        if self.min_tail_speech_s <= 0:
+            raise ValueError("min_tail_speech_s must be positive")
+        if self.max_continuations < 0:
+            raise ValueError("max_continuations must not be negative")
+
+    @classmethod
+    def coerce(cls, options: LongFormOptions | DecodeOptions | None) -> LongFormOptions:
+        """Accept the pipeline's own options, plain DecodeOptions (the CLI's), or None."""
+        if options is None:
+            return cls()
+        if isinstance(options, DecodeOptions):
+            return cls(decode=options)
+        return options
+
+
+@dataclass(frozen=True)
+class _Job:
+    chunk: Chunk
+    step: Step
+    options: DecodeOptions
+    continuations: int = 0
+
+
+class TranscriberRunner:
+    """Adapts any `Transcriber` (one chunk per call) to the batch-runner interface, so the
+    pipeline also runs over the scripted fake or a remote backend; no batching gain there."""
+
+    def __init__(self, transcriber: Any) -> None:
+        self._transcriber = transcriber
+
+    def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]:
+        return [self._transcriber.transcribe(r.audio, r.options) for r in requests]
+
+
+def as_runner(backend: Any) -> BatchRunner:
+    """A batch runner for ``backend``: itself if it batches, a `Ct2WhisperRunner` over a
+    faster-whisper model (``FasterWhisperTranscriber``), else a one-by-one adapter."""
+    if hasattr(backend, "decode_batch"):
+        return backend  # type: ignore[no-any-return]
+    if hasattr(backend, "load"):
+        backend.load()  # idempotent on every backend; the CLI hands over an unloaded one
+    inner = getattr(backend, "runner", None)  # FastChunkTranscriber
+    if inner is not None and hasattr(inner, "decode_batch"):
+        return inner  # type: ignore[no-any-return]
+    model = getattr(backend, "model", None)
+    if model is not None and hasattr(model, "feature_extractor"):
+        from engine.asr.ct2_decoder import Ct2WhisperRunner
+
+        return Ct2WhisperRunner(model)
+    return TranscriberRunner(backend)
+
+
+def runner_device(runner: Any) -> str:
+    """"cuda" or "cpu": where the runner's CTranslate2 model lives (cpu when unknown)."""
+    whisper = getattr(runner, "_whisper", None)
+    device = getattr(getattr(whisper, "model", None), "device", "cpu")
+    return "cuda" if str(device).startswith("cuda") else "cpu"
+
+
+def choose_batch_size(device: str, cpu_count: int | None = None,
+                      free_memory_bytes: int | None = None) -> int:
+    """Chunks per decode call.
+
+    CPU: CTranslate2 already spreads one batch over all cores; beyond ~8 items a batch only
+    adds padding (the short path pads every item to the longest) and latency to the first
+    result, so 8, or 4 on a machine with little free memory. CUDA: large batches keep the GPU
+    fed; 16 per ~4 GiB free, capped at 32.
+    """
+    if device == "cuda":
+        if free_memory_bytes is None:
+            return 16
+        return max(1, min(32, 16 * int(free_memory_bytes // (4 << 30)) or 4))
+    cores = cpu_count or os.cpu_count() or 1
+    if free_memory_bytes is not None and free_memory_bytes < (1 << 30):
+        return 4
+    return 8 if cores <= 8 else 16
+
+
+def _free_memory_bytes() -> int | None:
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+class _Run:
+    """One pipeline run's state (private): the job queue, results and counters."""
+
+    def __init__(self, audio: Audio, probs: Probabilities, options: LongFormOptions) -> None:
+        self.audio = audio
+        self.probs = probs
+        self.options = options
+        self.results: list[ChunkResult] = []
+        self.dropped: list[dict[str, object]] = []
+        self.counts: Counter[str] = Counter()
+        self.pending: deque[_Job] = deque()
+
+    def max_prob(self, chunk: Chunk) -> float:
+        window = self.probs[chunk.start // VAD_WINDOW: -(-chunk.end // VAD_WINDOW)]
+        return float(window.max()) if window.size else 0.0
+
+    def decode_round(self, runner: BatchRunner, batch: list[_Job]) -> None:
+        requests = [DecodeRequest(audio=self.audio[j.chunk.start:j.chunk.end],
+                                  options=j.options, tag=j.chunk) for j in batch]
+        transcripts = runner.decode_batch(requests)
+        follow_ups: list[_Job] = []
+        for job, transcript in zip(batch, transcripts, strict=True):
+            self.counts[f"path_{transcript.extra.get('path', 'unknown')}"] += 1
+            follow_ups.extend(self.judge(job, transcript))
+        self.pending.extendleft(reversed(follow_ups))
+
+    def judge(self, job: _Job, transcript: Transcript) -> list[_Job]:
+        """Accept, retry, split or give up on one decoded chunk; returns follow-up jobs."""
+        policy = self.options.retry
+        seconds = job.chunk.seconds
+        flags = retry.chunk_flags(transcript, seconds, self.max_prob(job.chunk), policy)
+        step = retry.verdict(flags, job.step, seconds, policy)
+        if flags:
+            log.info("chunk %.1f-%.1f s failed %s at step %s -> %s", job.chunk.start / SAMPLE_RATE,
+                     job.chunk.end / SAMPLE_RATE, ",".join(flags), job.step.name, step.value)
+        if step is Verdict.RETRY_HOTTER:
+            self.counts["retried_hotter"] += 1
+            return [_Job(job.chunk, Step.HOTTER, retry.hotter_options(job.options, policy))]
+        if step is Verdict.SPLIT:
+            self.counts["split"] += 1
+            return self.split(job)
+        if step is Verdict.GIVE_UP:
+            transcript, dropped = retry.give_up(transcript, flags)
+            self.counts["dropped" if dropped else "flagged"] += 1
+            if dropped:
+                self.dropped.append({"start": job.chunk.start, "end": job.chunk.end,
+                                     "flags": list(flags)})
+            self.results.append(ChunkResult(job.chunk, transcript, () if dropped else flags))
+            return []
+        self.results.append(ChunkResult(job.chunk, transcript))
+        return self.continuation(job, transcript)
+
+    def split(self, job: _Job) -> list[_Job]:
+        chunk = job.chunk
+        max_len = chunk.samples * 3 // 5  # the cut lands between 30 % and 60 % of the chunk
+        options = dataclasses.replace(self.options.decode, short_context=False)
+        return [_Job(Chunk(start, end), Step.SPLIT, options)
+                for start, end in split_at_quiet(self.probs, chunk.start, chunk.end, max_len)]
+
+    def continuation(self, job: _Job, transcript: Transcript) -> list[_Job]:
+        """A job for the chunk's undecoded tail when its text stopped short of the speech."""
+        opts = self.options
+        covered = covered_until(transcript)
+        if not opts.continue_early_end or covered <= 0 or job.continuations >= opts.max_continuations:
+            return []
+        # Back off a little: word end times are approximate, and stitching drops duplicates.
+        tail_start = job.chunk.start + max(0, covered - SAMPLE_RATE // 10)
+        tail = self.probs[tail_start // VAD_WINDOW: job.chunk.end // VAD_WINDOW]
+        speech_s = float(np.count_nonzero(tail >= opts.chunking.threshold)) * VAD_WINDOW / SAMPLE_RATE
+        if speech_s < opts.min_tail_speech_s or job.chunk.end - tail_start < SAMPLE_RATE:
+            return []
+        self.counts["continued"] += 1
+        return [_Job(Chunk(tail_start, job.chunk.end), Step.FIRST, job.options,
+                     job.continuations + 1)]
+
+
+def transcribe_long(
+    audio: Audio | Any,
+    runner_or_transcriber: Any,
+    options: LongFormOptions | DecodeOptions | None = None,
+    *,
+    batch_size: int | None = None,
+    progress: ProgressCallback | None = None,
+    cancel: CancelToken | None = None,
+) -> Transcript:
+    """Transcribe a whole 16 kHz mono recording; segments come back on the file's timeline.
+
+    ``runner_or_transcriber``: a batch runner (``decode_batch``), a ``FasterWhisperTranscriber``
+    (its model is wrapped in a ``Ct2WhisperRunner``) or any ``Transcriber``. The two leading
+    arguments may also come in (backend, audio) order, as the CLI passes them.
+    ``progress(done_samples, total_samples)`` is called after every batch; ``cancel.is_set()``
+    is checked before every batch, and a cancelled run returns what was decoded so far with
+    ``extra["cancelled"] = True``.
+    """
+    if isinstance(runner_or_transcriber, np.ndarray) and not isinstance(audio, np.ndarray):
+        audio, runner_or_transcriber = runner_or_transcriber, audio
+    started = time.perf_counter()
+    opts = LongFormOptions.coerce(options)
+    runner = as_runner(runner_or_transcriber)
+    total = int(len(audio))
+    size = batch_size or choose_batch_size(runner_device(runner),
+                                           free_memory_bytes=_free_memory_bytes())
+    if size < 1:
+        raise ValueError("batch_size must be >= 1")
+    if progress is not None:
+        progress(0, total)
+    probs = speech_probabilities(audio)
+    chunks = plan_chunks(probs, total, opts.chunking)
+    run = _Run(audio, probs, opts)
+    run.pending.extend(_Job(c, Step.FIRST, opts.decode) for c in chunks)
+    cancelled = _drain(run, runner, size, total, progress, cancel)
+    segments = stitch(run.results)
+    elapsed = time.perf_counter() - started
+    log.info("long-form: %.1f s audio, %d chunks, %.2f s (%s)", total / SAMPLE_RATE, len(chunks),
+             elapsed, dict(run.counts))
+    language = opts.decode.language or _first_language(run.results)
+    extra: dict[str, object] = {
+        "engine": "longform", "chunks": len(chunks), "batch_size": size,
+        "cancelled": cancelled, "dropped": run.dropped, **dict(run.counts),
+    }
+    return Transcript(segments=tuple(segments), language=language, duration=total,
+                      decode_ms=elapsed * 1000, extra=extra)
+
+
+def _drain(run: _Run, runner: BatchRunner, size: int, total: int,
+           progress: ProgressCallback | None, cancel: CancelToken | None) -> bool:
+    """Decode the queue batch by batch; True when stopped by ``cancel``."""
+    reported = 0
+    while run.pending:
+        if cancel is not None and cancel.is_set():
+            log.info("long-form: cancelled with %d chunk jobs left", len(run.pending))
+            return True
+        batch = [run.pending.popleft() for _ in range(min(size, len(run.pending)))]
+        run.decode_round(runner, batch)
+        # Everything before the earliest unfinished job is done (silence included).
+        frontier = min((j.chunk.start for j in run.pending), default=total)
+        reported = max(reported, frontier)
+        if progress is not None:
+            progress(reported, total)
+    return False
+
+
+def _first_language(results: list[ChunkResult]) -> str | None:
+    for result in results:
+        if result.transcript.language:
+            return result.transcript.language
+    return None

@@ -1,0 +1,125 @@
+"""Put per-chunk transcripts back on the file's timeline, in order, without border duplicates.
+
+Each chunk was decoded on its own, so its segment and word times are relative to the chunk
+start. `place` shifts them by the chunk offset and clamps them inside the chunk; `stitch` orders
+all chunks, drops words repeated across a border (a continuation chunk that starts a little
+early re-reads the last words of the previous one), and makes times monotonic so subtitle and
+JSON exporters can rely on ``prev.end <= next.start``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from engine.core.quality import words_of
+from engine.longform.chunking import Chunk
+from engine.types import SAMPLE_RATE, Segment, Transcript, Word
+
+# A repeated word run at a border only counts as a duplicate when the second copy starts
+# within this distance of the end of the first: far apart, it is a real repetition in speech.
+DUPLICATE_WINDOW = int(1.5 * SAMPLE_RATE)
+MAX_BORDER_WORDS = 8
+
+
+@dataclass(frozen=True)
+class ChunkResult:
+    """The accepted decode of one chunk; ``flags`` are the quality checks it still fails."""
+
+    chunk: Chunk
+    transcript: Transcript
+    flags: tuple[str, ...] = ()
+
+
+def place(result: ChunkResult) -> list[Segment]:
+    """The chunk's segments on the file timeline, clamped to the chunk, flags attached."""
+    lo, hi = result.chunk.start, result.chunk.end
+
+    def at(t: int) -> int:
+        return max(lo, min(hi, lo + t))
+
+    placed = []
+    for seg in result.transcript.segments:
+        if not seg.text.strip():
+            continue
+        words = tuple(dataclasses.replace(w, start=at(w.start), end=max(at(w.start), at(w.end)))
+                      for w in seg.words)
+        flags = tuple(dict.fromkeys(seg.flags + result.flags))
+        start, end = at(seg.start), at(seg.end)
+        placed.append(dataclasses.replace(seg, start=start, end=max(start, end), words=words,
+                                          flags=flags))
+    return placed
+
+
+def stitch(results: Iterable[ChunkResult]) -> list[Segment]:
+    """All chunk results as one ordered, monotonic, border-deduplicated segment list."""
+    segments: list[Segment] = []
+    for result in sorted(results, key=lambda r: (r.chunk.start, r.chunk.end)):
+        incoming = place(result)
+        if segments and incoming:
+            incoming = drop_border_duplicates(segments, incoming)
+        segments.extend(incoming)
+    return make_monotonic(segments)
+
+
+def drop_border_duplicates(before: Sequence[Segment], after: list[Segment]) -> list[Segment]:
+    """``after`` without its leading words that repeat the trailing words of ``before``.
+
+    Needs word timings: the repeated run must start close to where the previous text ended,
+    otherwise "that that" across a real pause would be wrongly merged.
+    """
+    tail = [w for s in before[-2:] for w in s.words][-MAX_BORDER_WORDS:]
+    head_seg = after[0]
+    head = list(head_seg.words[:MAX_BORDER_WORDS])
+    if not tail or not head or head[0].start - tail[-1].end > DUPLICATE_WINDOW:
+        return after
+    overlap = _overlap_length([_norm(w) for w in tail], [_norm(w) for w in head])
+    if overlap == 0:
+        return after
+    kept = head_seg.words[overlap:]
+    if not kept:
+        return after[1:]
+    text = "".join(w.text for w in kept)
+    trimmed = dataclasses.replace(head_seg, text=text, words=kept, start=kept[0].start)
+    return [trimmed, *after[1:]]
+
+
+def _norm(word: Word) -> str:
+    return " ".join(words_of(word.text))
+
+
+def _overlap_length(tail: list[str], head: list[str]) -> int:
+    """Longest n such that the last n of ``tail`` equal the first n of ``head`` (empty words
+    never match)."""
+    for n in range(min(len(tail), len(head)), 0, -1):
+        if tail[-n:] == head[:n] and all(tail[-n:]):
+            return n
+    return 0
+
+
+def make_monotonic(segments: list[Segment]) -> list[Segment]:
+    """Times never go backwards: each segment starts at or after the previous one's end, and
+    words inside a segment are ordered and within it."""
+    out: list[Segment] = []
+    floor = 0
+    for seg in segments:
+        start = max(seg.start, floor)
+        words: list[Word] = []
+        cursor = start
+        for w in seg.words:
+            w_start = max(w.start, cursor)
+            w_end = max(w.end, w_start)
+            words.append(dataclasses.replace(w, start=w_start, end=w_end))
+            cursor = w_end
+        end = max(seg.end, start, cursor)
+        out.append(dataclasses.replace(seg, start=start, end=end, words=tuple(words)))
+        floor = end
+    return out
+
+
+def covered_until(transcript: Transcript) -> int:
+    """Where, within its chunk, the decoded text ends (0 when there is none)."""
+    ends = [s.end for s in transcript.segments if s.text.strip()]
+    ends += [w.end for w in transcript.words]
+    return max(ends, default=0)

@@ -1,0 +1,378 @@
+"""The long-recording pipeline: chunking, stitching and retries as pure functions, then the whole
+pipeline with the real tiny.en model on a long file built from shared English utterances.
+
+The only stand-in is `_PlantedRunner`, a wrapper around the real runner that returns a looped
+decode for chosen chunks: a real model cannot be made to loop on demand, and the retry ladder
+must be shown to catch exactly that.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.asr.base import DecodeOptions
+from engine.asr.ct2_decoder import Ct2WhisperRunner, DecodeRequest
+from engine.asr.fake import ScriptedTranscriber
+from engine.audio.decode import load_audio
+from engine.core.quality import words_of
+from engine.evaluation import error_rate
+from engine.longform import LongFormOptions, choose_batch_size, transcribe_long
+from engine.longform.chunking import VAD_WINDOW, Chunk, ChunkingOptions, plan_chunks, split_at_quiet
+from engine.longform.retry import RetryPolicy, Step, Verdict, chunk_flags, give_up, verdict
+from engine.longform.stitch import ChunkResult, drop_border_duplicates, make_monotonic, stitch
+from engine.types import SAMPLE_RATE, Segment, Transcript, Word
+
+SR = SAMPLE_RATE
+
+# (file, pause after it in seconds): real utterances with pauses of varied length; the 0.3 s
+# pause joins JFK and the LibriSpeech reader into one 23 s speech region that must be split.
+PIECES = [
+    ("ls-tc-1995-1837-0001.wav", 0.8),
+    ("jfk-inaugural-1961-excerpt.wav", 0.3),
+    ("ls-dc-2412-153948-0000.wav", 1.2),
+    ("ljs-LJ050-0131.wav", 6.0),  # a long silence: dropped, never decoded
+    ("ls-dc-1272-128104-0000.wav", 0.6),
+    ("arctic-aew-a0001.wav", 1.5),
+    ("arctic-aew-a0002.wav", 0.5),
+    ("timit-ldc93s1.wav", 1.0),
+]
+NOISE_S = 4.0
+
+
+@dataclasses.dataclass(frozen=True)
+class LongFile:
+    audio: np.ndarray
+    reference: str
+    spans: list[tuple[int, int]]  # where each utterance sits in the file
+    silence: tuple[int, int]  # the long pause
+    noise: tuple[int, int]  # a stretch of pure noise
+
+
+def _build_long_file(shared_audio: Path, manifest) -> LongFile:  # type: ignore[no-untyped-def]
+    texts = {e.path.name: e.text for e in manifest}
+    rng = np.random.default_rng(7)
+    parts, spans, refs = [], [], []
+    cursor = 0
+    silence = noise = (0, 0)
+    for name, pause in PIECES:
+        clip = load_audio(shared_audio / name)
+        parts.append(clip)
+        spans.append((cursor, cursor + len(clip)))
+        refs.append(texts[name])
+        cursor += len(clip)
+        gap = np.zeros(int(pause * SR), dtype=np.float32)
+        if pause >= 5:
+            silence = (cursor, cursor + len(gap))
+        parts.append(gap)
+        cursor += len(gap)
+    # Pure noise at speech-like level, then a closing pause: nothing may be transcribed there.
+    noise_audio = (rng.standard_normal(int(NOISE_S * SR)) * 0.05).astype(np.float32)
+    noise = (cursor, cursor + len(noise_audio))
+    parts += [noise_audio, np.zeros(SR, dtype=np.float32)]
+    return LongFile(np.concatenate(parts), " ".join(refs), spans, silence, noise)
+
+
+@pytest.fixture(scope="module")
+def long_file(shared_audio, manifest) -> LongFile:  # type: ignore[no-untyped-def]
+    return _build_long_file(shared_audio, manifest)
+
+
+@pytest.fixture(scope="module")
+def runner(tiny_transcriber) -> Ct2WhisperRunner:  # type: ignore[no-untyped-def]
+    return Ct2WhisperRunner(tiny_transcriber.model)
+
+
+@pytest.fixture(scope="module")
+def result(long_file, runner) -> tuple[Transcript, list[tuple[int, int]]]:  # type: ignore[no-untyped-def]
+    calls: list[tuple[int, int]] = []
+    transcript = transcribe_long(long_file.audio, runner, batch_size=4,
+                                 progress=lambda done, total: calls.append((done, total)))
+    return transcript, calls
+
+
+# --- chunking ------------------------------------------------------------------------------
+
+def _probs(*runs: tuple[float, float]) -> np.ndarray:
+    """A probability curve from (seconds, probability) runs."""
+    return np.concatenate([np.full(int(s * SR / VAD_WINDOW), p, dtype=np.float32)
+                           for s, p in runs])
+
+
+def test_long_silences_are_dropped_and_short_pauses_kept_inside_a_chunk():
+    probs = _probs((1, 0.0), (3, 0.9), (0.5, 0.05), (3, 0.9), (5, 0.0), (2, 0.9), (1, 0.0))
+    chunks = plan_chunks(probs, len(probs) * VAD_WINDOW)
+    assert len(chunks) == 2
+    first, second = chunks
+    assert first.start < 1 * SR < first.end and 7.0 * SR < first.end < 8.0 * SR
+    assert second.start > 11.5 * SR  # the 5 s pause is not decoded
+    assert all(c.seconds <= 30 for c in chunks)
+
+
+def test_a_long_region_is_cut_at_its_quietest_window_and_never_over_the_limit():
+    # 40 s of speech with one shallow dip at 22 s: the cut must land in the dip.
+    probs = _probs((22, 0.95), (0.2, 0.4), (17.8, 0.95))
+    chunks = plan_chunks(probs, len(probs) * VAD_WINDOW,
+                         ChunkingOptions(max_chunk_s=30, target_chunk_s=30))
+    assert [c.seconds <= 30 for c in chunks] == [True, True]
+    assert abs(chunks[0].end / SR - 22.1) < 0.2
+    assert chunks[0].end == chunks[1].start
+
+
+def test_split_at_quiet_respects_the_maximum_even_without_a_pause():
+    probs = _probs((70, 0.9))
+    pieces = split_at_quiet(probs, 0, 70 * SR, 30 * SR)
+    assert pieces[0][0] == 0 and pieces[-1][1] == 70 * SR
+    assert all(0 < end - start <= 30 * SR for start, end in pieces)
+    assert all(a[1] == b[0] for a, b in zip(pieces, pieces[1:], strict=False))
+
+
+def test_target_length_packs_pauses_into_shorter_chunks():
+    probs = _probs(*[(4, 0.9), (0.5, 0.0)] * 8)
+    total = len(probs) * VAD_WINDOW
+    long = plan_chunks(probs, total, ChunkingOptions(target_chunk_s=30))
+    short = plan_chunks(probs, total, ChunkingOptions(target_chunk_s=8, max_chunk_s=15))
+    assert len(short) > len(long)
+    assert all(c.seconds <= 15 for c in short)
+
+
+def test_options_are_validated():
+    with pytest.raises(ValueError):
+        ChunkingOptions(max_chunk_s=31)
+    with pytest.raises(ValueError):
+        ChunkingOptions(threshold=0.3, neg_threshold=0.5)
+    with pytest.raises(ValueError):
+        Chunk(5, 5)
+    with pytest.raises(ValueError):
+        RetryPolicy(hotter_temperatures=())
+    with pytest.raises(ValueError):
+        LongFormOptions(max_continuations=-1)
+
+
+# --- stitching -----------------------------------------------------------------------------
+
+def _words(text: str, start: int, step: int = SR // 4) -> tuple[Word, ...]:
+    return tuple(Word(" " + w, start + i * step, start + (i + 1) * step)
+                 for i, w in enumerate(text.split()))
+
+
+def _segment(text: str, start: int) -> Segment:
+    words = _words(text, start)
+    return Segment(" " + text, words[0].start, words[-1].end, words=words)
+
+
+def test_stitch_places_chunks_on_the_file_timeline_in_order():
+    a = ChunkResult(Chunk(10 * SR, 20 * SR), Transcript((_segment("world again", 0),)))
+    b = ChunkResult(Chunk(0, 8 * SR), Transcript((_segment("hello there", SR),)))
+    segments = stitch([a, b])
+    assert [s.text.strip() for s in segments] == ["hello there", "world again"]
+    assert segments[0].start == SR and segments[1].start == 10 * SR
+    assert segments[1].words[0].start == 10 * SR
+
+
+def test_stitch_drops_words_repeated_across_a_border():
+    before = [_segment("ask not what your country", 0)]
+    after = [_segment("your country can do for you", before[0].end - SR // 8)]
+    kept = drop_border_duplicates(before, after)
+    assert kept[0].text.strip() == "can do for you"
+    # Far apart, a repetition is speech, not a duplicate.
+    later = [_segment("your country can do", before[0].end + 5 * SR)]
+    assert drop_border_duplicates(before, later) == later
+
+
+def test_monotonic_times_and_chunk_clamping():
+    overlapping = [_segment("one two three", 0), _segment("four five", SR // 4)]
+    fixed = make_monotonic(overlapping)
+    assert fixed[1].start >= fixed[0].end
+    starts = [w.start for s in fixed for w in s.words]
+    assert starts == sorted(starts)
+    wild = Segment(" late", 5 * SR, 50 * SR, words=(Word(" late", 5 * SR, 50 * SR),))
+    placed = stitch([ChunkResult(Chunk(0, 10 * SR), Transcript((wild,)))])
+    assert placed[0].end == 10 * SR and placed[0].words[0].end == 10 * SR
+
+
+# --- retry ladder --------------------------------------------------------------------------
+
+LOOP = " and so and so and so and so and so and so and so and so and so and so"
+
+
+def _transcript(text: str, seconds: float, **stats: float) -> Transcript:
+    segment = Segment(text, 0, int(seconds * SR), **stats)  # type: ignore[arg-type]
+    return Transcript((segment,), duration=int(seconds * SR))
+
+
+def test_checks_flag_loops_silence_text_and_accept_speech():
+    policy = RetryPolicy()
+    good = _transcript(" Ask not what your country can do for you.", 3.0, avg_logprob=-0.3)
+    assert chunk_flags(good, 3.0, 0.95, policy) == ()
+    assert "repeats" in chunk_flags(_transcript(LOOP, 8.0, avg_logprob=-0.2), 8.0, 0.9, policy)
+    on_silence = chunk_flags(_transcript(" Thank you.", 5.0), 5.0, 0.1, policy)
+    assert on_silence == ("text_on_silence",)
+    assert chunk_flags(Transcript(()), 5.0, 0.1, policy) == ()
+
+
+def test_ladder_goes_hotter_then_split_then_gives_up():
+    policy = RetryPolicy()
+    assert verdict((), Step.FIRST, 10, policy) is Verdict.ACCEPT
+    assert verdict(("repeats",), Step.FIRST, 10, policy) is Verdict.RETRY_HOTTER
+    assert verdict(("repeats",), Step.HOTTER, 10, policy) is Verdict.SPLIT
+    assert verdict(("repeats",), Step.HOTTER, 3, policy) is Verdict.GIVE_UP
+    assert verdict(("repeats",), Step.SPLIT, 10, policy) is Verdict.GIVE_UP
+    kept, dropped = give_up(_transcript(LOOP, 8), ("repeats",))
+    assert not dropped and kept.text
+    silent, dropped = give_up(_transcript(" Thank you.", 5), ("text_on_silence",))
+    assert dropped and silent.text == ""
+
+
+def test_batch_size_follows_the_device():
+    assert choose_batch_size("cpu", cpu_count=2) == 8
+    assert choose_batch_size("cpu", cpu_count=2, free_memory_bytes=512 << 20) == 4
+    assert choose_batch_size("cuda") == 16
+    assert choose_batch_size("cuda", free_memory_bytes=80 << 30) == 32
+
+
+def test_pipeline_runs_over_any_transcriber_with_the_scripted_fake(shared_audio):
+    audio = load_audio(shared_audio / "jfk-inaugural-1961-excerpt.wav")
+    fake = ScriptedTranscriber(["hello world"])
+    transcript = transcribe_long(audio, fake, DecodeOptions(beam_size=1))
+    assert "hello world" in transcript.text
+    assert fake.calls and all(n <= 15 * SR for n, _ in fake.calls)
+    assert transcript.segments[-1].end <= len(audio)
+
+
+# --- the real model on a long file ----------------------------------------------------------
+
+@pytest.mark.model
+def test_long_file_is_in_order_within_the_file_and_accurate(long_file, result):
+    transcript, calls = result
+    total = len(long_file.audio)
+    segments = transcript.segments
+    assert segments and transcript.duration == total
+    starts = [s.start for s in segments]
+    assert starts == sorted(starts)
+    for prev, seg in zip(segments, segments[1:], strict=False):
+        assert prev.end <= seg.start
+    for seg in segments:
+        assert 0 <= seg.start <= seg.end <= total
+        for w in seg.words:
+            assert seg.start <= w.start <= w.end <= seg.end
+    wer = error_rate([long_file.reference], [transcript.text])
+    assert wer < 0.2, transcript.text
+    # Utterances come out in file order: each one's distinctive words after the previous one's.
+    text = transcript.text.lower()
+    order = [text.find(k) for k in ("sorrow", "fellow americans", "reader", "apostle", "greasy")]
+    assert -1 not in order and order == sorted(order)
+    assert calls[0] == (0, total) and calls[-1] == (total, total)
+    assert [d for d, _ in calls] == sorted(d for d, _ in calls)
+
+
+@pytest.mark.model
+def test_no_text_in_long_silence_or_noise_and_no_border_duplicates(long_file, result):
+    transcript, _ = result
+    for lo, hi in (long_file.silence, long_file.noise):
+        inside = [w for w in transcript.words if w.start >= lo + SR // 2 and w.end <= hi]
+        assert not inside, inside
+    # No word run repeated back to back across a segment border.
+    segments = transcript.segments
+    for prev, seg in zip(segments, segments[1:], strict=False):
+        tail, head = words_of(prev.text)[-3:], words_of(seg.text)[:3]
+        for n in range(2, 4):
+            assert not (len(tail) >= n and tail[-n:] == head[:n]), (prev.text, seg.text)
+
+
+@pytest.mark.model
+def test_chunks_are_cut_between_words(long_file, runner):
+    # The 23 s JFK + LibriSpeech region must be split, and at a quiet point.
+    seen: list[Chunk] = []
+
+    class Recording:
+        def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]:
+            seen.extend(r.tag for r in requests)  # type: ignore[misc]
+            return [Transcript(()) for _ in requests]
+
+    transcribe_long(long_file.audio, Recording(), batch_size=8)
+    audio = long_file.audio
+    level = float(np.sqrt(np.mean(np.square(audio[long_file.spans[1][0]:long_file.spans[2][1]]))))
+    borders = [a.end for a, b in zip(seen, seen[1:], strict=False) if a.end == b.start]
+    assert borders, "the long speech region was not split"
+    for cut in borders:
+        around = audio[max(0, cut - 800):cut + 800]
+        assert float(np.sqrt(np.mean(np.square(around)))) < 0.35 * level, cut / SR
+    assert all(c.seconds <= 15 for c in seen)
+
+
+class _PlantedRunner:
+    """Wraps the real runner; returns a looped decode for chunks overlapping ``span``, at most
+    ``times`` times (a stand-in for a model loop, which cannot be produced on demand)."""
+
+    def __init__(self, inner: Ct2WhisperRunner, span: tuple[int, int], times: int) -> None:
+        self.inner, self.span, self.left = inner, span, times
+        self.planted = 0
+
+    def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]:
+        results = self.inner.decode_batch(requests)
+        out = []
+        for request, real in zip(requests, results, strict=False):
+            chunk = request.tag
+            assert isinstance(chunk, Chunk)
+            if self.left > 0 and chunk.start < self.span[1] and chunk.end > self.span[0]:
+                self.left -= 1
+                self.planted += 1
+                real = _transcript(LOOP, chunk.seconds, avg_logprob=-0.2, compression_ratio=4.0)
+            out.append(real)
+        return out
+
+
+@pytest.mark.model
+def test_a_looped_decode_is_caught_and_retried(long_file, runner):
+    planted = _PlantedRunner(runner, long_file.spans[0], times=1)
+    transcript = transcribe_long(long_file.audio, planted, batch_size=8)
+    assert planted.planted == 1
+    assert transcript.extra["retried_hotter"] >= 1
+    assert "and so and so" not in transcript.text.lower()
+    assert "sorrow" in transcript.text.lower()
+    assert not any(s.flags for s in transcript.segments)
+
+
+@pytest.mark.model
+def test_a_chunk_that_keeps_failing_is_split_then_marked_not_silently_kept(long_file, runner):
+    planted = _PlantedRunner(runner, long_file.spans[0], times=100)
+    transcript = transcribe_long(long_file.audio, planted, batch_size=8)
+    assert transcript.extra["split"] >= 1 and transcript.extra["flagged"] >= 1
+    flagged = [s for s in transcript.segments if s.flags]
+    assert flagged and all("repeats" in s.flags for s in flagged)
+    assert all(s.start < long_file.spans[0][1] + SR for s in flagged)
+    # The rest of the file is unaffected.
+    assert "apostle" in transcript.text.lower() and "greasy" in transcript.text.lower()
+
+
+@pytest.mark.model
+def test_cancel_keeps_what_was_done(long_file, runner):
+    cancel = threading.Event()
+    done: list[int] = []
+
+    def progress(samples: int, total: int) -> None:
+        done.append(samples)
+        if samples > 0:
+            cancel.set()  # after the first batch
+
+    transcript = transcribe_long(long_file.audio, runner, batch_size=2, progress=progress,
+                                 cancel=cancel)
+    assert transcript.extra["cancelled"] is True
+    text = transcript.text.lower()
+    assert "sorrow" in text and "greasy" not in text
+    assert transcript.segments[-1].end <= done[-1] + 30 * SR
+
+
+@pytest.mark.model
+def test_cli_argument_order_and_plain_decode_options_are_accepted(shared_audio, tiny_transcriber):
+    audio = load_audio(shared_audio / "jfk-inaugural-1961-excerpt.wav")
+    options = DecodeOptions(beam_size=1, word_timestamps=False)
+    transcript = transcribe_long(tiny_transcriber, audio, options)
+    assert "fellow americans" in transcript.text.lower()
+    assert transcript.duration == len(audio)
