@@ -166,11 +166,12 @@ class ServerSession:
 
     def on_result(self, request: PolicyRequest, transcript: Transcript) -> list[p.ServerMessage]:
         events = self.policy.on_result(request.request_id, transcript, self._clock())
-        return self._translate(events, request, transcript) + self._maybe_ack()
+        out = self._translate(events, request, transcript)
+        return out + self._maybe_ack(force=any(isinstance(m, p.Final) for m in out))
 
     def on_failure(self, request: PolicyRequest, message: str) -> list[p.ServerMessage]:
         events = self.policy.on_failure(request.request_id, message, self._clock())
-        return self._translate(events, request) + self._maybe_ack()
+        return self._translate(events, request) + self._maybe_ack(force=True)
 
     def settled(self) -> int:
         """Wire position before which all audio is fully handled (finals sent)."""
@@ -184,11 +185,10 @@ class ServerSession:
         self._acked = max(self._acked, self.position)
         return self._acked
 
-    def _maybe_ack(self) -> list[p.ServerMessage]:
+    def _maybe_ack(self, force: bool = False) -> list[p.ServerMessage]:
+        """An ack when ``ACK_STEP`` more audio is settled, or right after a final (``force``)."""
         upto = self.settled()
-        if upto - self._acked < ACK_STEP and not (upto > self._acked and not self._open):
-            return []
-        if upto <= self._acked:
+        if upto <= self._acked or (upto - self._acked < ACK_STEP and not force):
             return []
         self._acked = upto
         return [p.Ack(upto=upto)]

@@ -1,0 +1,233 @@
+"""Server benchmark: N simulated real-time streams against our server (batched and unbatched)
+and against WhisperLive's server, on this machine with the same model (tiny.en by default).
+
+    python bench/server.py --manifest ../shared/audio/manifest.jsonl --streams 1,4,8,16 \
+        --out bench-server.json [--seconds 20] [--plot bench-server.png]
+
+Each stream plays English clips from the manifest back to back (0.6 s apart) in real time
+through `RemoteLiveEngine`, as a microphone would. Per system and N it reports:
+- ``p50_ms`` / ``p95_ms``: final-text latency, from sending an utterance's last sample to
+  receiving its final text, on the client's clock;
+- ``audio_s_per_s``: audio seconds streamed by all clients / wall seconds from the first sample
+  to the last final (N x real time at best);
+- ``drain_s``: time from the last sample sent to the last final (the backlog at the end);
+- ``keeps_up``: drain under 5 s and p95 under 5 s; ``wer``: word error rate of the finals.
+Servers run as separate processes (ours via ``sottovoce serve``, WhisperLive from
+.venv-whisperlive) so clients and server do not share a GIL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from engine.audio.decode import load_audio  # noqa: E402
+from engine.audio.sources import FileSource  # noqa: E402
+from engine.evaluation import english, error_rate, read_manifest  # noqa: E402
+from engine.events import Event, FinalText  # noqa: E402
+from engine.models import resolve_model  # noqa: E402
+from engine.remote.client import RemoteLiveEngine, RemoteOptions  # noqa: E402
+
+log = logging.getLogger("bench.server")
+SYSTEMS = ("ours_batched", "ours_unbatched", "whisperlive")
+GAP_S = 0.6
+KEEP_UP_S = 5.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError("server did not start")
+
+
+def start_server(system: str, port: int, model: str, streams: int) -> subprocess.Popen[bytes]:
+    if system == "whisperlive":
+        python = ROOT / ".venv-whisperlive" / "bin" / "python"
+        code = ("from whisper_live.server import TranscriptionServer; TranscriptionServer().run("
+                f"'127.0.0.1', {port}, backend='faster_whisper', "
+                f"faster_whisper_custom_model_path={str(resolve_model(model).path)!r}, "
+                f"single_model=True, max_clients={streams + 1})")
+        cmd = [str(python), "-c", code]
+    else:
+        cmd = [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--model", model,
+               "--max-sessions", str(streams + 1)]
+        if system == "ours_unbatched":
+            cmd.append("--no-batching")
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_port(port, proc)
+    return proc
+
+
+def stream_audio(clips: list[tuple[np.ndarray, str]], seconds: float,
+                 start: int) -> tuple[np.ndarray, list[str]]:
+    """Clips back to back from index ``start`` until ``seconds`` of audio."""
+    parts, texts, total, i = [], [], 0, start
+    while total < seconds * 16_000:
+        audio, text = clips[i % len(clips)]
+        parts += [audio, np.zeros(int(GAP_S * 16_000), dtype=np.float32)]
+        texts.append(text)
+        total += len(audio) + int(GAP_S * 16_000)
+        i += 1
+    return np.concatenate(parts), texts
+
+
+class Stream:
+    def __init__(self, url: str, audio: np.ndarray, texts: list[str]) -> None:
+        self.audio, self.texts = audio, texts
+        self.latencies_ms: list[float] = []
+        self.finals: list[str] = []
+        self.last_final_at = 0.0
+        self._lock = threading.Lock()
+        self.engine = RemoteLiveEngine(self._sink, url=url,
+                                       source=FileSource(audio=audio, realtime=True),
+                                       options=RemoteOptions(language="en"))
+
+    def _sink(self, event: Event) -> None:
+        if not isinstance(event, FinalText) or not event.text:
+            return
+        sent_at = self.engine.send_log.time_of(event.end)
+        now = time.monotonic()
+        with self._lock:
+            if sent_at is not None:
+                self.latencies_ms.append((now - sent_at) * 1000)
+            self.finals.append(event.text)
+            self.last_final_at = now
+
+
+def run_once(system: str, n: int, clips: list[tuple[np.ndarray, str]], seconds: float,
+             model: str) -> dict[str, object]:
+    port = free_port()
+    proc = start_server(system, port, model, n)
+    scheme = "whisperlive" if system == "whisperlive" else "ws"
+    streams = [Stream(f"{scheme}://127.0.0.1:{port}", *stream_audio(clips, seconds, i * 3))
+               for i in range(n)]
+    try:
+        started = time.monotonic()
+        for i, stream in enumerate(streams):
+            stream.engine.start()
+            time.sleep(0.9 / max(1, n) if i < n - 1 else 0)  # staggered, as real users are
+        audio_end = started + max(len(s.audio) for s in streams) / 16_000 + 1.0
+        for stream in streams:
+            stream.engine.wait(seconds * 4 + 120)
+        last = max((s.last_final_at for s in streams), default=time.monotonic())
+    finally:
+        proc.terminate()
+        proc.wait(20)
+    latencies = [x for s in streams for x in s.latencies_ms]
+    wall = max(last, audio_end) - started
+    audio_s = sum(len(s.audio) for s in streams) / 16_000
+    drain = max(0.0, last - audio_end)
+    p95 = float(np.percentile(latencies, 95)) if latencies else float("nan")
+    return {
+        "p50_ms": round(statistics.median(latencies), 1) if latencies else None,
+        "p95_ms": round(p95, 1) if latencies else None,
+        "audio_s_per_s": round(audio_s / wall, 3),
+        "drain_s": round(drain, 2),
+        "keeps_up": bool(latencies) and drain < KEEP_UP_S and p95 < KEEP_UP_S * 1000,
+        "finals": len(latencies),
+        "wer": round(error_rate([" ".join(s.texts) for s in streams],
+                                [" ".join(s.finals) for s in streams]), 3),
+    }
+
+
+def plot(results: dict[str, dict[str, dict[str, object]]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ns = sorted(int(n) for n in results)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    for system in SYSTEMS:
+        rows = [results[str(n)].get(system) for n in ns]
+        xs = [n for n, r in zip(ns, rows, strict=True) if r]
+        if not xs:
+            continue
+        left.plot(xs, [results[str(n)][system]["p95_ms"] for n in xs], "o-", label=system)
+        right.plot(xs, [results[str(n)][system]["audio_s_per_s"] for n in xs], "o-",
+                   label=system)
+    right.plot(ns, ns, "k--", alpha=0.4, label="real time x N")
+    left.set(xlabel="streams", ylabel="final latency p95 (ms)", yscale="log")
+    right.set(xlabel="streams", ylabel="audio s per s")
+    left.legend()
+    right.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def print_table(results: dict[str, dict[str, dict[str, object]]]) -> None:
+    print(f"{'N':>3} {'system':<15} {'p50 ms':>8} {'p95 ms':>8} {'audio s/s':>9} "
+          f"{'drain s':>7} {'keeps up':>8} {'WER':>6}")
+    for n, row in sorted(results.items(), key=lambda kv: int(kv[0])):
+        for system, r in row.items():
+            if system.startswith("ratio"):
+                continue
+            print(f"{n:>3} {system:<15} {r['p50_ms']!s:>8} {r['p95_ms']!s:>8} "
+                  f"{r['audio_s_per_s']:>9} {r['drain_s']:>7} {r['keeps_up']!s:>8} "
+                  f"{r['wer']:>6}")
+        if "ratio_batched_vs_unbatched" in row:
+            print(f"{n:>3} throughput batched/unbatched = {row['ratio_batched_vs_unbatched']}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--manifest", required=True, type=Path)
+    parser.add_argument("--streams", default="1,4,8,16")
+    parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--plot", type=Path, help="PNG (default: --out with .png)")
+    parser.add_argument("--seconds", type=float, default=20.0, help="audio per stream")
+    parser.add_argument("--model", default="tiny.en")
+    parser.add_argument("--systems", default=",".join(SYSTEMS))
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    entries = english(read_manifest(args.manifest))
+    clips = [(load_audio(e.path), e.text) for e in entries if e.duration_s <= 12]
+    systems = [s for s in args.systems.split(",") if s]
+    results: dict[str, dict[str, dict[str, object]]] = {}
+    for n in (int(x) for x in args.streams.split(",")):
+        row: dict[str, dict[str, object]] = {}
+        for system in systems:
+            print(f"-- {system}, {n} streams", flush=True)
+            try:
+                row[system] = run_once(system, n, clips, args.seconds, args.model)
+            except (RuntimeError, OSError) as exc:
+                print(f"   failed: {exc}", flush=True)
+        if "ours_batched" in row and "ours_unbatched" in row:
+            ratio = (float(row["ours_batched"]["audio_s_per_s"])  # type: ignore[arg-type]
+                     / float(row["ours_unbatched"]["audio_s_per_s"]))  # type: ignore[arg-type]
+            row["ratio_batched_vs_unbatched"] = round(ratio, 3)  # type: ignore[assignment]
+        results[str(n)] = row
+        args.out.write_text(json.dumps(results, indent=2))
+    print_table(results)
+    plot(results, args.plot or args.out.with_suffix(".png"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+"""ServerSession without sockets: real speech in, wire messages out, simulated clock.
+
+Decode results come from a scripted transcript (the model is exercised in test_server.py);
+what is checked here is the session's own logic: timeline offsets, flush padding, acks.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from engine.audio.decode import load_audio
+from engine.core import protocol as p
+from engine.server.session import EnergyVad, ServerSession, SessionOptions
+from engine.types import Segment, Transcript, Word
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def pcm(audio: np.ndarray) -> np.ndarray:
+    return np.frombuffer(p.float_to_pcm16(audio), dtype="<i2").astype(np.int16)
+
+
+def feed_all(session: ServerSession, samples: np.ndarray, clock: Clock, start: int,
+             block: int = 512) -> list[p.ServerMessage]:
+    out: list[p.ServerMessage] = []
+    for i in range(0, len(samples), block):
+        clock.now += block / 16_000
+        out += session.feed(p.Audio(samples[i:i + block], start + i))
+    return out
+
+
+def scripted(request_audio_len: int, text: str) -> Transcript:
+    words = tuple(Word(" " + w, i * 1000, (i + 1) * 1000) for i, w in enumerate(text.split()))
+    return Transcript(segments=(Segment(" " + text, 0, request_audio_len, words=words,
+                                        avg_logprob=-0.1),), language="en", decode_ms=12.0)
+
+
+def run_decodes(session: ServerSession, clock: Clock, text: str) -> list[p.ServerMessage]:
+    out: list[p.ServerMessage] = []
+    while (request := session.next_request()) is not None:
+        clock.now += 0.05
+        out += session.on_result(request, scripted(len(request.audio), text))
+    return out
+
+
+def test_silence_is_acked_and_yields_no_text() -> None:
+    clock = Clock()
+    session = ServerSession(p.Hello("s"), SessionOptions(), EnergyVad(), clock)
+    out = feed_all(session, np.zeros(3 * 16_000, dtype=np.int16), clock, 0)
+    acks = [m for m in out if isinstance(m, p.Ack)]
+    assert acks and all(b.upto - a.upto >= 4000 for a, b in zip(acks, acks[1:], strict=False))
+    assert acks[-1].upto >= 3 * 16_000 - 16_000  # all but the pre-roll ring
+    assert session.next_request() is None and session.idle
+    assert not [m for m in out if isinstance(m, (p.Final, p.Partial))]
+
+
+def test_speech_gives_final_on_the_wire_timeline(jfk_wav: Path) -> None:
+    clock = Clock()
+    offset = 48_000
+    session = ServerSession(p.Hello("s", offset=offset), SessionOptions(), EnergyVad(), clock)
+    samples = pcm(load_audio(jfk_wav))[: 5 * 16_000 + 100]  # not a whole number of windows
+    out = feed_all(session, samples, clock, offset)
+    out += run_decodes(session, clock, "and so my fellow")
+    out += session.flush()
+    assert session.position == offset + len(samples)  # flush padding is not counted
+    out += run_decodes(session, clock, "and so my fellow americans")
+    finals = [m for m in out if isinstance(m, p.Final)]
+    assert finals and finals[-1].text == "and so my fellow americans"
+    assert all(offset <= f.start < f.end <= offset + len(samples) for f in finals)
+    assert finals[-1].words[0].start >= finals[-1].start
+    assert finals[-1].decode_ms == 12.0 and finals[-1].trigger <= offset + len(samples)
+    partials = [m for m in out if isinstance(m, p.Partial)]
+    assert all(m.start >= offset for m in partials)
+    assert isinstance(out[-1], p.Ack)  # an ack follows every final
+    assert session.idle and session.final_ack() == offset + len(samples)
+
+
+def test_cancel_forgets_everything(jfk_wav: Path) -> None:
+    clock = Clock()
+    session = ServerSession(p.Hello("s", prompt="previous words"), SessionOptions(),
+                            EnergyVad(), clock)
+    feed_all(session, pcm(load_audio(jfk_wav))[:3 * 16_000], clock, 0)
+    session.flush()
+    session.cancel()
+    assert session.next_request() is None
+
+
+def test_energy_vad_scale() -> None:
+    vad = EnergyVad()
+    assert vad(np.zeros(512, dtype=np.float32)) == 0.0
+    assert vad(np.full(512, 0.5, dtype=np.float32)) == 1.0
+    assert 0.0 < vad(np.full(512, 10 ** (-42 / 20), dtype=np.float32)) < 1.0
+    assert vad(np.zeros(0, dtype=np.float32)) == 0.0
