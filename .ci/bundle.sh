@@ -52,7 +52,8 @@ frozen() {
     set +e
     (cd "$SMOKE/cwd" && env -u PYTHONPATH -u PYTHONHOME -u VIRTUAL_ENV \
         SOTTOVOCE_CONFIG_DIR="$SMOKE/config" SOTTOVOCE_DATA_DIR="$SMOKE/data" \
-        SOTTOVOCE_CACHE_DIR="$SMOKE/cache" HF_HUB_OFFLINE=1 \
+        SOTTOVOCE_CACHE_DIR="$SMOKE/cache" SOTTOVOCE_CONTROL_SOCKET="$SMOKE/control.sock" \
+        HF_HUB_OFFLINE=1 \
         timeout 300 "$EXE" "$@") >"$SMOKE/$name.log" 2>&1
     rc=$?
     set -e
@@ -74,7 +75,7 @@ grep -qi "$EXPECT" "$SMOKE/transcribe.log" || fail "transcript lacks '$EXPECT'"
 
 step "smoke 4: desktop app under X: --input WAV --exit-after-input"
 frozen gui -v --input "$WAV" --exit-after-input || fail "the app exited $?"
-grep -qi "$EXPECT" "$SMOKE"/data/journal/*.jsonl 2>/dev/null \
+grep -rqi "$EXPECT" "$SMOKE/data" 2>/dev/null \
     || fail "the app's journal lacks '$EXPECT' (nothing was transcribed)"
 
 step "bundle summary"
