@@ -66,6 +66,7 @@ class Outcome:
     fallback: str | None
     temperature: float
     batch_size: int
+    loop_trimmed: bool
 
 
 def decode(whisper: Any, requests: Sequence[DecodeRequest], thresholds: QualityThresholds,
@@ -80,7 +81,7 @@ def decode(whisper: Any, requests: Sequence[DecodeRequest], thresholds: QualityT
         frames = min(passes.PADDED_FRAMES, max(it.frames for it in short_items) + pad_frames)
         _run_pass(whisper, short_items, frames + frames % 2, thresholds, short_pass=True)
         for it in short_items:
-            reason = _short_verdict(it, thresholds)
+            reason = _short_verdict(it, thresholds, short.timestamp_cues)
             if reason is not None:
                 log.debug("short path failed (%s); falling back to padded", reason)
                 it.path, it.fallback = "padded", reason
@@ -91,11 +92,12 @@ def decode(whisper: Any, requests: Sequence[DecodeRequest], thresholds: QualityT
     return [_outcome(it, len(items)) for it in items]
 
 
-def _short_verdict(item: _Item, thresholds: QualityThresholds) -> str | None:
+def _short_verdict(item: _Item, thresholds: QualityThresholds, timestamp_cues: bool
+                   ) -> str | None:
     attempt = item.chosen
     if attempt is None or is_silence(attempt):
         return None
-    return short_failure(attempt, item.request.audio, thresholds)
+    return short_failure(attempt, item.request.audio, thresholds, timestamp_cues=timestamp_cues)
 
 
 def _run_pass(whisper: Any, items: list[_Item], frames: int, thresholds: QualityThresholds,
@@ -106,11 +108,12 @@ def _run_pass(whisper: Any, items: list[_Item], frames: int, thresholds: Quality
     pending = list(range(len(items)))
     step = 0
     while pending:
-        groups: dict[tuple[int, float], list[int]] = {}
+        groups: dict[tuple[int, float, bool], list[int]] = {}
         for i in pending:
             opts = items[i].request.options
-            groups.setdefault((opts.beam_size, opts.temperatures[step]), []).append(i)
-        for (beam, temperature), rows in groups.items():
+            key = (opts.beam_size, opts.temperatures[step], passes.has_previous_text(opts.prompt))
+            groups.setdefault(key, []).append(i)
+        for (beam, temperature, _), rows in groups.items():
             _generate(model, encoded, [items[i] for i in rows], rows, beam, temperature,
                       short_pass)
         step += 1
@@ -150,6 +153,8 @@ def _generate(model: Any, encoded: passes.EncodedBatch, items: list[_Item], rows
     attempts = passes.generate(model, encoded.subset(rows), prompts,
                                [it.tokenizer for it in items], budgets, call)
     for it, attempt in zip(items, attempts, strict=True):
+        if short_pass and attempt.truncated:
+            attempt = passes.trim_loop(attempt, it.tokenizer) or attempt
         it.attempts.append(attempt)
 
 
@@ -224,4 +229,5 @@ def _outcome(item: _Item, batch_size: int) -> Outcome:
     temperature = item.chosen.temperature if item.chosen else 0.0
     return Outcome(segments=item.segments, language=item.language,
                    duration=len(item.request.audio), path=item.path, fallback=item.fallback,
-                   temperature=temperature, batch_size=batch_size)
+                   temperature=temperature, batch_size=batch_size,
+                   loop_trimmed=bool(item.chosen and item.chosen.trimmed))

@@ -9,14 +9,14 @@ to be installed (the decoder imports it lazily).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from engine.asr.base import Audio
-from engine.asr.ct2_guards import Attempt
+from engine.asr.ct2_guards import Attempt, restart_index
 from engine.asr.ct2_words import (
     TIME_PRECISION_S,
     WordTiming,
@@ -105,10 +105,32 @@ def detect_languages(ct2_model: Any, encoded: Any) -> list[str]:
 def prompt_tokens(tokenizer: Any, previous_text: str | None) -> list[int]:
     """[sot_prev, previous text...] + sot sequence, as faster-whisper's initial prompt."""
     prompt: list[int] = []
-    if previous_text and previous_text.strip():
+    if previous_text and has_previous_text(previous_text):
         previous = list(tokenizer.encode(" " + previous_text.strip()))
         prompt = [tokenizer.sot_prev, *previous[-MAX_PROMPT_TOKENS:]]
     return prompt + list(tokenizer.sot_sequence)
+
+
+def equalize_prompts(prompts: Sequence[list[int]], pad_token: int) -> list[list[int]]:
+    """Left-pad the previous-text part of each prompt to a common length.
+
+    CTranslate2's batched generate needs <|startoftranscript|> at the same position in every
+    item. Prompts with previous text are padded right after <|startofprev|> with a filler
+    token (a lone space), which reads as leading whitespace of the previous text; items with and
+    without previous text are never mixed in one call (see `has_previous_text`).
+    """
+    longest = max(len(p) for p in prompts)
+    out = []
+    for prompt in prompts:
+        missing = longest - len(prompt)
+        if missing and prompt:
+            prompt = [prompt[0], *([pad_token] * missing), *prompt[1:]]
+        out.append(list(prompt))
+    return out
+
+
+def has_previous_text(previous_text: str | None) -> bool:
+    return bool(previous_text and previous_text.strip())
 
 
 @dataclass(frozen=True)
@@ -137,7 +159,7 @@ def generate(
     else:
         kwargs = {"beam_size": call.beam_size}
     results = _call(
-        ct2_model.generate, encoded, [list(p) for p in prompts],
+        ct2_model.generate, encoded, equalize_prompts(prompts, tokenizers[0].encode(" ")[0]),
         # CTranslate2's Whisper generates at most max_length // 2 new tokens (Whisper's own
         # sample_len = n_text_ctx // 2), whatever the prompt length.
         max_length=min(MAX_LENGTH, 2 * call.max_new_tokens),
@@ -163,6 +185,21 @@ def _attempt(result: Any, tokenizer: Any, budget: int, temperature: float) -> At
         no_speech_prob=float(result.no_speech_prob), compression_ratio=compression_ratio(text),
         temperature=temperature, truncated=len(tokens) >= budget, last_timestamp_s=last_ts,
     )
+
+
+def trim_loop(attempt: Attempt, tokenizer: Any) -> Attempt | None:
+    """The first pass of a truncated, looping attempt, or None when it does not restart."""
+    text_tokens = [t for t in attempt.tokens if t < tokenizer.eot]
+    words, word_tokens = tokenizer.split_to_word_tokens(text_tokens + [tokenizer.eot])
+    cut = restart_index([w for w in words[:-1]])
+    if cut is None:
+        return None
+    kept = [t for toks in word_tokens[:cut] for t in toks]
+    first_stamp = [attempt.tokens[0]] if attempt.tokens[0] >= tokenizer.timestamp_begin else []
+    text = tokenizer.decode(kept).strip()
+    return replace(attempt, tokens=tuple(first_stamp + kept), text=text,
+                   compression_ratio=compression_ratio(text), truncated=False,
+                   last_timestamp_s=None, trimmed=True)
 
 
 def align_words(

@@ -102,14 +102,20 @@ def word_timings(
 
 
 def clip_long_words(timings: list[WordTiming]) -> list[WordTiming]:
-    """Cap words at sentence ends to twice the median word duration (Whisper's own hack: the
-    alignment tends to stretch the word before or after a pause)."""
+    """Cap the first word, and words at sentence ends, to twice the median word duration
+    (faster-whisper's own hacks: the alignment stretches words next to a pause)."""
     durations = np.array([w.end_s - w.start_s for w in timings])
     durations = durations[durations.nonzero()]
     if not len(durations):
         return timings
-    max_duration = 2 * min(0.7, float(np.median(durations)))
+    median = min(0.7, float(np.median(durations)))
+    max_duration = 2 * median
     out = list(timings)
+    first = out[0]
+    # The first word after the start of a window tends to absorb leading silence.
+    if first.end_s > 4 * median and first.end_s - first.start_s > max_duration:
+        out[0] = WordTiming(first.text, max(0.0, first.end_s - max_duration), first.end_s,
+                            first.probability, first.token_count)
     for i in range(1, len(out)):
         w = out[i]
         if w.end_s - w.start_s <= max_duration:
