@@ -11,6 +11,7 @@
 #   4. `sottovoce --input WAV --exit-after-input`
 #                                     the desktop app starts under X, loads the model, transcribes
 #                                     the file, writes it to its journal, and exits 0
+#                                     without creating a settings file (first run, no save)
 # Prints bundle size, build time and each check's time; writes dist/bundle-smoke.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -77,6 +78,8 @@ step "smoke 4: desktop app under X: --input WAV --exit-after-input"
 frozen gui -v --input "$WAV" --exit-after-input || fail "the app exited $?"
 grep -rqi "$EXPECT" "$SMOKE/data" 2>/dev/null \
     || fail "the app's journal lacks '$EXPECT' (nothing was transcribed)"
+# First run with defaults must not write a settings file: it is created on the first save only.
+[ ! -e "$SMOKE/config/settings.toml" ] || fail "a first run without saving wrote settings.toml"
 
 step "bundle summary"
 "$PYTHON" - "$ROOT/dist/bundle-stats.json" "$ROOT/dist/bundle-smoke.json" "${TIMINGS[@]}" <<'PY'
