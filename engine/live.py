@@ -101,6 +101,7 @@ class LocalLiveEngine:
         self._outcomes: queue.Queue[_Outcome] = queue.Queue(maxsize=1)  # simulated time only
         self._controls: deque[tuple[str, int]] = deque()
         self._stop = threading.Event()
+        self._finished = threading.Event()
         self._pipeline: threading.Thread | None = None
         self._worker: threading.Thread | None = None
         self._sim_now = 0.0
@@ -137,8 +138,9 @@ class LocalLiveEngine:
         """Block until the engine has stopped (file ended, or stop() and flush done)."""
         if self._pipeline is None:
             return True
-        self._pipeline.join(timeout)
-        return not self._pipeline.is_alive()
+        # An Event, not Thread.join(): a join interrupted by Ctrl+C can leave the thread marked
+        # as stopped on Python < 3.12, and the next join would return before the flush is done.
+        return self._finished.wait(timeout)
 
     def now(self) -> float:
         """The engine's clock in seconds (the audio position in simulated time)."""
@@ -231,6 +233,7 @@ class LocalLiveEngine:
             if failure is not None:
                 self._emit_one(failure)
             self._emit_one(StateChanged("stopped"))
+        self._finished.set()
 
     def _control(self, kind: str, at: int) -> None:
         with self._lock:

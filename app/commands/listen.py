@@ -1,0 +1,167 @@
+"""`sottovoce listen`: live transcription in the terminal, from a microphone or a file.
+
+Partial text is shown on one updating line (committed words plain, tentative ones dim); each
+final line shows when it was spoken and its latency; a summary follows at the end. Ctrl+C stops
+cleanly: the utterance in flight is decoded and printed (and journaled) before exit.
+In ``--mode ptt`` the Enter key toggles talking (press Enter, speak, press Enter).
+Exit status: 0 done, 1 the engine failed (no microphone, model missing...), 2 usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import threading
+from typing import Any, TextIO
+
+from engine.audio.sources import AudioSource, FileSource, MicrophoneSource
+from engine.core.policy import PolicyOptions
+from engine.events import (
+    EngineFailed,
+    Event,
+    FinalText,
+    Metrics,
+    PartialText,
+    StateChanged,
+)
+from engine.live import LiveOptions, LocalLiveEngine, local_transcriber
+from engine.models import DEFAULT_MODEL
+from engine.types import samples_to_seconds
+
+DIM, RESET, CLEAR = "\033[2m", "\033[0m", "\r\033[K"
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "listen", help="live transcription from the microphone (or a file) in the terminal",
+        description="Live transcription: partial text as you speak, final lines with latency.",
+        epilog="Exit status: 0 done, 1 engine failure, 2 usage error.",
+    )
+    source = p.add_mutually_exclusive_group()
+    source.add_argument("--input", metavar="FILE", help="play this audio file as the microphone")
+    source.add_argument("--device", metavar="N",
+                        help="input device index or name fragment (default: system default)")
+    p.add_argument("--model", default=DEFAULT_MODEL, help="model name or directory (tiny.en)")
+    p.add_argument("--language", help="ISO 639-1 code; default: detect (multilingual models)")
+    p.add_argument("--mode", choices=("vad", "ptt"), default="vad",
+                   help="vad: speech detection (default); ptt: Enter starts/stops talking")
+    p.add_argument("--fast", action="store_true",
+                   help="with --input: run in simulated time instead of real time")
+    p.add_argument("--padded", action="store_true",
+                   help="use faster-whisper's padded 30 s decode instead of the fast chunk path")
+    p.add_argument("--no-partials", action="store_true", help="final text only")
+    p.add_argument("--no-journal", action="store_true", help="do not autosave finals")
+    p.set_defaults(handler=run)
+
+
+class Printer:
+    """The EventSink: renders events to a terminal and keeps what the summary needs."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.tty = out.isatty()
+        self.finals: list[FinalText] = []
+        self.metrics: list[Metrics] = []
+        self.failure: EngineFailed | None = None
+        self.listening = threading.Event()
+        self._partial_shown = False
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, PartialText):
+            self._partial(event)
+        elif isinstance(event, FinalText):
+            self._final(event)
+        elif isinstance(event, Metrics):
+            self.metrics.append(event)
+        elif isinstance(event, EngineFailed):
+            self._clear()
+            print(f"error: {event.message}", file=sys.stderr, flush=True)
+            if not event.recoverable:
+                self.failure = event
+        elif isinstance(event, StateChanged) and event.state == "listening":
+            self.listening.set()
+            print("listening... (Ctrl+C to stop)", file=sys.stderr, flush=True)
+
+    def _partial(self, event: PartialText) -> None:
+        if not self.tty:
+            return  # one updating line only makes sense on a terminal
+        tentative = f"{DIM}{event.tentative}{RESET}" if event.tentative else ""
+        self.out.write(f"{CLEAR}{event.committed} {tentative}".rstrip())
+        self.out.flush()
+        self._partial_shown = True
+
+    def _final(self, event: FinalText) -> None:
+        self._clear()
+        if not event.text:
+            return
+        self.finals.append(event)
+        at = samples_to_seconds(event.start)
+        self.out.write(f"[{at:7.2f}s] {event.text}   ({event.after_speech_end_ms:.0f} ms after "
+                       f"speech end, decode {event.latency_ms:.0f} ms)\n")
+        self.out.flush()
+
+    def _clear(self) -> None:
+        if self._partial_shown:
+            self.out.write(CLEAR)
+            self._partial_shown = False
+
+    def summary(self) -> str:
+        words = sum(len(f.text.split()) for f in self.finals)
+        lines = [f"{len(self.finals)} utterances, {words} words"]
+        finals = [m.chunk_rtt_ms for m in self.metrics if m.kind == "final"]
+        if finals:
+            after = [f.after_speech_end_ms for f in self.finals]
+            lines.append(f"final decode median {statistics.median(finals):.0f} ms; final text "
+                         f"median {statistics.median(after):.0f} ms after speech end")
+        if self.metrics:
+            lines.append(f"max lag {max(m.lag_ms for m in self.metrics):.0f} ms; "
+                         f"dropped frames {self.metrics[-1].dropped_frames}")
+        return "\n".join(lines)
+
+
+def _source(args: argparse.Namespace) -> AudioSource:
+    if args.input:
+        return FileSource(args.input, realtime=not args.fast, tail_silence_s=1.0)
+    device: int | str | None = args.device
+    if isinstance(device, str) and device.isdigit():
+        device = int(device)
+    return MicrophoneSource(device)
+
+
+def _toggle_on_enter(engine: LocalLiveEngine, printer: Printer) -> None:
+    """Push-to-talk from the keyboard: each Enter alternates begin/end."""
+    talking = False
+    for _line in sys.stdin:
+        talking = not talking
+        if talking:
+            engine.begin_utterance()
+        else:
+            engine.end_utterance()
+        print("talking..." if talking else "stopped talking", file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.fast and not args.input:
+        print("error: --fast needs --input", file=sys.stderr)
+        return 2
+    policy = PolicyOptions(language=args.language, partials=not args.no_partials,
+                           short_context=not args.padded)
+    options = LiveOptions(mode=args.mode, policy=policy, journal=not args.no_journal)
+    printer = Printer(sys.stdout)
+    engine = LocalLiveEngine(printer, source=_source(args),
+                             transcriber=local_transcriber(args.model, fast=not args.padded),
+                             options=options)
+    engine.start()
+    if args.mode == "ptt":
+        threading.Thread(target=_toggle_on_enter, args=(engine, printer), daemon=True).start()
+    try:
+        engine.wait()
+    except KeyboardInterrupt:
+        print("\nstopping (finishing the last utterance)...", file=sys.stderr, flush=True)
+        engine.stop()
+        engine.wait()
+    print(printer.summary(), file=sys.stderr)
+    if engine.journal_path and printer.finals:
+        print(f"saved to {engine.journal_path}", file=sys.stderr)
+    return 1 if printer.failure is not None else 0
