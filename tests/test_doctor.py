@@ -33,7 +33,7 @@ def test_doctor_reports_every_part_of_this_machine_and_exits_0() -> None:
     assert out.returncode == 0, out.stdout + out.stderr
     lines = out.stdout.splitlines()
     for name in ("Python", "Qt", "Audio devices", "Sound server", "CTranslate2/CUDA",
-                 "Voice detection", "Keyring", "Hotkeys", "Model", "Config"):
+                 "Voice detection", "App resources", "Keyring", "Hotkeys", "Model", "Config"):
         assert any(line.split(maxsplit=1)[0] in STATUSES and name in line for line in lines), name
     # Every line is a status line or the "->" hint under a WARN/FAIL line.
     for line in lines:
@@ -169,3 +169,23 @@ def test_report_puts_hints_under_problem_lines_only() -> None:
         "WARN  Keyring  none",
         "               -> unlock it",
     ]
+
+
+def test_model_line_lists_cached_models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SOTTOVOCE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    assert "cache " + str(tmp_path / "cache") + ": empty" in doctor.check_model().detail
+    joined = tmp_path / "cache" / "models" / "base"
+    joined.mkdir(parents=True)
+    (joined / "model.bin").write_bytes(b"\0" * 3_000_000)
+    (tmp_path / "hub" / "models--Systran--faster-whisper-small").mkdir(parents=True)
+    detail = doctor.check_model().detail
+    assert "base (3 MB)" in detail and "faster-whisper-small (0 MB)" in detail
+
+
+def test_missing_icons_are_a_warning(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import resources
+
+    monkeypatch.setattr(resources, "RESOURCES_DIR", tmp_path)
+    result = doctor.check_app_resources()
+    assert result.status == WARN and "reinstall" in result.hint

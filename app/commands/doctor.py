@@ -215,6 +215,20 @@ def check_vad() -> CheckResult:
                        f"Silero VAD {model.name}, onnxruntime {onnxruntime.__version__}")
 
 
+def check_app_resources() -> CheckResult:
+    import resources
+
+    try:
+        icons = [*resources.icon_files(), *resources.icon_files(tray=True),
+                 *resources.icon_files(tray=True, recording=True)]
+        resources.stylesheet()
+    except (FileNotFoundError, OSError) as exc:
+        return CheckResult("App resources", WARN, str(exc),
+                           "the app will start without icons or styling: reinstall Sottovoce")
+    return CheckResult("App resources", OK,
+                       f"{len(icons)} icons and style.qss in {resources.RESOURCES_DIR}")
+
+
 def check_keyring() -> CheckResult:
     try:
         import keyring
@@ -281,11 +295,25 @@ def check_model() -> CheckResult:
         return CheckResult("Model", FAIL, str(exc), "reinstall: pip install 'sottovoce[local]'",
                            essential=True)
     size_mb = _dir_size(spec.path) / 1e6 if spec.path else 0.0
-    extra = f"; cache {cache_dir()}"
+    cached = ", ".join(_cached_models(cache_dir())) or "empty"
+    extra = f"; cache {cache_dir()}: {cached}"
     if _base_model_available():
-        extra += "; multilingual 'base' available"
+        extra += "; multilingual 'base' installed"
     return CheckResult("Model", OK, f"{spec.name} bundled ({size_mb:.0f} MB){extra}",
                        essential=True)
+
+
+def _cached_models(cache: Path) -> list[str]:
+    """Models in Sottovoce's own cache (e.g. the joined 'base') and faster-whisper models in
+    the Hugging Face cache, as 'name (N MB)'."""
+    found = []
+    models = cache / "models"
+    if models.is_dir():
+        found += [(d.name, d) for d in sorted(models.iterdir()) if (d / "model.bin").is_file()]
+    hub = Path(os.environ.get("HF_HUB_CACHE") or Path.home() / ".cache" / "huggingface" / "hub")
+    if hub.is_dir():
+        found += [(d.name.split("--")[-1], d) for d in sorted(hub.glob("models--*whisper*"))]
+    return [f"{name} ({_dir_size(path) / 1e6:.0f} MB)" for name, path in found]
 
 
 def _base_model_available() -> bool:
@@ -316,6 +344,7 @@ CHECKS: tuple[tuple[str, Callable[[], CheckResult]], ...] = (
     ("Sound server", check_sound_server),
     ("CTranslate2/CUDA", check_ctranslate2),
     ("Voice detection", check_vad),
+    ("App resources", check_app_resources),
     ("Keyring", check_keyring),
     ("Hotkeys", check_hotkeys),
     ("Model", check_model),
