@@ -69,6 +69,18 @@ grep -q "^sottovoce [0-9]" "$SMOKE/version.log" || fail "--version printed no ve
 
 step "smoke 2: doctor"
 frozen doctor doctor || fail "doctor exited $? (an essential check failed)"
+# Where the CI desktop provides them, the frozen app must find them too: this catches keyring
+# backends, PortAudio or pynput's X11 backend missing from the bundle.
+if dbus-send --session --dest=org.freedesktop.DBus --type=method_call --print-reply / \
+        org.freedesktop.DBus.ListNames 2>/dev/null | grep -q org.freedesktop.secrets; then
+    grep -q "^OK  *Keyring" "$SMOKE/doctor.log" || fail "the bundle sees no keyring backend"
+fi
+if pactl info >/dev/null 2>&1; then
+    grep -q "^OK  *Audio devices" "$SMOKE/doctor.log" || fail "the bundle sees no microphone"
+fi
+if [ -z "${WAYLAND_DISPLAY:-}" ] && [ "${XDG_SESSION_TYPE:-x11}" != wayland ]; then
+    grep -q "^OK  *Hotkeys" "$SMOKE/doctor.log" || fail "the bundle cannot use pynput on X11"
+fi
 
 step "smoke 3: transcribe a WAV with the bundled model"
 frozen transcribe transcribe --no-progress "$WAV" || fail "transcribe exited $?"
