@@ -1,0 +1,286 @@
+"""Live streaming engine: latency, streaming vs offline WER, silence/noise hallucinations.
+
+    python bench/streaming.py --manifest ../shared/audio/manifest.jsonl \
+        --out bench/results/streaming.json [--realtime] [--model tiny.en] [--limit N]
+
+Each English short file of the manifest is played through `FileSource` (0.5 s of silence
+before, 1.5 s after, so end of speech is detected as it would be live) into `LocalLiveEngine`
+with the default fast chunk decoder. Default is simulated time with measured decode costs
+(each decode "takes" its real wall time on the audio clock; see engine.live), ``--realtime``
+plays at real speed. Measured per decode and utterance:
+  chunk_rtt_ms              decode request -> result, every decode (partials and finals)
+  padded_chunk_rtt_ms       the same final chunks decoded again with faster-whisper's padded
+                            30 s path (plain FasterWhisperTranscriber): the peer, same run
+  final_after_speech_end_ms last speech sample -> final text (includes the min-silence wait)
+  first_partial_ms          speech detected -> first partial text of that utterance
+  wer_streaming / wer_offline  corpus WER of the streamed finals / of faster-whisper on the
+                            whole file (beam 5), both normalised (engine.evaluation)
+  silence_words             words emitted on 60 s of digital silence + 60 s of noise
+Prints a table (median, p95, ratios), writes JSON and a latency CDF PNG next to it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from engine.asr.base import Audio, DecodeOptions, ModelInfo, Transcriber  # noqa: E402
+from engine.asr.faster_whisper_backend import FasterWhisperTranscriber  # noqa: E402
+from engine.audio.decode import load_audio  # noqa: E402
+from engine.audio.sources import FileSource  # noqa: E402
+from engine.evaluation import english, error_rate, normalize, read_manifest  # noqa: E402
+from engine.events import Event, FinalText, Metrics, PartialText, SpeechStarted  # noqa: E402
+from engine.live import LiveOptions, LocalLiveEngine  # noqa: E402
+from engine.types import SAMPLE_RATE, Transcript  # noqa: E402
+
+DEFAULT_MANIFEST = REPO.parent / "shared" / "audio" / "manifest.jsonl"
+
+
+class Recording:
+    """Wraps the engine's Transcriber to keep each final chunk for the padded comparison."""
+
+    def __init__(self, inner: Transcriber) -> None:
+        self.inner = inner
+        self.finals: list[tuple[Audio, DecodeOptions]] = []
+        self.paths: dict[str, int] = {}
+
+    @property
+    def info(self) -> ModelInfo:
+        return self.inner.info
+
+    def load(self) -> None:
+        self.inner.load()
+
+    def transcribe(self, audio: Audio, options: DecodeOptions) -> Transcript:
+        result = self.inner.transcribe(audio, options)
+        if options.word_timestamps:  # finals ask for word times, partials do not
+            self.finals.append((audio, options))
+        path = str(result.extra.get("path", "padded"))
+        self.paths[path] = self.paths.get(path, 0) + 1
+        return result
+
+
+class Collector:
+    """EventSink recording what the metrics need, with the engine's clock."""
+
+    def __init__(self) -> None:
+        self.engine: LocalLiveEngine | None = None
+        self.finals: list[FinalText] = []
+        self.metrics: list[Metrics] = []
+        self.started_at: dict[int, float] = {}
+        self.first_partial_ms: dict[int, float] = {}
+
+    def __call__(self, event: Event) -> None:
+        assert self.engine is not None
+        now = self.engine.now()
+        if isinstance(event, SpeechStarted):
+            self.started_at[event.utterance_id] = now
+        elif isinstance(event, PartialText) and (event.committed or event.tentative):
+            uid = event.utterance_id
+            if uid not in self.first_partial_ms and uid in self.started_at:
+                self.first_partial_ms[uid] = (now - self.started_at[uid]) * 1000
+        elif isinstance(event, FinalText):
+            self.finals.append(event)
+        elif isinstance(event, Metrics):
+            self.metrics.append(event)
+
+
+def stream(transcriber: Transcriber, source: FileSource) -> Collector:
+    collector = Collector()
+    engine = LocalLiveEngine(collector, source=source, transcriber=transcriber,
+                             options=LiveOptions(journal=False))
+    collector.engine = engine
+    engine.start()
+    if not engine.wait(timeout=600):
+        raise RuntimeError("engine did not finish")
+    return collector
+
+
+def pct(values: list[float]) -> dict[str, float | None]:
+    if not values:
+        return {"p50": None, "p95": None, "n": 0}
+    arr = np.asarray(values, dtype=np.float64)
+    return {"p50": round(float(np.percentile(arr, 50)), 1),
+            "p95": round(float(np.percentile(arr, 95)), 1), "n": len(values)}
+
+
+def edge_words_lost(ref: str, hyp: str) -> tuple[bool, bool]:
+    """Are the reference's first / last words *deleted* in ``hyp`` (not merely misheard)?"""
+    import jiwer
+
+    r, h = normalize(ref), normalize(hyp)
+    if not r.split():
+        return False, False
+    if not h.split():
+        return True, True
+    chunks = jiwer.process_words(r, h).alignments[0]
+    last = len(r.split()) - 1
+    deleted = {i for c in chunks if c.type == "delete"
+               for i in range(c.ref_start_idx, c.ref_end_idx)}
+    return 0 in deleted, last in deleted
+
+
+def run_files(entries: list[Any], fast: Recording, offline: Transcriber,
+              realtime: bool) -> dict[str, Any]:
+    rtts, rtts_final, rtts_2_5, after, first = [], [], [], [], []
+    refs, hyps, hyps_off, per_file = [], [], [], []
+    for item in entries:
+        source = FileSource(item.path, realtime=realtime, lead_silence_s=0.5, tail_silence_s=1.5)
+        got = stream(fast, source)
+        text = " ".join(f.text for f in got.finals if f.text)
+        offline_text = offline.transcribe(load_audio(item.path), DecodeOptions()).text
+        refs.append(item.text)
+        hyps.append(text)
+        hyps_off.append(offline_text)
+        rtts += [m.chunk_rtt_ms for m in got.metrics]
+        rtts_final += [m.chunk_rtt_ms for m in got.metrics if m.kind == "final"]
+        for f in got.finals:
+            if f.text:
+                after.append(f.after_speech_end_ms)
+                if 2 * SAMPLE_RATE <= f.end - f.start <= 5 * SAMPLE_RATE:
+                    rtts_2_5.append(f.latency_ms)
+        first += list(got.first_partial_ms.values())
+        lost_first, lost_last = edge_words_lost(item.text, text)
+        off_first, off_last = edge_words_lost(item.text, offline_text)
+        per_file.append({"file": item.path.name, "streaming": text, "offline": offline_text,
+                         "wer_streaming": round(error_rate([item.text], [text]), 3),
+                         "wer_offline": round(error_rate([item.text], [offline_text]), 3),
+                         "first_word_lost": lost_first and not off_first,
+                         "last_word_lost": lost_last and not off_last})
+        print(f"  {item.path.name:45s} wer {per_file[-1]['wer_streaming']:.2f} "
+              f"(offline {per_file[-1]['wer_offline']:.2f})", flush=True)
+    return {"rtts": rtts, "rtts_final": rtts_final, "rtts_2_5": rtts_2_5, "after": after,
+            "first": first, "wer_streaming": error_rate(refs, hyps),
+            "wer_offline": error_rate(refs, hyps_off), "per_file": per_file}
+
+
+def padded_rtts(chunks: list[tuple[Audio, DecodeOptions]], padded: Transcriber) -> list[float]:
+    """The same final chunks and options, decoded on faster-whisper's padded 30 s path."""
+    out = []
+    for audio, options in chunks:
+        started = time.perf_counter()
+        padded.transcribe(audio, options)
+        out.append((time.perf_counter() - started) * 1000)
+    return out
+
+
+def silence_words(fast: Transcriber) -> int:
+    rng = np.random.default_rng(2026)
+    white = rng.normal(0, 0.03, 30 * SAMPLE_RATE)
+    brown = np.cumsum(rng.normal(0, 1, 30 * SAMPLE_RATE))
+    brown = (brown - np.convolve(brown, np.ones(800) / 800, "same")) * 0.004  # no DC drift
+    noise = np.clip(np.concatenate([white, brown]), -1, 1).astype(np.float32)
+    words = 0
+    for audio in (np.zeros(60 * SAMPLE_RATE, dtype=np.float32), noise):
+        got = stream(fast, FileSource(audio=audio))
+        words += sum(len(f.words) or len(f.text.split()) for f in got.finals)
+    return words
+
+
+def plot_cdf(series: dict[str, list[float]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for label, values in series.items():
+        if values:
+            xs = np.sort(values)
+            ax.step(xs, np.arange(1, len(xs) + 1) / len(xs), where="post", label=label)
+    ax.set_xlabel("milliseconds")
+    ax.set_ylabel("fraction ≤ x")
+    ax.set_title("Sottovoce live engine latency (CDF)")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--manifest", type=Path, default=DEFAULT_MANIFEST)
+    parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "streaming.json")
+    parser.add_argument("--model", default="tiny.en")
+    parser.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    parser.add_argument("--realtime", action="store_true", help="play files at real speed")
+    parser.add_argument("--limit", type=int, default=0, help="only the first N files")
+    args = parser.parse_args()
+
+    from engine.asr.ct2_decoder import FastChunkTranscriber
+
+    padded = FasterWhisperTranscriber(args.model, device=args.device)
+    padded.load()  # the padded peer and the fast path share these weights
+    fast = Recording(FastChunkTranscriber(padded))
+    fast.load()
+    entries = english(read_manifest(args.manifest))[: args.limit or None]
+    print(f"{len(entries)} files, model {padded.info.name} on {padded.info.device}/"
+          f"{padded.info.compute_type}, {'real' if args.realtime else 'simulated'} time, "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
+    res = run_files(entries, fast, padded, args.realtime)
+    padded_ms = padded_rtts(fast.finals, padded)
+    fast_final_ms = res["rtts_final"]
+    silent = silence_words(fast)
+
+    result = {
+        "chunk_rtt_ms": pct(res["rtts"]),
+        "final_after_speech_end_ms": pct(res["after"]),
+        "first_partial_ms": pct(res["first"]),
+        "wer_streaming": round(res["wer_streaming"], 4),
+        "wer_offline": round(res["wer_offline"], 4),
+        "padded_chunk_rtt_ms": pct(padded_ms),
+        "silence_words": silent,
+        "final_chunk_rtt_ms": pct(fast_final_ms),
+        "final_chunk_rtt_2_5s_utterances_ms": pct(res["rtts_2_5"]),
+        "decode_paths": fast.paths,
+        "first_words_lost": sum(f["first_word_lost"] for f in res["per_file"]),
+        "last_words_lost": sum(f["last_word_lost"] for f in res["per_file"]),
+        "setup": {"model": padded.info.name, "device": padded.info.device,
+                  "compute_type": padded.info.compute_type, "realtime": args.realtime,
+                  "files": len(entries), "cpu_count": os.cpu_count(),
+                  "load_average_end": round(os.getloadavg()[0], 2)},
+        "per_file": res["per_file"],
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    png = args.out.with_suffix(".png")
+    plot_cdf({"chunk RTT (all decodes)": res["rtts"], "final chunk RTT": fast_final_ms,
+              "padded final chunk RTT (peer)": padded_ms,
+              "final after speech end": res["after"], "first partial": res["first"]}, png)
+    print_table(result, fast_final_ms, padded_ms)
+    print(f"wrote {args.out} and {png}")
+    return 0
+
+
+def print_table(result: dict[str, Any], fast_ms: list[float], padded_ms: list[float]) -> None:
+    rows = ["chunk_rtt_ms", "final_chunk_rtt_ms", "final_chunk_rtt_2_5s_utterances_ms",
+            "padded_chunk_rtt_ms", "final_after_speech_end_ms", "first_partial_ms"]
+    print(f"\n{'metric':38s} {'p50':>8s} {'p95':>8s} {'n':>5s}")
+    for name in rows:
+        r = result[name]
+        print(f"{name:38s} {r['p50'] if r['p50'] is not None else '-':>8} "
+              f"{r['p95'] if r['p95'] is not None else '-':>8} {r['n']:>5}")
+    if fast_ms and padded_ms:
+        print(f"padded/fast final chunk RTT ratio: p50 "
+              f"{statistics.median(padded_ms) / statistics.median(fast_ms):.2f}x")
+    print(f"WER streaming {result['wer_streaming']:.3f}  offline {result['wer_offline']:.3f}  "
+          f"(diff {100 * (result['wer_streaming'] - result['wer_offline']):+.1f} points)")
+    print(f"silence/noise words {result['silence_words']}; first words lost "
+          f"{result['first_words_lost']}, last words lost {result['last_words_lost']}; "
+          f"decode paths {result['decode_paths']}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
