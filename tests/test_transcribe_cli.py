@@ -333,3 +333,34 @@ def test_offline_decoder_streams_progress_with_faster_whisper(tiny_transcriber, 
                                   word_timestamps=False), lambda done, _total: seen.append(done))
     assert len(seen) > 3 and seen == sorted(seen) and seen[-1] == len(audio)
     assert transcript.text and json.dumps(transcript.extra)
+
+
+# ------------------------------------------------------------------ decoder choice
+
+
+def test_sequential_engine_json_has_word_timings(capsys: pytest.CaptureFixture[str],
+                                                 jfk_wav: Path) -> None:
+    rc, out, err = run_cli(capsys, "--engine", "sequential", "--format", "json", str(jfk_wav))
+    assert rc == 0 and err == ""
+    transcript = parse_json(out)
+    assert transcript.extra["engine"] == "sequential"
+    assert_jfk(transcript.text, 0.0)
+    words = transcript.words
+    assert len(words) >= 20 and all(w.start <= w.end for w in words)
+
+
+def test_batched_engine_absent_is_a_usage_error(capsys: pytest.CaptureFixture[str],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where engine.longform is not installed (a thin build), auto falls back to sequential and
+    an explicit --engine batched is refused up front (replaces the lookup, not the pipeline)."""
+    import app.commands.transcribe as command
+
+    monkeypatch.setattr(command, "long_form_entry", lambda: None)
+    rc, out, err = run_cli(capsys, "--engine", "batched", "x.wav")
+    assert rc == 2 and "--engine sequential" in err
+    fake = ScriptedTranscriber(["hello"])
+    decoder = command.make_decoder("auto", fake)
+    speech = np.full(SAMPLE_RATE, 0.1, np.float32)
+    assert decoder(speech, DecodeOptions(), None).extra["engine"] == "sequential"
+    with pytest.raises(ValueError, match="unknown engine"):
+        command.make_decoder("turbo", fake)

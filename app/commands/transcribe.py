@@ -100,7 +100,7 @@ def make_decoder(engine: str, transcriber: Transcriber) -> Decoder:
     """The decode call for ``--engine``; ValueError when batched is asked for but absent."""
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}")
-    long_form = _long_form_entry() if engine != "sequential" else None
+    long_form = long_form_entry() if engine != "sequential" else None
     if engine == "batched" and long_form is None:
         raise ValueError("--engine batched needs engine.longform.transcribe_long, which is not "
                          "available in this install; use --engine sequential")
@@ -123,7 +123,7 @@ def make_decoder(engine: str, transcriber: Transcriber) -> Decoder:
     return sequential
 
 
-def _long_form_entry() -> Callable[..., Transcript] | None:
+def long_form_entry() -> Callable[..., Transcript] | None:
     """``engine.longform.transcribe_long(transcriber, audio, options, *, progress)``, if present."""
     try:
         module = importlib.import_module("engine.longform")

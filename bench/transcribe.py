@@ -1,0 +1,181 @@
+"""`sottovoce transcribe` against plain faster-whisper: speed (RTF) and accuracy (WER).
+
+    python bench/transcribe.py --manifest ../shared/audio/manifest.jsonl --out transcribe.json
+
+Every English file of the manifest (any kind; any manifest with the same fields works) is
+transcribed two ways, same model and device, in the same run:
+  ours                    the CLI's own path: load_audio -> the `--engine` decoder the CLI picks
+                          (batched long-form pipeline when installed, else sequential) -> TXT
+  faster_whisper_default  ``WhisperModel(path, device, compute_type).transcribe(file)`` with all
+                          defaults, text joined from its segments
+Each pass over the whole set is repeated (``--repeat``, alternating which system goes first, so
+drift on a shared machine hits both); RTF = wall seconds / audio seconds per pass, reported as
+median and p95 over passes. WER is the corpus WER after Whisper's English normaliser. Model load
+time is excluded (printed separately). Prints a table and writes
+``{"ours": {"rtf", "wer", ...}, "faster_whisper_default": {...}, "audio_s": n, ...}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from app.commands.transcribe import decode_options, long_form_entry, make_decoder  # noqa: E402
+from engine.asr.faster_whisper_backend import FasterWhisperTranscriber  # noqa: E402
+from engine.audio.decode import load_audio  # noqa: E402
+from engine.core.export import parse_txt, render  # noqa: E402
+from engine.evaluation import ManifestEntry, error_rate, read_manifest  # noqa: E402
+from engine.models import resolve_model  # noqa: E402
+from engine.types import SAMPLE_RATE  # noqa: E402
+
+SYSTEMS = ("ours", "faster_whisper_default")
+# One pass: transcribe a file path, return its text.
+Pass = Callable[[Path], str]
+
+
+def ours_pass(model: str, device: str, compute_type: str,
+              engine: str) -> tuple[Pass, FasterWhisperTranscriber, float]:
+    transcriber = FasterWhisperTranscriber(model, device=device, compute_type=compute_type)
+    started = time.perf_counter()
+    transcriber.load()
+    load_s = time.perf_counter() - started
+    decoder = make_decoder(engine, transcriber)
+    options = decode_options(None, 5, "txt")
+
+    def run(path: Path) -> str:
+        return parse_txt(render(decoder(load_audio(path), options, None), "txt"))
+
+    return run, transcriber, load_s
+
+
+def baseline_pass(model_path: str, device: str, compute_type: str) -> tuple[Pass, float]:
+    from faster_whisper import WhisperModel
+
+    started = time.perf_counter()
+    model = WhisperModel(model_path, device=device, compute_type=compute_type)
+    load_s = time.perf_counter() - started
+
+    def run(path: Path) -> str:
+        segments, _info = model.transcribe(str(path))
+        return "".join(s.text for s in segments).strip()
+
+    return run, load_s
+
+
+def time_pass(run: Pass, entries: list[ManifestEntry]) -> tuple[float, list[str], list[float]]:
+    texts, per_file = [], []
+    for entry in entries:
+        started = time.perf_counter()
+        texts.append(run(entry.path))
+        per_file.append(time.perf_counter() - started)
+    return sum(per_file), texts, per_file
+
+
+def percentile(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q))
+
+
+def summarise(name: str, totals: list[float], texts: list[str], per_file: list[list[float]],
+              entries: list[ManifestEntry], audio_s: float, load_s: float) -> dict[str, Any]:
+    rtfs = [t / audio_s for t in totals]
+    refs = [e.text for e in entries]
+    by_kind = {}
+    for kind in sorted({e.kind for e in entries}):
+        idx = [i for i, e in enumerate(entries) if e.kind == kind]
+        by_kind[kind] = error_rate([refs[i] for i in idx], [texts[i] for i in idx])
+    file_rtf = [min(times[i] for times in per_file) / max(e.duration_s, 1e-3)
+                for i, e in enumerate(entries)]
+    return {
+        "rtf": statistics.median(rtfs), "rtf_p95": percentile(rtfs, 95), "rtf_passes": rtfs,
+        "wer": error_rate(refs, texts), "wer_by_kind": by_kind,
+        "file_rtf_median": statistics.median(file_rtf), "file_rtf_p95": percentile(file_rtf, 95),
+        "load_s": load_s, "system": name,
+    }
+
+
+def print_table(result: dict[str, Any]) -> None:
+    ours, base = result["ours"], result["faster_whisper_default"]
+    kinds = sorted(ours["wer_by_kind"])
+    head = (f"{'system':24s} {'RTF med':>8s} {'RTF p95':>8s} {'file p95':>8s} {'x real':>7s} "
+            f"{'WER':>6s} " + " ".join(f"{'WER ' + k:>10s}" for k in kinds) + f" {'load s':>7s}")
+    print(head)
+    print("-" * len(head))
+    for name in SYSTEMS:
+        r = result[name]
+        print(f"{name:24s} {r['rtf']:8.4f} {r['rtf_p95']:8.4f} {r['file_rtf_p95']:8.4f} "
+              f"{1 / r['rtf']:7.1f} {100 * r['wer']:5.2f}% "
+              + " ".join(f"{100 * r['wer_by_kind'][k]:9.2f}%" for k in kinds)
+              + f" {r['load_s']:7.2f}")
+    print(f"\n{result['files']} files, {result['audio_s']:.1f} s of audio, {result['repeat']} passes,"
+          f" model {result['model']} on {result['device']}/{result['compute_type']},"
+          f" ours = {result['engine']} engine")
+    print(f"speed ours / default: {base['rtf'] / ours['rtf']:.2f}x   "
+          f"WER ours - default: {100 * (ours['wer'] - base['wer']):+.2f} points")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--manifest", required=True, type=Path)
+    parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--model", default="tiny.en")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--compute-type", default="auto")
+    parser.add_argument("--engine", default="auto", choices=("auto", "batched", "sequential"))
+    parser.add_argument("--repeat", type=int, default=3, help="timed passes per system (3)")
+    parser.add_argument("--limit", type=int, default=0, help="only the first N files (smoke)")
+    args = parser.parse_args(argv)
+
+    entries = [e for e in read_manifest(args.manifest) if e.language == "en"]
+    if args.limit:
+        entries = entries[:args.limit]
+    if not entries:
+        parser.error(f"{args.manifest} has no English entries")
+    audio_s = sum(len(load_audio(e.path)) / SAMPLE_RATE for e in entries)
+    ours, transcriber, ours_load = ours_pass(args.model, args.device, args.compute_type,
+                                             args.engine)
+    info = transcriber.info
+    baseline, base_load = baseline_pass(resolve_model(args.model).load_arg, info.device,
+                                        info.compute_type)
+    runs = {"ours": ours, "faster_whisper_default": baseline}
+    for run in runs.values():  # warm-up: first-call costs (allocations, caches) are not timed
+        run(entries[0].path)
+    totals: dict[str, list[float]] = {name: [] for name in SYSTEMS}
+    per_file: dict[str, list[list[float]]] = {name: [] for name in SYSTEMS}
+    texts: dict[str, list[str]] = {}
+    for rep in range(args.repeat):
+        order = SYSTEMS if rep % 2 == 0 else SYSTEMS[::-1]
+        for name in order:
+            total, got, times = time_pass(runs[name], entries)
+            totals[name].append(total)
+            per_file[name].append(times)
+            texts.setdefault(name, got)
+            print(f"pass {rep + 1}/{args.repeat} {name}: RTF {total / audio_s:.4f}", flush=True)
+    loads = {"ours": ours_load, "faster_whisper_default": base_load}
+    result: dict[str, Any] = {
+        name: summarise(name, totals[name], texts[name], per_file[name], entries, audio_s,
+                        loads[name])
+        for name in SYSTEMS
+    }
+    engine_used = "batched" if args.engine != "sequential" and long_form_entry() is not None else "sequential"
+    result.update(audio_s=audio_s, files=len(entries), repeat=args.repeat, model=args.model,
+                  device=info.device, compute_type=info.compute_type, engine=engine_used,
+                  manifest=str(args.manifest))
+    print()
+    print_table(result)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+"""Accuracy of `sottovoce transcribe`'s sequential decoder on the shared real-speech corpus.
+
+Thresholds were measured on this machine (CPU int8, beam 5, the CLI's TXT settings) and set a
+little above the measurement, so a regression fails while CPU-to-CPU numeric noise (int8 kernels
+differ between AVX2 and AVX-512) does not:
+
+  tiny.en, 26 English short clips (180 s)      corpus WER 8.92 %  -> limit 10.0 %
+  tiny.en, 231 s long-form reading             WER 4.69 %         -> limit 5.5 %
+  base, 9 non-English short clips (50 s)       mean WER/CER 19.1 % -> limit 23 %, languages exact
+
+The batched long-form engine (``--engine batched``) is measured by its own tests.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from app.commands.transcribe import decode_options, make_decoder
+from engine.audio.decode import load_audio
+from engine.evaluation import ManifestEntry, english, error_rate
+
+SHORT_WER_LIMIT = 0.10
+LONG_WER_LIMIT = 0.055
+BASE_MEAN_ERROR_LIMIT = 0.23
+
+
+def transcribe_texts(transcriber, entries: list[ManifestEntry]) -> list[str]:  # type: ignore[no-untyped-def]
+    decoder = make_decoder("sequential", transcriber)
+    options = decode_options(None, 5, "txt")
+    return [decoder(load_audio(e.path), options, None).text for e in entries]
+
+
+def test_tiny_en_short_english_set(tiny_transcriber, manifest: list[ManifestEntry]) -> None:  # type: ignore[no-untyped-def]
+    entries = english(manifest, ("short",))
+    assert len(entries) == 26
+    hypotheses = transcribe_texts(tiny_transcriber, entries)
+    wer = error_rate([e.text for e in entries], hypotheses)
+    print(f"tiny.en short-set WER {wer:.4f}")
+    assert wer <= SHORT_WER_LIMIT
+
+
+def test_tiny_en_long_file(tiny_transcriber, manifest: list[ManifestEntry]) -> None:  # type: ignore[no-untyped-def]
+    entries = english(manifest, ("long",))
+    assert [e.path.name for e in entries] == ["long-ljspeech-LJ001-0001-0032.wav"]
+    wer = error_rate([entries[0].text], transcribe_texts(tiny_transcriber, entries))
+    print(f"tiny.en long-file WER {wer:.4f}")
+    assert wer <= LONG_WER_LIMIT
+
+
+@pytest.fixture(scope="module")
+def base_transcriber():  # type: ignore[no-untyped-def]
+    from engine.asr.faster_whisper_backend import FasterWhisperTranscriber
+
+    transcriber = FasterWhisperTranscriber("base")
+    transcriber.load()
+    return transcriber
+
+
+def test_base_detects_language_and_transcribes_non_english(
+        base_transcriber, manifest: list[ManifestEntry]) -> None:  # type: ignore[no-untyped-def]
+    """Language detection (no --language given) and WER, or CER for zh/ja/ko."""
+    entries = [e for e in manifest if e.language != "en" and e.kind == "short"]
+    assert len(entries) == 9
+    decoder = make_decoder("sequential", base_transcriber)
+    options = decode_options(None, 5, "txt")
+    errors = {}
+    for entry in entries:
+        transcript = decoder(load_audio(entry.path), options, None)
+        assert transcript.language == entry.language, entry.path.name
+        errors[entry.language] = error_rate([entry.text], [transcript.text], entry.language)
+    print("base error rates:", {k: round(v, 3) for k, v in errors.items()})
+    assert statistics.fmean(errors.values()) <= BASE_MEAN_ERROR_LIMIT
