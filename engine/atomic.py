@@ -18,7 +18,7 @@ from engine.errors import EngineError
 log = logging.getLogger(__name__)
 
 # Errors that mean "no room": worth a clearer message than the bare strerror.
-_NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+_NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
 class OutputWriteError(EngineError):
@@ -50,9 +50,11 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
         if mode != 0o666:
             os.chmod(tmp, mode)
         os.replace(tmp, target)
-    except OSError as exc:
+    except BaseException as exc:  # Ctrl-C included: never leave the temporary file behind
         _remove_quietly(tmp)
-        raise _write_error(target, exc) from exc
+        if isinstance(exc, OSError):
+            raise _write_error(target, exc) from exc
+        raise
     _fsync_folder(folder)
     log.debug("wrote %s (%d bytes)", target, len(data))
     return target

@@ -364,3 +364,20 @@ def test_batched_engine_absent_is_a_usage_error(capsys: pytest.CaptureFixture[st
     assert decoder(speech, DecodeOptions(), None).extra["engine"] == "sequential"
     with pytest.raises(ValueError, match="unknown engine"):
         command.make_decoder("turbo", fake)
+
+
+def test_interrupted_write_removes_its_temp_file(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C between write and rename: the target keeps its old text, no temp file remains."""
+    target = tmp_path / "out.txt"
+    target.write_text("old\n")
+
+    def interrupted(fd: int) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "fsync", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        atomic_write_text(target, "new\n")
+    monkeypatch.undo()
+    assert target.read_text() == "old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
