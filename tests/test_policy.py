@@ -218,7 +218,7 @@ def test_a_final_looping_twice_is_kept_but_not_used_as_prompt(loop: str) -> None
     policy = StreamingPolicy(PolicyOptions(partials=False))
     started(policy, seconds=3.0, now=3.0)
     policy.handle(SegmentEnded(16000 + 3 * SR, 16000 + 3 * SR, 50), 3.0)
-    for attempt in range(2):
+    for _attempt in range(2):
         request = policy.next_request(3.0)
         assert request is not None
         events = policy.on_result(request.request_id, transcript(loop, seconds=3.0), 3.2)
@@ -350,3 +350,15 @@ def test_no_partials_until_speech_is_heard() -> None:
     policy.handle(SegmentAudio(audio(0.5), speech=True), 2.0)
     request = policy.next_request(2.0)
     assert request is not None and request.kind == "partial"
+
+
+def test_finals_are_greedy_while_behind() -> None:
+    policy = StreamingPolicy(PolicyOptions(partials=False, final_beam_size=5, max_lag_s=10.0))
+    for n in range(2):
+        started(policy, start=n * 2 * SR, seconds=1.0, now=float(n))
+        policy.handle(SegmentEnded(n * 2 * SR + SR, n * 2 * SR + SR, 10), float(n))
+    first = policy.next_request(2.0)
+    assert first is not None and first.options.beam_size == 1  # another final is waiting
+    policy.on_result(first.request_id, transcript("one"), 2.1)
+    second = policy.next_request(2.1)
+    assert second is not None and second.options.beam_size == 5  # caught up

@@ -16,7 +16,8 @@ go first (oldest first); partials re-decode the whole growing utterance, no soon
 ``partial_interval_s`` and ``busy_factor`` x the last partial's round trip after the previous
 one, so a slow machine decodes less often instead of drifting. When a result arrives more than
 ``max_lag_s`` after its newest audio, the partial interval doubles (and halves back when the
-lag recovers); the lag is reported in every `Metrics` event.
+lag recovers) and finals are decoded greedily while behind; the lag is reported in every
+`Metrics` event.
 """
 
 from __future__ import annotations
@@ -289,9 +290,12 @@ class StreamingPolicy:
         o = self.options
         utt.attempts += 1
         first = utt.attempts == 1
+        # Behind (more finals waiting, or partials backed off): greedy decoding is cheaper, so
+        # the backlog shrinks instead of growing without bound.
+        behind = bool(self._finals) or self._backoff > 1.0
         options = DecodeOptions(
             language=o.language, task=o.task, prompt=self.prompt.prompt(now) if first else None,
-            word_timestamps=True, beam_size=o.final_beam_size,
+            word_timestamps=True, beam_size=1 if behind else o.final_beam_size,
             short_context=o.short_context and first,
         )
         return self._issue(utt, "final", options, now, arrived_at=utt.speech_end_at)
