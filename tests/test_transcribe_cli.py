@@ -222,9 +222,16 @@ def test_argparse_usage_errors_exit_2(capsys: pytest.CaptureFixture[str], args: 
     assert "usage:" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("app_wide", [False, True])
 def test_model_that_cannot_load_fails_once_clearly(capsys: pytest.CaptureFixture[str],
-                                                   tmp_path: Path, jfk_wav: Path) -> None:
-    rc, out, err = run_cli(capsys, "--model", "tiny-pirate", str(jfk_wav), str(jfk_wav))
+                                                   jfk_wav: Path, app_wide: bool) -> None:
+    """Also as the app-wide option (`sottovoce --model X transcribe F`), which must not be
+    silently replaced by the default model."""
+    args = ["transcribe", "--model", "tiny-pirate", str(jfk_wav), str(jfk_wav)]
+    if app_wide:
+        args = ["--model", "tiny-pirate", "transcribe", str(jfk_wav), str(jfk_wav)]
+    rc = main(args)
+    out, err = capsys.readouterr()
     assert rc == 1 and out == ""
     assert err.count("\n") == 1 and "unknown model 'tiny-pirate'" in err
 

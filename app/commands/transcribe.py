@@ -45,7 +45,9 @@ def add_parser(subparsers: Any) -> None:
         epilog="Exit status: 0 all files done, 1 some failed, 2 usage error.",
     )
     p.add_argument("files", nargs="+", metavar="FILE", help="audio or video files")
-    p.add_argument("--model", default=DEFAULT_MODEL,
+    # SUPPRESS: `sottovoce --model base transcribe F` (the app-wide option) must not be
+    # overwritten by this parser's default.
+    p.add_argument("--model", default=argparse.SUPPRESS,
                    help="tiny.en (default, bundled), base (bundled, multilingual), a faster-whisper"
                         " size name, or a CTranslate2 model directory")
     p.add_argument("--language", help="ISO 639-1 code (e.g. de); default: detect")
@@ -71,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
         return _usage_error(f"-o {args.output_dir}: exists and is not a directory")
     from engine.asr.faster_whisper_backend import FasterWhisperTranscriber
 
-    transcriber = FasterWhisperTranscriber(args.model, device=args.device,
+    model = getattr(args, "model", None) or DEFAULT_MODEL
+    transcriber = FasterWhisperTranscriber(model, device=args.device,
                                            compute_type=args.compute_type)
     try:
         decoder = make_decoder(args.engine, transcriber)
