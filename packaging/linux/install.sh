@@ -14,11 +14,23 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 LIB_DIR=$PREFIX/lib/sottovoce
 SHARE=$PREFIX/share
 
+# Refresh the menu and icon caches where they exist. An icon cache is only updated, never
+# created: a cache that we created in ~/.local would hide icons other apps add there later.
+refresh_caches() {
+    if command -v update-desktop-database >/dev/null; then
+        update-desktop-database -q "$SHARE/applications" || true
+    fi
+    if [ -f "$SHARE/icons/hicolor/icon-theme.cache" ] && command -v gtk-update-icon-cache >/dev/null; then
+        gtk-update-icon-cache -q -t -f "$SHARE/icons/hicolor" || true
+    fi
+}
+
 uninstall() {
     rm -rf "$LIB_DIR"
     rm -f "$PREFIX/bin/sottovoce" "$SHARE/applications/$APP_ID.desktop" \
           "$SHARE/metainfo/$APP_ID.metainfo.xml"
     find "$SHARE/icons/hicolor" -name "$APP_ID.*" -delete 2>/dev/null || true
+    refresh_caches
     echo "Sottovoce removed from $PREFIX (settings in ~/.config/sottovoce are kept)"
 }
 
@@ -33,9 +45,7 @@ install_files() {
         > "$SHARE/applications/$APP_ID.desktop"
     cp "$HERE/share/metainfo/$APP_ID.metainfo.xml" "$SHARE/metainfo/"
     cp -r "$HERE/share/icons" "$SHARE/"
-    # Refresh menu and icon caches where the tools exist; a stale cache only delays the icon.
-    command -v update-desktop-database >/dev/null && update-desktop-database -q "$SHARE/applications" || true
-    command -v gtk-update-icon-cache >/dev/null && gtk-update-icon-cache -q -t "$SHARE/icons/hicolor" || true
+    refresh_caches
     echo "Sottovoce installed in $LIB_DIR; start it from the menu or run: $PREFIX/bin/sottovoce"
     echo "Check your setup with: $PREFIX/bin/sottovoce doctor"
 }
