@@ -19,8 +19,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
+
+import numpy as np
 
 from engine.asr.base import Audio, DecodeOptions, ModelInfo
 from engine.core.quality import QualityThresholds
@@ -101,6 +103,11 @@ class Ct2WhisperRunner:
         self._short = short or ShortContextSettings()
 
     @property
+    def whisper_model(self) -> Any:
+        """The shared ``faster_whisper.WhisperModel``."""
+        return self._whisper
+
+    @property
     def multilingual(self) -> bool:
         return bool(self._whisper.model.is_multilingual)
 
@@ -161,10 +168,27 @@ class FastChunkTranscriber:
             self._runner = Ct2WhisperRunner(self._backend.model, short=self._short)
 
     def transcribe(self, audio: Audio, options: DecodeOptions) -> Transcript:
-        """Decode one chunk; audio over 30 s goes to faster-whisper's own long-form loop."""
+        """Decode one chunk. Audio over 30 s (not a chunk; the long-form pipeline cuts at
+        silences) is cut into plain 30 s windows decoded as one batch, so the same guards
+        apply; a word straddling a cut may be garbled."""
         runner = self.runner
-        if len(audio) > MAX_SAMPLES:
-            result: Transcript = self._backend.transcribe(audio, options)
-            result.extra.update({"path": "faster_whisper", "fallback": "too_long"})
-            return result
-        return runner.decode_batch([DecodeRequest(audio=audio, options=options)])[0]
+        if len(audio) <= MAX_SAMPLES:
+            return runner.decode_batch([DecodeRequest(audio=audio, options=options)])[0]
+        starts = range(0, len(audio), MAX_SAMPLES)
+        parts = runner.decode_batch(
+            [DecodeRequest(np.ascontiguousarray(audio[s:s + MAX_SAMPLES]), options)
+             for s in starts])
+        segments = tuple(_shifted(seg, start)
+                         for part, start in zip(parts, starts, strict=True)
+                         for seg in part.segments)
+        return Transcript(
+            segments=segments, language=parts[0].language, duration=len(audio),
+            decode_ms=parts[0].decode_ms,
+            extra={"path": "windows", "fallback": None,
+                   "window_paths": [p.extra["path"] for p in parts]},
+        )
+
+
+def _shifted(segment: Segment, offset: int) -> Segment:
+    words = tuple(replace(w, start=w.start + offset, end=w.end + offset) for w in segment.words)
+    return replace(segment, start=segment.start + offset, end=segment.end + offset, words=words)

@@ -72,7 +72,8 @@ def restart_index(words: list[str]) -> int | None:
     keys = [key for _, key in keyed]
     for p in range(RESTART_MIN_WORDS, len(keys)):
         k = min(RESTART_MATCH_WORDS, p)
-        if keys[p:p + k] == keys[:k]:
+        # A unit of one repeated word ("word word word") is left to the repeats check.
+        if keys[p:p + k] == keys[:k] and len(set(keys[:p])) > 1:
             return keyed[p][0]
     return None
 
@@ -102,7 +103,7 @@ def padded_needs_retry(attempt: Attempt, thresholds: QualityThresholds) -> bool:
 
 
 def short_failure(attempt: Attempt, audio: Audio, thresholds: QualityThresholds, *,
-                  timestamp_cues: bool = True) -> str | None:
+                  timestamp_cues: bool = False) -> str | None:
     """Why a short-context attempt must not be trusted (None when it may be kept).
 
     Reasons: "truncated" (hit the token budget: a loop), "past_end" (timestamps beyond the real
