@@ -136,6 +136,7 @@ def run_once(system: str, n: int, clips: list[tuple[np.ndarray, str]], seconds: 
         for stream in streams:
             stream.engine.wait(seconds * 4 + 120)
         last = max((s.last_final_at for s in streams), default=time.monotonic())
+        server_stats = scheduler_stats(port) if system != "whisperlive" else {}
     finally:
         proc.terminate()
         proc.wait(20)
@@ -153,7 +154,21 @@ def run_once(system: str, n: int, clips: list[tuple[np.ndarray, str]], seconds: 
         "finals": len(latencies),
         "wer": round(error_rate([" ".join(s.texts) for s in streams],
                                 [" ".join(s.finals) for s in streams]), 3),
+        **server_stats,
     }
+
+
+def scheduler_stats(port: int) -> dict[str, object]:
+    """Our server's own view: mean batch size, and decode capacity = audio seconds decoded
+    (partials re-decode growing utterances, so this counts audio more than once) per second
+    the inference thread was busy."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        stats = json.loads(response.read())["scheduler"]
+    busy = float(stats["decode_seconds"]) or 1e-9
+    return {"mean_batch": stats["mean_batch_size"],
+            "decode_capacity_x": round(float(stats["audio_seconds"]) / busy, 2)}
 
 
 def plot(results: dict[str, dict[str, dict[str, object]]], path: Path) -> None:
@@ -183,14 +198,15 @@ def plot(results: dict[str, dict[str, dict[str, object]]], path: Path) -> None:
 
 def print_table(results: dict[str, dict[str, dict[str, object]]]) -> None:
     print(f"{'N':>3} {'system':<15} {'p50 ms':>8} {'p95 ms':>8} {'audio s/s':>9} "
-          f"{'drain s':>7} {'keeps up':>8} {'WER':>6}")
+          f"{'drain s':>7} {'keeps up':>8} {'WER':>6} {'batch':>5} {'capacity':>8}")
     for n, row in sorted(results.items(), key=lambda kv: int(kv[0])):
         for system, r in row.items():
             if system.startswith("ratio"):
                 continue
             print(f"{n:>3} {system:<15} {r['p50_ms']!s:>8} {r['p95_ms']!s:>8} "
                   f"{r['audio_s_per_s']:>9} {r['drain_s']:>7} {r['keeps_up']!s:>8} "
-                  f"{r['wer']:>6}")
+                  f"{r['wer']:>6} {r.get('mean_batch', '-')!s:>5} "
+                  f"{r.get('decode_capacity_x', '-')!s:>8}")
         if "ratio_batched_vs_unbatched" in row:
             print(f"{n:>3} throughput batched/unbatched = {row['ratio_batched_vs_unbatched']}")
 
