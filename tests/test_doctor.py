@@ -189,3 +189,16 @@ def test_missing_icons_are_a_warning(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     monkeypatch.setattr(resources, "RESOURCES_DIR", tmp_path)
     result = doctor.check_app_resources()
     assert result.status == WARN and "reinstall" in result.hint
+
+
+def test_missing_cuda_libraries_are_named() -> None:
+    """What a GPU machine without cuBLAS/cuDNN reports (the loader stands in for dlopen, as no
+    GPU is present here)."""
+    def loader(name: str) -> object:
+        if "cudnn" in name:
+            raise OSError(f"{name}: cannot open shared object file")
+        return object()
+
+    missing = doctor.missing_cuda_libraries(loader)
+    assert len(missing) == 1 and "cudnn" in missing[0]
+    assert doctor.missing_cuda_libraries(lambda name: object()) == []

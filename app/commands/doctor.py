@@ -187,11 +187,38 @@ def check_ctranslate2() -> CheckResult:
     detail = (f"ctranslate2 {ctranslate2.__version__}; will use {choice.device} "
               f"{choice.compute_type} ({choice.reason})")
     if choice.device == "cpu" and _nvidia_gpu_present():
-        return CheckResult("CTranslate2/CUDA", WARN, detail + "; an NVIDIA GPU is present",
-                           "CTranslate2 cannot use it: install CUDA 12 cuBLAS and cuDNN 9 "
-                           "(pip install nvidia-cublas-cu12 nvidia-cudnn-cu12) and check "
-                           "nvidia-smi; CPU int8 works meanwhile")
+        return CheckResult("CTranslate2/CUDA", WARN, detail + "; but an NVIDIA driver is loaded",
+                           "CTranslate2 needs a driver for CUDA 12: check `nvidia-smi`; "
+                           "CPU int8 works meanwhile")
+    missing = missing_cuda_libraries() if choice.device == "cuda" else []
+    if missing:
+        return CheckResult("CTranslate2/CUDA", WARN, f"{detail}; cannot load {', '.join(missing)}",
+                           "the first GPU decode would fail: pip install nvidia-cublas-cu12 "
+                           "nvidia-cudnn-cu12 and add their lib folders to LD_LIBRARY_PATH (or "
+                           "install CUDA 12 + cuDNN 9), or run with --device cpu")
     return CheckResult("CTranslate2/CUDA", OK, detail)
+
+
+# CTranslate2 finds a GPU without these, then fails at the first decode; load them up front.
+CUDA_LIBRARIES = {
+    "linux": ("libcublas.so.12", "libcudnn_ops.so.9"),
+    "win32": ("cublas64_12.dll", "cudnn_ops64_9.dll"),
+}
+
+
+def missing_cuda_libraries(load: Callable[[str], object] | None = None) -> list[str]:
+    """The cuBLAS/cuDNN libraries CTranslate2 needs on the GPU that the loader cannot open."""
+    import ctypes
+
+    loader: Callable[[str], object] = load or ctypes.CDLL
+    platform_key = "win32" if sys.platform == "win32" else "linux"
+    missing = []
+    for name in CUDA_LIBRARIES[platform_key]:
+        try:
+            loader(name)
+        except OSError:
+            missing.append(name)
+    return missing
 
 
 def _nvidia_gpu_present() -> bool:
