@@ -118,8 +118,9 @@ def test_session_gets_correct_final_text_and_timings(server: ServerThread, share
 
 def test_concurrent_sessions_all_correct(server: ServerThread, shared_audio: Path,
                                          manifest: list[ManifestEntry]) -> None:
-    clips = [entry(manifest, n) for n in ("ls-tc-6930-75918-0000.wav", "arctic-aew-a0002.wav",
-                                          "ls-tc-1995-1837-0001.wav")]
+    names = ("jfk-inaugural-1961-excerpt.wav", "ls-dc-2412-153948-0000.wav",
+             "ls-tc-1995-1837-0001.wav")
+    clips = [entry(manifest, n) for n in names]
     results: dict[str, list[Event]] = {}
 
     def one(clip: ManifestEntry) -> None:
