@@ -197,7 +197,8 @@ class Controller(QObject):
         self.captions.show_partial(event.committed, event.tentative)
 
     def _on_final(self, event: FinalText) -> None:
-        log.info("final %d (%.0f ms): %s", event.utterance_id, event.latency_ms, event.text)
+        log.info("final %d (round trip %.0f ms, %.0f ms after speech end): %s",
+                 event.utterance_id, event.latency_ms, event.after_speech_end_ms, event.text)
         self.session.add(event)
         self.window.transcript.add_final(event.start, event.text)
         self.captions.add_final(event.text)

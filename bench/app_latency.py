@@ -1,0 +1,157 @@
+"""Desktop app latency: cold start to ready, memory, and hotkey release to text inserted.
+
+    . .ci/desktop.sh && python bench/app_latency.py --out bench/results/app_latency.json
+
+Runs the real app (`sottovoce`, bundled tiny.en) on the X display with the PulseAudio virtual
+microphone, like tests/test_e2e_desktop.py. For each insertion mode (paste, the default; type,
+the peer in the same run) it starts the app cold and measures:
+  cold start   process start -> engine "listening" (model loaded, microphone open)
+  RSS          resident memory once ready, and the peak after all dictations
+  release->text  N times: hold Ctrl+Alt+Space, play a short speech clip into the mic, release;
+               time from the key release to the complete text in another app's text field
+               (CLOCK_MONOTONIC, shared across processes)
+Prints a table, writes JSON (median, p95 and the paste/type ratio).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO))
+
+from desktop_driver import (  # noqa: E402
+    TARGET_TITLE,
+    LoggedProcess,
+    focus,
+    missing_prerequisite,
+    play,
+    start_app,
+    start_monitor_reader,
+    start_target,
+    window_id,
+    xdotool,
+)
+
+DEFAULT_CLIP = REPO.parent / "shared" / "audio" / "arctic-aew-a0001.wav"
+MODES = ("paste", "type")
+
+
+def stats(values: list[float]) -> dict[str, float]:
+    return {"median": float(np.median(values)), "p95": float(np.percentile(values, 95)),
+            "min": min(values), "max": max(values), "n": len(values)}
+
+
+def write_settings(config_dir: Path, mode: str) -> None:
+    # The app's own settings file, so the run uses the chosen insertion mode.
+    config_dir.mkdir(parents=True, exist_ok=True)
+    (config_dir / "settings.toml").write_text(
+        f'version = 2\ninject_mode = "{mode}"\nfirst_run_hint = false\n')
+
+
+def dictate_once(app: LoggedProcess, target: LoggedProcess, target_wid: str,
+                 clip: Path) -> tuple[float, float]:
+    """One push-to-talk dictation: ms from key release to the complete text in the other app,
+    and ms from release to the app logging its final text (the engine's share)."""
+    focus(target_wid)
+    xdotool("key", "--clearmodifiers", "ctrl+a", "BackSpace")
+    target.drain()
+    xdotool("keydown", "ctrl+alt+space")
+    app.next_matching("talking=True", 30)
+    play(clip)
+    time.sleep(0.4)  # release just after the last word, as a person does
+    xdotool("keyup", "space", "alt", "ctrl")
+    released = time.monotonic()
+    final_at, _ = app.next_matching("INFO app.controller: final", 60)
+    inserted = app.next_matching("characters", 60)[1]  # "Pasted 41 characters"
+    expected = int(inserted.split()[-2])
+    while True:
+        at, line = target.next_matching("text", 30)
+        if int(line.split()[2]) >= expected:
+            return (at - released) * 1000, (final_at - released) * 1000
+
+
+def run_mode(mode: str, runs: int, clip: Path, root: Path) -> dict[str, Any]:
+    env = dict(os.environ, SOTTOVOCE_CONFIG_DIR=str(root / mode / "config"),
+               SOTTOVOCE_DATA_DIR=str(root / mode / "data"),
+               SOTTOVOCE_CONTROL_SOCKET=str(root / mode / "control.sock"), PYTHONUNBUFFERED="1")
+    write_settings(root / mode / "config", mode)
+    target = start_target(env, root / mode / "field.txt")
+    started = time.monotonic()
+    app = start_app(env)
+    try:
+        app.wait_for("engine state listening", 180)
+        cold_start_s = time.monotonic() - started
+        app.wait_for("global hotkey", 30)
+        rss_ready, _ = app.rss_mib()
+        target_wid = window_id(f"^{TARGET_TITLE}$")
+        timings = [dictate_once(app, target, target_wid, clip) for _ in range(runs)]
+        _, rss_peak = app.rss_mib()
+        focus(window_id("^Sottovoce$"))
+        xdotool("key", "--clearmodifiers", "ctrl+q")
+        app.proc.wait(60)
+    finally:
+        app.stop()
+        target.stop()
+    return {"cold_start_s": cold_start_s, "rss_ready_mib": rss_ready, "rss_peak_mib": rss_peak,
+            "release_to_text_ms": stats([t for t, _ in timings]),
+            "release_to_final_ms": stats([f for _, f in timings]),
+            "samples_ms": [t for t, _ in timings]}
+
+
+def print_table(results: dict[str, dict[str, Any]]) -> None:
+    print(f"{'mode':<7} {'cold start s':>12} {'RSS MiB':>8} {'peak MiB':>9} "
+          f"{'release->text median ms':>24} {'p95 ms':>8} {'release->final median':>22}")
+    for mode, r in results.items():
+        lat = r["release_to_text_ms"]
+        print(f"{mode:<7} {r['cold_start_s']:>12.2f} {r['rss_ready_mib']:>8.0f} "
+              f"{r['rss_peak_mib']:>9.0f} {lat['median']:>24.0f} {lat['p95']:>8.0f} "
+              f"{r['release_to_final_ms']['median']:>22.0f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=10, help="dictations per mode")
+    parser.add_argument("--clip", type=Path, default=DEFAULT_CLIP, help="speech WAV to dictate")
+    parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
+    parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "app_latency.json")
+    args = parser.parse_args(argv)
+    reason = missing_prerequisite()
+    if reason:
+        print(f"app_latency: {reason}", file=sys.stderr)
+        return 2
+    reader = start_monitor_reader()
+    try:
+        with tempfile.TemporaryDirectory(prefix="sottovoce-bench-") as tmp:
+            results = {mode: run_mode(mode, args.runs, args.clip, Path(tmp)) for mode in args.modes}
+    finally:
+        reader.terminate()
+        reader.wait(10)
+    print_table(results)
+    summary: dict[str, Any] = {"clip": args.clip.name, "runs": args.runs, "modes": results}
+    if "paste" in results and "type" in results:
+        summary["type_over_paste_median"] = (
+            results["type"]["release_to_text_ms"]["median"]
+            / results["paste"]["release_to_text_ms"]["median"])
+        print(f"type / paste median ratio: {summary['type_over_paste_median']:.2f}")
+    print(f"cold start mean over modes: "
+          f"{statistics.fmean(r['cold_start_s'] for r in results.values()):.2f} s")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(summary, indent=2))
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
