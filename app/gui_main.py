@@ -8,12 +8,15 @@ the settings file is created on the first save only.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
 from pathlib import Path
 
 log = logging.getLogger(__name__)
+
+_signal_wakeup: list[object] = []
 
 NO_DISPLAY_MESSAGE = (
     "sottovoce: no display found (DISPLAY and WAYLAND_DISPLAY are unset), so the desktop app "
@@ -74,10 +77,40 @@ def run_gui(args: argparse.Namespace) -> int:
     controller.show()
     controller.start_engine()
     controller.start_hotkey()
+    _quit_on_signals(controller)
     try:
         return int(qt_app.exec())
     finally:
         control.stop()
+
+
+def _quit_on_signals(controller: object) -> None:
+    """Ctrl+C in the terminal or SIGTERM from a session manager quits like File > Quit (the
+    utterance in flight is flushed). Python only runs signal handlers when it gets control, which
+    Qt's event loop doesn't give it, so the signal wakes the loop through a socket pair."""
+    import signal
+    import socket
+
+    from PySide6.QtCore import QSocketNotifier
+
+    from app.controller import Controller
+
+    assert isinstance(controller, Controller)
+    reader, writer = socket.socketpair()
+    reader.setblocking(False)
+    writer.setblocking(False)
+    signal.set_wakeup_fd(writer.fileno())
+    notifier = QSocketNotifier(reader.fileno(), QSocketNotifier.Type.Read, controller)
+
+    def on_wakeup() -> None:
+        with contextlib.suppress(BlockingIOError):
+            reader.recv(64)
+
+    notifier.activated.connect(on_wakeup)
+    # The handlers run in Python once the wakeup has handed control back to the interpreter.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: controller.quit())
+    _signal_wakeup[:] = [reader, writer, notifier]  # alive as long as the app runs
 
 
 def _connect_tray(tray: object, controller: object) -> None:
