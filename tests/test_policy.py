@@ -213,15 +213,15 @@ def test_looping_final_with_a_prompt_is_retried_once_without_it() -> None:
     assert final.text == "the train was late"
 
 
-@pytest.mark.parametrize("loop", ["thank you " * 10, "1 1 1 1 1 1"])
+@pytest.mark.parametrize("loop", ["thank you " * 10, "1 1 1 1 1 1", "2 2 2 2", "no " * 9])
 def test_a_final_looping_twice_is_kept_but_not_used_as_prompt(loop: str) -> None:
     policy = StreamingPolicy(PolicyOptions(partials=False))
-    started(policy, seconds=3.0, now=3.0)
-    policy.handle(SegmentEnded(16000 + 3 * SR, 16000 + 3 * SR, 50), 3.0)
+    started(policy, seconds=1.0, now=3.0)
+    policy.handle(SegmentEnded(16000 + SR, 16000 + SR, 50), 3.0)
     for _attempt in range(2):
         request = policy.next_request(3.0)
         assert request is not None
-        events = policy.on_result(request.request_id, transcript(loop, seconds=3.0), 3.2)
+        events = policy.on_result(request.request_id, transcript(loop, seconds=1.0), 3.2)
     assert [e for e in events if isinstance(e, FinalText)][0].text == loop.strip()
     assert policy.prompt.prompt(3.3) is None
     assert policy.idle
@@ -229,8 +229,8 @@ def test_a_final_looping_twice_is_kept_but_not_used_as_prompt(loop: str) -> None
 
 def test_no_retry_when_disabled() -> None:
     policy = StreamingPolicy(PolicyOptions(partials=False, retry_on_loop=False))
-    started(policy, seconds=3.0, now=3.0)
-    policy.handle(SegmentEnded(16000 + 3 * SR, 16000 + 3 * SR, 50), 3.0)
+    started(policy, seconds=1.0, now=3.0)
+    policy.handle(SegmentEnded(16000 + SR, 16000 + SR, 50), 3.0)
     request = policy.next_request(3.0)
     assert request is not None
     events = policy.on_result(request.request_id, transcript("go go go go", seconds=3.0), 3.2)
@@ -362,3 +362,14 @@ def test_finals_are_greedy_while_behind() -> None:
     policy.on_result(first.request_id, transcript("one"), 2.1)
     second = policy.next_request(2.1)
     assert second is not None and second.options.beam_size == 5  # caught up
+
+
+def test_repeated_words_spoken_slowly_are_not_a_loop() -> None:
+    policy = StreamingPolicy(PolicyOptions(partials=False))
+    started(policy, seconds=4.0, now=4.0)
+    policy.handle(SegmentEnded(16000 + 4 * SR, 16000 + 4 * SR, 50), 4.0)
+    request = policy.next_request(4.0)
+    assert request is not None
+    text = "and here are some more words, words, words, words."
+    events = policy.on_result(request.request_id, transcript(text, seconds=4.0), 4.2)
+    assert [e for e in events if isinstance(e, FinalText)][0].text == text

@@ -44,7 +44,11 @@ from engine.events import (
 from engine.types import SAMPLE_RATE, Segment, Transcript, Word
 
 LOOP_FLAGS = frozenset({"compression", "repeats", "wpm_high", "word_loop"})
-WORD_LOOP = 4  # the same word this many times in a row ("1 1 1 1 1 1" on a 1 s chunk)
+# One word repeated back to back faster than anyone says it ("1 1 1 1 1 1" on a 1 s chunk),
+# while "words, words, words, words" over 4 s is speech: a run of >= 3 repeats counts as a loop
+# when it has more than WORD_LOOP_PER_S repeats per second of audio, or >= WORD_LOOP_MAX at all.
+WORD_LOOP_PER_S = 2.5
+WORD_LOOP_MAX = 8
 MAX_BACKOFF = 8.0
 
 
@@ -278,8 +282,9 @@ class StreamingPolicy:
         self._next_partial_at = now + wait * self._backoff
         if utt is not self._active:
             return []  # the utterance ended meanwhile; its final supersedes this
-        kept = [s for s in transcript.segments
-                if not (_flags(s, o.quality) | _word_loop(s.text)) & (LOOP_FLAGS | {"no_speech"})]
+        seconds = len(request.audio) / SAMPLE_RATE
+        kept = [s for s in transcript.segments if not (
+            _flags(s, o.quality) | _word_loop(s.text, seconds)) & (LOOP_FLAGS | {"no_speech"})]
         committed, tentative = utt.agreement.update(tokens(" ".join(s.text for s in kept)))
         return [PartialText(utterance_id=utt.id, committed=committed, tentative=tentative,
                             start=utt.start)]
@@ -305,7 +310,7 @@ class StreamingPolicy:
         o = self.options
         seconds = len(request.audio) / SAMPLE_RATE
         text = transcript.text
-        flags = set(check_text(text, seconds, thresholds=o.quality)) | _word_loop(text)
+        flags = set(check_text(text, seconds, thresholds=o.quality)) | _word_loop(text, seconds)
         if flags & LOOP_FLAGS and utt.attempts == 1 and o.retry_on_loop:
             # A prompt or a short window can start a loop: retry once with neither.
             self._finals.appendleft(utt)
@@ -350,13 +355,14 @@ class StreamingPolicy:
             self._backoff = max(1.0, self._backoff / 2)
 
 
-def _word_loop(text: str) -> set[str]:
+def _word_loop(text: str, seconds: float) -> set[str]:
     words = [comparable(w) for w in text.split()]
-    run = 1
+    run = longest = 1
     for previous, word in zip(words, words[1:], strict=False):
         run = run + 1 if word and word == previous else 1
-        if run >= WORD_LOOP:
-            return {"word_loop"}
+        longest = max(longest, run)
+    if longest >= WORD_LOOP_MAX or (longest >= 3 and longest > WORD_LOOP_PER_S * seconds):
+        return {"word_loop"}
     return set()
 
 
