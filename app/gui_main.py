@@ -123,7 +123,11 @@ def _connect_tray(tray: object, controller: object) -> None:
         lambda: controller.stop_engine() if controller.engine else controller.start_engine())
     tray.captions_toggled.connect(window.captions_action.setChecked)
     window.captions_toggled.connect(tray.set_captions_checked)
-    tray.show_window_requested.connect(lambda: (window.showNormal(), window.raise_()))
+    def show_window() -> None:
+        window.showNormal()
+        window.raise_()
+
+    tray.show_window_requested.connect(show_window)
     tray.quit_requested.connect(controller.quit)
     controller.bridge.state_changed.connect(
         lambda state, _d: tray.set_running(state not in ("stopped", "failed"), controller.talking))

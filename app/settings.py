@@ -169,6 +169,7 @@ def _toml_loads(text: str) -> dict[str, Any]:
     else:  # pragma: no cover - Python 3.10
         import tomli as tomllib
     try:
-        return tomllib.loads(text)
+        data: dict[str, Any] = tomllib.loads(text)
+        return data
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(str(exc)) from exc

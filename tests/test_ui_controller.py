@@ -229,3 +229,24 @@ def test_input_file_runs_in_captions_mode_without_injection(qtbot, make_controll
     controller, engines = make_controller(input_path=tmp_path / "x.wav")
     controller.start_engine()
     assert engines[0].config.mode == "vad" and engines[0].config.input_path == tmp_path / "x.wav"
+
+
+def test_history_lists_journal_sessions_and_reopens_one(qtbot, make_controller):
+    from app.dialogs import DialogActions, journal_sessions
+    from engine.events import FinalText
+    from engine.journal import Journal
+    from engine.types import Word
+
+    journal = Journal("20261129-101500-000000")
+    journal.append(FinalText(1, "An earlier session.", (Word(" An", 0, 800),), 0, 16000, 90.0,
+                             language="en"))
+    journal.append(FinalText(2, "Second line.", (), 32000, 48000, 90.0))
+    journal.close()
+    sessions = journal_sessions()
+    assert len(sessions) == 1
+    label, path, text = sessions[0]
+    assert "5 words" in label and text == "An earlier session.\nSecond line."
+    controller, _ = make_controller()
+    DialogActions(controller).reopen(path)
+    assert controller.window.transcript.plain_text() == "An earlier session.\nSecond line."
+    assert controller.session.transcript().segments[1].start == 32000

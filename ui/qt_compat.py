@@ -26,11 +26,17 @@ class _Probe(QObject):
     fired = Signal()
 
 
+def _emit_result(signal: Any, *args: Any) -> object:
+    # The stubs say emit() returns None; the bindings return a bool (the object at issue here).
+    result: object = signal.emit(*args)
+    return result
+
+
 def _detect() -> bool:
     probe = _Probe()
     before = sys.getrefcount(True) + sys.getrefcount(False)
     for _ in range(8):
-        result = probe.fired.emit()
+        result = _emit_result(probe.fired)
         _incref(result)  # keep the probe itself from draining the count
         del result
     after = sys.getrefcount(True) + sys.getrefcount(False)
@@ -54,7 +60,7 @@ def emit_drops_reference() -> bool:
 
 def emit(signal: Any, *args: Any) -> None:
     """`signal.emit(*args)`, safe on PySide6 versions whose emit leaks a reference to bool."""
-    result = signal.emit(*args)
+    result = _emit_result(signal, *args)
     if isinstance(result, bool) and emit_drops_reference():
         _incref(result)
 
