@@ -12,6 +12,7 @@
 #                                     the desktop app starts under X, loads the model, transcribes
 #                                     the file, writes it to its journal, and exits 0
 #                                     without creating a settings file (first run, no save)
+#   5. `sottovoce serve`              the WebSocket server starts and answers /health
 # Prints bundle size, build time and each check's time; writes dist/bundle-smoke.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -92,6 +93,35 @@ grep -rqi "$EXPECT" "$SMOKE/data" 2>/dev/null \
     || fail "the app's journal lacks '$EXPECT' (nothing was transcribed)"
 # First run with defaults must not write a settings file: it is created on the first save only.
 [ ! -e "$SMOKE/config/settings.toml" ] || fail "a first run without saving wrote settings.toml"
+
+step "smoke 5: sottovoce serve answers /health"
+# The frozen server on a free loopback port; proves websockets (lazily imported submodules) and
+# the server package made it into the bundle.
+started_ms=$(date +%s%N)
+(cd "$SMOKE/cwd" && env -u PYTHONPATH -u PYTHONHOME -u VIRTUAL_ENV HF_HUB_OFFLINE=1 \
+    SOTTOVOCE_CACHE_DIR="$SMOKE/cache" "$EXE" serve --host 127.0.0.1 --port 0) \
+    >"$SMOKE/serve.log" 2>&1 &
+SERVER_PID=$!
+url=""
+for _ in $(seq 600); do   # up to 60 s: the model loads before the server listens
+    url=$(grep -o "ws://127.0.0.1:[0-9]*" "$SMOKE/serve.log" || true)
+    [ -n "$url" ] || ! kill -0 "$SERVER_PID" 2>/dev/null || { sleep 0.1; continue; }
+    break
+done
+health_rc=0
+[ -n "$url" ] && "$PYTHON" - "${url/ws:/http:}/health" <<'PY' || health_rc=$?
+import json, sys, urllib.request
+
+with urllib.request.urlopen(sys.argv[1], timeout=10) as reply:
+    body = json.loads(reply.read())
+print(body)
+sys.exit(0 if reply.status == 200 and body.get("status") == "ok" else 1)
+PY
+kill "$SERVER_PID" 2>/dev/null || true
+wait "$SERVER_PID" 2>/dev/null || true
+TIMINGS+=("serve $(( ($(date +%s%N) - started_ms) / 1000000 )) $health_rc")
+[ -n "$url" ] || { cat "$SMOKE/serve.log"; fail "the server never said where it listens"; }
+[ "$health_rc" = 0 ] || { cat "$SMOKE/serve.log"; fail "/health did not answer ok"; }
 
 step "bundle summary"
 "$PYTHON" - "$ROOT/dist/bundle-stats.json" "$ROOT/dist/bundle-smoke.json" "${TIMINGS[@]}" <<'PY'
