@@ -111,7 +111,9 @@ class Controller(QObject):
         self._hotkey = GlobalHotkey(self.settings.hotkey, self.settings.hotkey_mode,
                                     forwarder(self._hotkey_action, 1))
         try:
-            self._hotkey.start()
+            note = self._hotkey.start()
+            if note:
+                self.window.show_message(note, 20000)
         except HotkeyUnavailableError as exc:
             self._hotkey = None
             self.window.show_message(f"Global hotkey off: {exc}", 20000)

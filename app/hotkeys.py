@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Hashable, Iterable
+import sys
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any
 
 from engine.errors import missing_dependency
@@ -77,14 +78,22 @@ class HotkeyMachine:
         return None
 
 
-def session_supports_global_hotkeys() -> tuple[bool, str]:
-    """Whether a global key listener can work here, and why not."""
-    if os.environ.get("WAYLAND_DISPLAY") and not os.environ.get("DISPLAY"):
-        return False, ("Wayland session without XWayland: bind `sottovoce ptt press` / "
-                       "`sottovoce ptt release` (or `sottovoce toggle`) in your desktop's "
-                       "keyboard shortcut settings")
-    if os.name == "posix" and os.uname().sysname == "Linux" and not os.environ.get("DISPLAY"):
-        return False, "no X display: global hotkeys need X11 (or use `sottovoce toggle`)"
+WAYLAND_ADVICE = ("bind `sottovoce ptt press` / `sottovoce ptt release` (or `sottovoce toggle`) "
+                  "in your desktop's keyboard shortcut settings")
+
+
+def session_supports_global_hotkeys(env: Mapping[str, str] | None = None) -> tuple[bool, str]:
+    """Whether a global key listener can work in this session, and a note for the user (why
+    not, or its limits)."""
+    env = os.environ if env is None else env
+    wayland = bool(env.get("WAYLAND_DISPLAY")) or env.get("XDG_SESSION_TYPE") == "wayland"
+    if wayland and not env.get("DISPLAY"):
+        return False, f"Wayland session without XWayland: {WAYLAND_ADVICE}"
+    if wayland:
+        # XWayland only reports keys while one of its own (X11) windows has focus.
+        return True, f"Wayland session: the hotkey only works in X11 apps; {WAYLAND_ADVICE}"
+    if sys.platform.startswith("linux") and not env.get("DISPLAY"):
+        return False, f"no X display: global hotkeys need X11; {WAYLAND_ADVICE}"
     return True, ""
 
 
@@ -99,10 +108,11 @@ class GlobalHotkey:
         self._listener: Any = None
         self._machine: HotkeyMachine | None = None
 
-    def start(self) -> None:
-        ok, why = session_supports_global_hotkeys()
+    def start(self) -> str:
+        """Install the listener; returns a note on its limits in this session ("" if none)."""
+        ok, note = session_supports_global_hotkeys()
         if not ok:
-            raise HotkeyUnavailableError(why)
+            raise HotkeyUnavailableError(note)
         keyboard = pynput_keyboard()
         try:
             chord = keyboard.HotKey.parse(self._hotkey)
@@ -114,6 +124,7 @@ class GlobalHotkey:
         listener.start()
         listener.wait()  # returns once the OS hook is installed (pynput's ready event)
         log.info("global hotkey %s (%s mode) active", self._hotkey, self._mode)
+        return note
 
     def stop(self) -> None:
         if self._listener is not None:

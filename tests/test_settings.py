@@ -173,3 +173,15 @@ def test_control_command_without_a_running_app_fails_cleanly(tmp_path, monkeypat
                             env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 1
     assert "not running" in result.stderr
+
+
+def test_hotkey_support_by_session_type():
+    from app.hotkeys import session_supports_global_hotkeys
+
+    assert session_supports_global_hotkeys({"DISPLAY": ":0"}) == (True, "")
+    ok, note = session_supports_global_hotkeys({"WAYLAND_DISPLAY": "wayland-0"})
+    assert not ok and "sottovoce ptt press" in note
+    ok, note = session_supports_global_hotkeys({"WAYLAND_DISPLAY": "wayland-0", "DISPLAY": ":0"})
+    assert ok and "X11 apps" in note
+    if sys.platform.startswith("linux"):
+        assert not session_supports_global_hotkeys({})[0]
