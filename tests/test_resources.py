@@ -143,6 +143,18 @@ def test_stylesheet_only_targets_named_widgets() -> None:
             assert "#" in selector, f"rule without an objectName: {selector.strip()!r}"
 
 
+def test_every_styled_object_name_exists_in_the_ui() -> None:
+    """A renamed widget would silently lose its style; every #name in style.qss must be set
+    with setObjectName somewhere in ui/ or app/."""
+    sheet = re.sub(r"/\*.*?\*/", "", resources.stylesheet(), flags=re.S)
+    selectors = " ".join(re.findall(r"([^{}]+)\{", sheet))
+    styled = set(re.findall(r"#(\w+)", selectors))
+    code = "".join(p.read_text(encoding="utf-8")
+                   for folder in ("ui", "app") for p in (REPO / folder).rglob("*.py"))
+    named = set(re.findall(r"""setObjectName\(\s*["'](\w+)["']""", code))
+    assert styled and styled <= named, f"styled but never named: {sorted(styled - named)}"
+
+
 # -- Linux desktop integration --------------------------------------------------------------------
 
 
