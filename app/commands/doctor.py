@@ -280,9 +280,12 @@ def check_hotkeys() -> CheckResult:
         return CheckResult("Hotkeys", OK, "Windows (pynput)")
     session = session_type()
     if session == "wayland":
-        return CheckResult("Hotkeys", WARN, "Wayland session: apps cannot grab global keys",
+        return CheckResult("Hotkeys", WARN,
+                           "Wayland session: apps cannot grab global keys, and dictated text "
+                           "reaches only XWayland apps by key presses",
                            "bind `sottovoce toggle` (and `sottovoce ptt press|release`) to a "
-                           "shortcut in your desktop's keyboard settings")
+                           "shortcut in your desktop's keyboard settings; where typed text "
+                           "does not arrive, copy it from the Sottovoce window")
     if session == "none":
         return CheckResult("Hotkeys", WARN, "no graphical session",
                            "global hotkeys need X11 or a desktop shortcut bound to "
