@@ -111,7 +111,10 @@ def _linux_qt_platform_problem() -> tuple[str, str] | None:
     if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
         return ("no DISPLAY or WAYLAND_DISPLAY", "run inside a desktop session (or Xvfb) to open "
                 "windows; `sottovoce transcribe` works without one")
-    if os.environ.get("DISPLAY") and ctypes.util.find_library("xcb-cursor") is None:
+    # A PyInstaller bundle ships its own copy next to Qt, so only the system matters otherwise.
+    bundled = Path(getattr(sys, "_MEIPASS", "/nonexistent")) / "libxcb-cursor.so.0"
+    if (os.environ.get("DISPLAY") and not bundled.exists()
+            and ctypes.util.find_library("xcb-cursor") is None):
         return ("libxcb-cursor0 missing (Qt's xcb plugin will not load)",
                 "install it: sudo apt install libxcb-cursor0 (Fedora: xcb-util-cursor)")
     return None
