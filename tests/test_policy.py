@@ -213,7 +213,9 @@ def test_looping_final_with_a_prompt_is_retried_once_without_it() -> None:
     assert final.text == "the train was late"
 
 
-@pytest.mark.parametrize("loop", ["thank you " * 10, "1 1 1 1 1 1", "2 2 2 2", "no " * 9])
+@pytest.mark.parametrize("loop", ["thank you " * 10, "1 1 1 1 1 1", "2 2 2 2", "no " * 9,
+                                  "is going to be forced is going to be forced",
+                                  "Very bad aligner. Very bad aligner."])
 def test_a_final_looping_twice_is_kept_but_not_used_as_prompt(loop: str) -> None:
     policy = StreamingPolicy(PolicyOptions(partials=False))
     started(policy, seconds=1.0, now=3.0)
@@ -370,6 +372,6 @@ def test_repeated_words_spoken_slowly_are_not_a_loop() -> None:
     policy.handle(SegmentEnded(16000 + 4 * SR, 16000 + 4 * SR, 50), 4.0)
     request = policy.next_request(4.0)
     assert request is not None
-    text = "and here are some more words, words, words, words."
+    text = "and here are some more words, words, words, words. you know, you know."
     events = policy.on_result(request.request_id, transcript(text, seconds=4.0), 4.2)
     assert [e for e in events if isinstance(e, FinalText)][0].text == text

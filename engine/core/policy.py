@@ -356,6 +356,8 @@ class StreamingPolicy:
 
 
 def _word_loop(text: str, seconds: float) -> set[str]:
+    """Loops the generic checks miss on short chunks: one word repeated faster than anyone
+    speaks, or a phrase of 3+ words said twice back to back ("what are you what are you")."""
     words = [comparable(w) for w in text.split()]
     run = longest = 1
     for previous, word in zip(words, words[1:], strict=False):
@@ -363,6 +365,10 @@ def _word_loop(text: str, seconds: float) -> set[str]:
         longest = max(longest, run)
     if longest >= WORD_LOOP_MAX or (longest >= 3 and longest > WORD_LOOP_PER_S * seconds):
         return {"word_loop"}
+    for n in range(3, len(words) // 2 + 1):
+        for i in range(len(words) - 2 * n + 1):
+            if words[i:i + n] == words[i + n:i + 2 * n]:
+                return {"word_loop"}
     return set()
 
 
