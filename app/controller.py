@@ -66,6 +66,7 @@ class Controller(QObject):
         self.injector = TextInjector(settings.inject_mode, settings.paste_keys, self)
         self.last_injection: tuple[bool, str] | None = None
         self._captions_placed = False
+        self._partial_logged = -1
         self._stopping: list[LiveEngine] = []  # stopped engines whose threads may still run
         self._connect()
 
@@ -195,6 +196,10 @@ class Controller(QObject):
 
     # -- engine events -------------------------------------------------------------------------
     def _on_partial(self, event: PartialText) -> None:
+        if event.utterance_id != self._partial_logged:
+            self._partial_logged = event.utterance_id  # once per utterance: logs stay readable
+            log.info("partial text for utterance %d: %s | %s", event.utterance_id,
+                     event.committed, event.tentative)
         self.window.transcript.show_partial(event.start, event.committed, event.tentative)
         self.captions.show_partial(event.committed, event.tentative)
 

@@ -61,11 +61,12 @@ def write_settings(config_dir: Path, mode: str) -> None:
 
 
 def dictate_once(app: LoggedProcess, target: LoggedProcess, target_wid: str,
-                 clip: Path) -> tuple[float, float]:
-    """One push-to-talk dictation: ms from key release to the complete text in the other app,
-    and ms from release to the app logging its final text (the engine's share)."""
+                 clip: Path, before: int) -> tuple[float, float, int]:
+    """One push-to-talk dictation into a field holding `before` characters: ms from key release
+    to the complete text in the other app, ms from release to the app logging its final text
+    (the engine's share), and the field's new length. The field is never cleared: extra key
+    strokes between runs would only add ways to disturb the measurement."""
     focus(target_wid)
-    xdotool("key", "--clearmodifiers", "ctrl+a", "BackSpace")
     target.drain()
     xdotool("keydown", "ctrl+alt+space")
     app.next_matching("talking=True", 30)
@@ -75,11 +76,12 @@ def dictate_once(app: LoggedProcess, target: LoggedProcess, target_wid: str,
     released = time.monotonic()
     final_at, _ = app.next_matching("INFO app.controller: final", 60)
     inserted = app.next_matching("characters", 60)[1]  # "Pasted 41 characters"
-    expected = int(inserted.split()[-2])
+    expected = before + int(inserted.split()[-2])
     while True:
         at, line = target.next_matching("text", 30)
-        if int(line.split()[2]) >= expected:
-            return (at - released) * 1000, (final_at - released) * 1000
+        length = int(line.split()[2])
+        if length >= expected:
+            return (at - released) * 1000, (final_at - released) * 1000, length
 
 
 def run_mode(mode: str, runs: int, clip: Path, root: Path) -> dict[str, Any]:
@@ -96,7 +98,11 @@ def run_mode(mode: str, runs: int, clip: Path, root: Path) -> dict[str, Any]:
         app.wait_for("global hotkey", 30)
         rss_ready, _ = app.rss_mib()
         target_wid = window_id(f"^{TARGET_TITLE}$")
-        timings = [dictate_once(app, target, target_wid, clip) for _ in range(runs)]
+        timings: list[tuple[float, float]] = []
+        length = 0
+        for _ in range(runs):
+            to_text, to_final, length = dictate_once(app, target, target_wid, clip, length)
+            timings.append((to_text, to_final))
         _, rss_peak = app.rss_mib()
         focus(window_id("^Sottovoce$"))
         xdotool("key", "--clearmodifiers", "ctrl+q")
