@@ -241,7 +241,7 @@ def test_pipeline_runs_over_any_transcriber_with_the_scripted_fake(shared_audio)
     fake = ScriptedTranscriber(["hello world"])
     transcript = transcribe_long(audio, fake, DecodeOptions(beam_size=1))
     assert "hello world" in transcript.text
-    assert fake.calls and all(n <= 15 * SR for n, _ in fake.calls)
+    assert fake.calls and all(n <= 12 * SR for n, _ in fake.calls)
     assert transcript.segments[-1].end <= len(audio)
 
 
@@ -298,12 +298,13 @@ def test_chunks_are_cut_between_words(long_file, runner):
     transcribe_long(long_file.audio, Recording(), batch_size=8)
     audio = long_file.audio
     level = float(np.sqrt(np.mean(np.square(audio[long_file.spans[1][0]:long_file.spans[2][1]]))))
+    seen.sort(key=lambda c: c.start)  # batches group similar lengths, not file order
     borders = [a.end for a, b in zip(seen, seen[1:], strict=False) if a.end == b.start]
     assert borders, "the long speech region was not split"
     for cut in borders:
         around = audio[max(0, cut - 800):cut + 800]
         assert float(np.sqrt(np.mean(np.square(around)))) < 0.35 * level, cut / SR
-    assert all(c.seconds <= 15 for c in seen)
+    assert all(c.seconds <= 12 for c in seen)
 
 
 class _PlantedRunner:
@@ -352,7 +353,7 @@ def test_a_chunk_that_keeps_failing_is_split_then_marked_not_silently_kept(long_
 
 
 @pytest.mark.model
-def test_cancel_keeps_what_was_done(long_file, runner):
+def test_cancel_keeps_what_was_done(long_file, runner, result):
     cancel = threading.Event()
     done: list[int] = []
 
@@ -366,7 +367,8 @@ def test_cancel_keeps_what_was_done(long_file, runner):
     assert transcript.extra["cancelled"] is True
     text = transcript.text.lower()
     assert "sorrow" in text and "greasy" not in text
-    assert transcript.segments[-1].end <= done[-1] + 30 * SR
+    full, _ = result
+    assert 0 < len(transcript.words) < len(full.words) / 2
 
 
 @pytest.mark.model

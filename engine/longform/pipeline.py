@@ -37,7 +37,13 @@ from engine.longform.chunking import (
     split_at_quiet,
 )
 from engine.longform.retry import RetryPolicy, Step, Verdict
-from engine.longform.stitch import ChunkResult, covered_until, stitch
+from engine.longform.stitch import (
+    ChunkResult,
+    covered_until,
+    first_uncovered_speech,
+    stitch,
+    text_spans,
+)
 from engine.types import SAMPLE_RATE, Transcript
 
 log = logging.getLogger(__name__)
@@ -63,22 +69,28 @@ class LongFormOptions:
 
     Attributes:
       decode: options of every chunk's first decode (greedy and short-context by default).
-      chunking: how VAD speech is cut and packed; ~10 s chunks suit the short-context encoder.
+      chunking: how VAD speech is cut and packed. 8-12 s chunks measured best with the
+        short-context encoder (its cost grows faster than linearly with the window; much shorter
+        chunks lose context and cost more decoder calls); bench/longform.py.
       retry: hallucination thresholds and the retry ladder.
       continue_early_end: decode the tail of a chunk whose text stopped while speech went on.
       min_tail_speech_s: how much VAD speech the undecoded tail must hold to be continued.
       max_continuations: continuation jobs allowed per original chunk (bounds the work).
+      lookahead_batches: how far ahead of the oldest job a batch may pick similar-length jobs.
     """
 
     decode: DecodeOptions = DEFAULT_DECODE
     chunking: ChunkingOptions = field(
-        default_factory=lambda: ChunkingOptions(target_chunk_s=10.0, max_chunk_s=15.0))
+        default_factory=lambda: ChunkingOptions(target_chunk_s=8.0, max_chunk_s=12.0))
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     continue_early_end: bool = True
     min_tail_speech_s: float = 0.5
     max_continuations: int = 2
+    lookahead_batches: int = 3
 
     def __post_init__(self) -> None:
+        if self.lookahead_batches < 1:
+            raise ValueError("lookahead_batches must be >= 1")
         if self.min_tail_speech_s <= 0:
             raise ValueError("min_tail_speech_s must be positive")
         if self.max_continuations < 0:
@@ -213,8 +225,9 @@ class _Run:
                                      "flags": list(flags)})
             self.results.append(ChunkResult(job.chunk, transcript, () if dropped else flags))
             return []
+        transcript, follow_ups = self.continuation(job, transcript)
         self.results.append(ChunkResult(job.chunk, transcript))
-        return self.continuation(job, transcript)
+        return follow_ups
 
     def split(self, job: _Job) -> list[_Job]:
         chunk = job.chunk
@@ -223,21 +236,47 @@ class _Run:
         return [_Job(Chunk(start, end), Step.SPLIT, options)
                 for start, end in split_at_quiet(self.probs, chunk.start, chunk.end, max_len)]
 
-    def continuation(self, job: _Job, transcript: Transcript) -> list[_Job]:
-        """A job for the chunk's undecoded tail when its text stopped short of the speech."""
+    def continuation(self, job: _Job, transcript: Transcript) -> tuple[Transcript, list[_Job]]:
+        """Whisper's seek, driven by VAD: when the text skipped speech (stopped early, or left a
+        hole), keep the text before the hole and decode again from there.
+
+        Returns the transcript to keep and the follow-up job (if any). When nothing precedes the
+        hole, only the hole itself is decoded and the whole transcript is kept.
+        """
         opts = self.options
-        covered = covered_until(transcript)
-        if not opts.continue_early_end or covered <= 0 or job.continuations >= opts.max_continuations:
-            return []
-        # Back off a little: word end times are approximate, and stitching drops duplicates.
-        tail_start = job.chunk.start + max(0, covered - SAMPLE_RATE // 10)
-        tail = self.probs[tail_start // VAD_WINDOW: job.chunk.end // VAD_WINDOW]
-        speech_s = float(np.count_nonzero(tail >= opts.chunking.threshold)) * VAD_WINDOW / SAMPLE_RATE
-        if speech_s < opts.min_tail_speech_s or job.chunk.end - tail_start < SAMPLE_RATE:
-            return []
-        self.counts["continued"] += 1
-        return [_Job(Chunk(tail_start, job.chunk.end), Step.FIRST, job.options,
-                     job.continuations + 1)]
+        if (not opts.continue_early_end or not transcript.text
+                or job.continuations >= opts.max_continuations):
+            return transcript, []
+        chunk = job.chunk
+        first = chunk.start // VAD_WINDOW
+        speech = self.probs[first: -(-chunk.end // VAD_WINDOW)] >= opts.chunking.threshold
+        offset = chunk.start - first * VAD_WINDOW  # the chunk need not start on a window edge
+        spans = [(a + offset, b + offset) for a, b in text_spans(transcript)]
+        hole = first_uncovered_speech(
+            speech, VAD_WINDOW, spans, tolerance=SAMPLE_RATE // 2,
+            min_speech=int(opts.min_tail_speech_s * SAMPLE_RATE), bridge=SAMPLE_RATE // 3)
+        if hole is None:
+            return transcript, []
+        hole_start = max(0, hole[0] - offset - SAMPLE_RATE // 5)
+        kept = _before(transcript, hole_start)
+        resume = covered_until(kept)
+        if kept.segments and chunk.samples - resume >= SAMPLE_RATE // 2:
+            self.counts["continued"] += 1
+            # Back off a little: word end times are approximate; stitching drops duplicates.
+            new = Chunk(chunk.start + max(0, resume - SAMPLE_RATE // 10), chunk.end)
+            return kept, [_Job(new, Step.FIRST, job.options, job.continuations + 1)]
+        hole_end = min(chunk.samples, hole[1] - offset + SAMPLE_RATE // 5)
+        if hole_end - hole_start < SAMPLE_RATE // 2 or hole_end - hole_start >= chunk.samples:
+            return transcript, []
+        self.counts["filled"] += 1
+        fill = Chunk(chunk.start + hole_start, chunk.start + hole_end)
+        return transcript, [_Job(fill, Step.FIRST, job.options, job.continuations + 1)]
+
+
+def _before(transcript: Transcript, limit: int) -> Transcript:
+    """The transcript's segments that end by ``limit`` (chunk-relative samples)."""
+    kept = tuple(s for s in transcript.segments if s.end <= limit and s.text.strip())
+    return dataclasses.replace(transcript, segments=kept)
 
 
 def transcribe_long(
@@ -296,7 +335,7 @@ def _drain(run: _Run, runner: BatchRunner, size: int, total: int,
         if cancel is not None and cancel.is_set():
             log.info("long-form: cancelled with %d chunk jobs left", len(run.pending))
             return True
-        batch = [run.pending.popleft() for _ in range(min(size, len(run.pending)))]
+        batch = _next_batch(run.pending, size, run.options.lookahead_batches)
         run.decode_round(runner, batch)
         # Everything before the earliest unfinished job is done (silence included).
         frontier = min((j.chunk.start for j in run.pending), default=total)
@@ -304,6 +343,19 @@ def _drain(run: _Run, runner: BatchRunner, size: int, total: int,
         if progress is not None:
             progress(reported, total)
     return False
+
+
+def _next_batch(pending: deque[_Job], size: int, lookahead: int) -> list[_Job]:
+    """Up to ``size`` jobs: the oldest, plus those of the next ``lookahead`` batches closest to
+    it in length. The short-context encoder pads a batch to its longest item, so similar
+    lengths waste less; always taking the oldest job keeps progress moving along the file."""
+    window = [pending[i] for i in range(min(len(pending), size * lookahead))]
+    anchor = window[0]
+    chosen = sorted(window[1:], key=lambda j: abs(j.chunk.samples - anchor.chunk.samples))
+    batch = [anchor, *chosen[:size - 1]]
+    for job in batch:
+        pending.remove(job)
+    return batch
 
 
 def _first_language(results: list[ChunkResult]) -> str | None:

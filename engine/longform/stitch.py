@@ -13,6 +13,9 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
+
 from engine.core.quality import words_of
 from engine.longform.chunking import Chunk
 from engine.types import SAMPLE_RATE, Segment, Transcript, Word
@@ -60,6 +63,8 @@ def stitch(results: Iterable[ChunkResult]) -> list[Segment]:
         if segments and incoming:
             incoming = drop_border_duplicates(segments, incoming)
         segments.extend(incoming)
+    # A fill chunk (speech a decode skipped) lies inside its parent chunk: order by time.
+    segments.sort(key=lambda s: s.start)
     return make_monotonic(segments)
 
 
@@ -123,3 +128,43 @@ def covered_until(transcript: Transcript) -> int:
     ends = [s.end for s in transcript.segments if s.text.strip()]
     ends += [w.end for w in transcript.words]
     return max(ends, default=0)
+
+
+def text_spans(transcript: Transcript) -> list[tuple[int, int]]:
+    """Chunk-relative spans that carry text: words when timed, else segments."""
+    if transcript.words:
+        return [(w.start, w.end) for w in transcript.words]
+    return [(s.start, s.end) for s in transcript.segments if s.text.strip()]
+
+
+def first_uncovered_speech(
+    speech: npt.NDArray[np.bool_], window: int, spans: list[tuple[int, int]], *,
+    tolerance: int, min_speech: int, bridge: int,
+) -> tuple[int, int] | None:
+    """The first stretch of VAD speech no decoded text accounts for, chunk-relative in samples.
+
+    ``speech`` marks the chunk's VAD windows (``window`` samples each) that hold speech; a window
+    counts as covered within ``tolerance`` of any text span (word times and VAD edges are both
+    approximate). Uncovered runs closer than ``bridge`` merge; the first holding at least
+    ``min_speech`` samples of speech is returned as (start, end), else None.
+    """
+    covered = np.zeros(speech.shape, dtype=bool)
+    for start, end in spans:
+        lo = max(0, (start - tolerance) // window)
+        hi = max(0, -(-(end + tolerance) // window))
+        covered[lo:hi] = True
+    hits = np.flatnonzero(speech & ~covered)
+    if hits.size == 0:
+        return None
+    run_start, count, last = int(hits[0]), 0, int(hits[0])
+    for i in hits:
+        if (i - last) * window > bridge:
+            run_start, count = int(i), 0
+        count += 1
+        last = int(i)
+        if count * window >= min_speech:
+            end = last + 1
+            while end < speech.size and speech[end] and not covered[end]:
+                end += 1
+            return run_start * window, end * window
+    return None
