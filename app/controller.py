@@ -162,6 +162,9 @@ class Controller(QObject):
         info = getattr(self.engine, "model_info", None)
         if state == "ready" and info is not None:
             self.window.set_model_info(info.name, info.device, info.compute_type)
+        elif state == "ready" and self.settings.backend == "remote":
+            # The server decides model and device; show what it announced.
+            self.window.model_label.setText(f"remote · {detail or self.settings.remote_url}")
         if state == "stopped" and self.options.exit_after_input:
             self.quit()
 

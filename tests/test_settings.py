@@ -185,3 +185,20 @@ def test_hotkey_support_by_session_type():
     assert ok and "X11 apps" in note
     if sys.platform.startswith("linux"):
         assert not session_supports_global_hotkeys({})[0]
+
+
+def test_engine_factory_builds_real_engines_without_starting_them(jfk_wav):
+    from app.engine_factory import AppEngine, EngineConfig, make_engine
+    from engine.live import LocalLiveEngine
+    from engine.remote.client import RemoteLiveEngine
+
+    events: list[object] = []
+    local = make_engine(EngineConfig(mode="vad", input_path=jfk_wav), events.append)
+    assert isinstance(local, AppEngine) and isinstance(local.engine, LocalLiveEngine)
+    remote = make_engine(EngineConfig(backend="remote", remote_url="ws://127.0.0.1:9",
+                                      mode="ptt"), events.append)
+    assert isinstance(remote, AppEngine) and isinstance(remote.engine, RemoteLiveEngine)
+    assert remote.engine.options.mode == "ptt"
+    assert events == []  # construction does no work and emits nothing
+    with pytest.raises(ValueError):
+        EngineConfig(mode="always")

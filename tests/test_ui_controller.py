@@ -78,8 +78,14 @@ def test_engine_events_reach_window_captions_and_meter(qtbot, make_controller):
 
 
 def test_remote_metrics_show_network_and_decode(qtbot, make_controller):
-    controller, _ = make_controller(network_ms=35.0)
+    from app.settings import Settings, with_changes
+
+    settings = with_changes(Settings(), backend="remote", remote_url="ws://127.0.0.1:9",
+                            inject_mode="off")
+    controller, engines = make_controller(settings, network_ms=35.0)
     controller.start_engine()
+    assert engines[0].config.backend == "remote"
+    qtbot.waitUntil(lambda: controller.window.model_label.text() == "remote · fake")
     controller.on_ptt("press")
     controller.on_ptt("release")
     qtbot.waitUntil(lambda: controller.window.latency.summary is not None)
