@@ -25,7 +25,13 @@ from engine.evaluation import error_rate
 from engine.longform import LongFormOptions, choose_batch_size, transcribe_long
 from engine.longform.chunking import VAD_WINDOW, Chunk, ChunkingOptions, plan_chunks, split_at_quiet
 from engine.longform.retry import RetryPolicy, Step, Verdict, chunk_flags, give_up, verdict
-from engine.longform.stitch import ChunkResult, drop_border_duplicates, make_monotonic, stitch
+from engine.longform.stitch import (
+    ChunkResult,
+    drop_border_duplicates,
+    first_uncovered_speech,
+    make_monotonic,
+    stitch,
+)
 from engine.types import SAMPLE_RATE, Segment, Transcript, Word
 
 SR = SAMPLE_RATE
@@ -196,6 +202,24 @@ def test_monotonic_times_and_chunk_clamping():
     assert placed[0].end == 10 * SR and placed[0].words[0].end == 10 * SR
 
 
+def test_first_uncovered_speech_finds_holes_and_tails_but_not_covered_speech():
+    window = VAD_WINDOW
+    speech = np.zeros(300, dtype=bool)
+    speech[10:100] = True  # covered by text below
+    speech[150:200] = True  # a hole: 1.6 s of speech with no text
+    spans = [(10 * window, 100 * window), (220 * window, 260 * window)]
+    kwargs = {"tolerance": SR // 2, "min_speech": SR // 2, "bridge": SR // 3}
+    hole = first_uncovered_speech(speech, window, spans, **kwargs)
+    assert hole == (150 * window, 200 * window)
+    assert first_uncovered_speech(speech, window, [*spans, (150 * window, 200 * window)],
+                                  **kwargs) is None
+    # Speech just past the last word, within the tolerance, is not a hole.
+    speech2 = np.zeros(120, dtype=bool)
+    speech2[10:110] = True
+    assert first_uncovered_speech(speech2, window, [(10 * window, 100 * window)],
+                                  **kwargs) is None
+
+
 # --- retry ladder --------------------------------------------------------------------------
 
 LOOP = " and so and so and so and so and so and so and so and so and so and so"
@@ -350,6 +374,36 @@ def test_a_chunk_that_keeps_failing_is_split_then_marked_not_silently_kept(long_
     assert all(s.start < long_file.spans[0][1] + SR for s in flagged)
     # The rest of the file is unaffected.
     assert "apostle" in transcript.text.lower() and "greasy" in transcript.text.lower()
+
+
+class _EarlyStopRunner:
+    """Wraps the real runner; the first chunk's decode loses its second half, as when Whisper
+    stops early (a stand-in: the real model cannot be made to stop early on demand)."""
+
+    def __init__(self, inner: Ct2WhisperRunner) -> None:
+        self.inner, self.cut = inner, False
+
+    def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]:
+        results = self.inner.decode_batch(requests)
+        if not self.cut:
+            self.cut = True
+            first = results[0]
+            words = first.words[: len(first.words) // 2]
+            segment = dataclasses.replace(first.segments[0], text="".join(w.text for w in words),
+                                          end=words[-1].end, words=words)
+            results[0] = dataclasses.replace(first, segments=(segment,))
+        return results
+
+
+@pytest.mark.model
+def test_a_decode_that_stops_early_is_continued(shared_audio, runner):
+    audio = load_audio(shared_audio / "ls-dc-2412-153948-0000.wav")
+    transcript = transcribe_long(audio, _EarlyStopRunner(runner))
+    assert transcript.extra["continued"] >= 1
+    reference = ("IF THE READER WILL EXCUSE ME I WILL SAY NOTHING OF MY ANTECEDENTS NOR OF THE "
+                 "CIRCUMSTANCES WHICH LED ME TO LEAVE MY NATIVE COUNTRY THE NARRATIVE WOULD BE "
+                 "TEDIOUS TO HIM AND PAINFUL TO MYSELF")
+    assert error_rate([reference], [transcript.text]) < 0.2, transcript.text
 
 
 @pytest.mark.model
