@@ -171,6 +171,7 @@ def test_rejects_wrong_window_size() -> None:
 @pytest.mark.parametrize("kwargs", [
     {"mode": "always"}, {"start_threshold": 0.3, "end_threshold": 0.5}, {"start_windows": 0},
     {"min_silence_ms": -1}, {"end_pad_ms": -1}, {"max_ms": 1000}, {"end_threshold": 0.0},
+    {"ptt_threshold": 0.0},
 ])
 def test_options_are_validated(kwargs: dict) -> None:
     with pytest.raises(ValueError):
@@ -181,3 +182,29 @@ def test_windows_rounds_up() -> None:
     assert SegmenterOptions().windows(33) == 2
     assert SegmenterOptions().windows(32) == 1
     assert MS_PER_WINDOW == 32
+
+
+def test_a_soft_voice_starts_speech_when_its_run_peaks_above_the_start_threshold() -> None:
+    seg = SpeechSegmenter(SegmenterOptions(preroll_ms=320))
+    assert feed(seg, [0.0] * 20 + [0.4] * 6) == []  # soft but never confidently speech
+    started = of(SegmentStarted, feed(seg, [0.55]))
+    assert len(started) == 1
+    # the whole soft run (7 windows) is kept, plus 10 pre-roll windows before it
+    assert started[0].start == (20 - 10) * WINDOW
+    seg2 = SpeechSegmenter()
+    assert feed(seg2, [0.4, 0.6, 0.2, 0.4, 0.4]) == []  # the peak's run was broken
+
+
+def test_a_very_long_soft_onset_keeps_what_the_ring_holds() -> None:
+    seg = SpeechSegmenter(SegmenterOptions(preroll_ms=320))
+    started = of(SegmentStarted, feed(seg, [0.4] * 100 + [0.9]))[0]
+    assert len(started.audio) == (10 + 3 + 32) * WINDOW
+
+
+def test_ptt_counts_soft_voices_as_speech() -> None:
+    seg = SpeechSegmenter(SegmenterOptions(mode="ptt"))
+    seg.begin()
+    events = feed(seg, [0.2, 0.1])
+    assert [e.speech for e in of(SegmentAudio, events)] == [True, False]
+    ended = seg.end()[0]
+    assert isinstance(ended, SegmentEnded) and ended.speech_windows == 1

@@ -1,9 +1,9 @@
 """Turn a stream of (512-sample window, speech probability) pairs into utterances (sans-I/O).
 
 Rules, each there to prevent a complaint users make about peer apps:
-- hysteresis: speech starts after ``start_windows`` consecutive windows at or above
-  ``start_threshold`` (a click is not speech) and continues while windows stay at or above the
-  lower ``end_threshold`` (soft word endings do not cut the utterance);
+- hysteresis: speech starts after ``start_windows`` consecutive windows at or above the lower
+  ``end_threshold``, one of them at or above ``start_threshold`` (a click is not speech), and
+  continues while windows stay at or above ``end_threshold`` (soft endings are not cut);
 - it ends after ``min_silence_ms`` below ``end_threshold``, keeping ``end_pad_ms`` after the last
   speech window (trailing consonants are quiet);
 - every utterance starts ``preroll_ms`` (>= 300 ms) before the first speech window, so the
@@ -28,6 +28,7 @@ from engine.asr.base import Audio
 from engine.types import SAMPLE_RATE
 
 WINDOW = 512  # Silero's window at 16 kHz
+MAX_ONSET = 32  # windows (~1 s) of soft onset kept before the window that triggers
 
 
 @dataclass(frozen=True)
@@ -40,12 +41,17 @@ class SegmenterOptions:
     preroll_ms: int = 400
     end_pad_ms: int = 200
     max_ms: int = 30_000
+    # Push-to-talk: the user said there is speech, so a lower bar decides whether a press held
+    # anything worth decoding (Silero scores falsetto or whispering around 0.2).
+    ptt_threshold: float = 0.15
 
     def __post_init__(self) -> None:
         if self.mode not in ("vad", "ptt"):
             raise ValueError("mode must be 'vad' or 'ptt'")
         if not 0.0 < self.end_threshold <= self.start_threshold < 1.0:
             raise ValueError("need 0 < end_threshold <= start_threshold < 1")
+        if not 0.0 < self.ptt_threshold < 1.0:
+            raise ValueError("need 0 < ptt_threshold < 1")
         if self.start_windows < 1:
             raise ValueError("start_windows must be >= 1")
         if self.preroll_ms < 300:
@@ -99,9 +105,11 @@ class SpeechSegmenter:
         self.options = options or SegmenterOptions()
         o = self.options
         self._preroll = o.windows(o.preroll_ms)
-        self._ring: deque[Audio] = deque(maxlen=self._preroll + o.start_windows)
+        # Pre-roll plus room for a slow onset (a long soft run before the peak that triggers).
+        self._ring: deque[Audio] = deque(maxlen=self._preroll + o.start_windows + MAX_ONSET)
         self._position = 0  # samples pushed so far
-        self._run = 0  # consecutive windows >= start_threshold while idle
+        self._run = 0  # consecutive windows >= end_threshold while idle
+        self._peaked = False  # ... one of which reached start_threshold
         self._active = False
         self._start = 0
         self._windows: list[Audio] = []  # the utterance in flight, window by window
@@ -133,7 +141,7 @@ class SpeechSegmenter:
         """Push-to-talk press: open an utterance now, with the pre-roll ring."""
         if self._active:
             return []
-        return [self._open(len(self._ring), speech_windows=0)]
+        return [self._open(self._preroll + self.options.start_windows, speech_windows=0)]
 
     def end(self) -> list[SegmentEvent]:
         """Push-to-talk release (or any forced end): close the utterance at the current position."""
@@ -149,16 +157,20 @@ class SpeechSegmenter:
     def _push_idle(self, probability: float) -> list[SegmentEvent]:
         if self.options.mode == "ptt":
             return []
-        self._run = self._run + 1 if probability >= self.options.start_threshold else 0
-        if self._run < self.options.start_windows:
+        # Hysteresis on the way in too: a run of windows above the *end* threshold that peaks
+        # above the start threshold (soft voices such as falsetto hover around 0.4-0.6).
+        o = self.options
+        self._run = self._run + 1 if probability >= o.end_threshold else 0
+        self._peaked = (self._peaked and self._run > 0) or probability >= o.start_threshold
+        if self._run < o.start_windows or not self._peaked:
             return []
-        # The ring holds the trigger windows plus up to `preroll` windows before them.
-        return [self._open(len(self._ring), speech_windows=self._run)]
+        # Keep the whole run that led here plus `preroll` windows before it.
+        return [self._open(self._preroll + self._run, speech_windows=self._run)]
 
     def _open(self, ring_windows: int, speech_windows: int) -> SegmentStarted:
         # Never re-send audio that already belonged to the previous utterance.
         fresh = (self._position - self._floor) // WINDOW
-        ring_windows = min(ring_windows, fresh)
+        ring_windows = min(ring_windows, fresh, len(self._ring))
         windows = list(self._ring)[-ring_windows:] if ring_windows else []
         self._active = True
         self._start = self._position - WINDOW * len(windows)
@@ -168,6 +180,7 @@ class SpeechSegmenter:
         self._speech_windows = speech_windows
         self._last_speech_end = self._position
         self._run = 0
+        self._peaked = False
         audio = np.concatenate(windows) if windows else np.zeros(0, dtype=np.float32)
         return SegmentStarted(start=self._start, audio=audio, speech=speech_windows > 0)
 
@@ -175,7 +188,7 @@ class SpeechSegmenter:
         o = self.options
         self._windows.append(window)
         self._levels.append(_rms(window))
-        is_speech = probability >= o.end_threshold
+        is_speech = probability >= (o.end_threshold if o.mode == "vad" else o.ptt_threshold)
         events: list[SegmentEvent] = [SegmentAudio(audio=window, speech=is_speech)]
         if is_speech:
             self._silence = 0
@@ -216,6 +229,7 @@ class SpeechSegmenter:
         self._levels = []
         self._silence = 0
         self._run = 0
+        self._peaked = False
         return ended
 
 
