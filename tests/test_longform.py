@@ -21,8 +21,15 @@ from engine.asr.ct2_decoder import Ct2WhisperRunner, DecodeRequest
 from engine.asr.fake import ScriptedTranscriber
 from engine.audio.decode import load_audio
 from engine.core.quality import words_of
+from engine.errors import EngineError
 from engine.evaluation import error_rate
-from engine.longform import LongFormOptions, choose_batch_size, transcribe_long
+from engine.longform import (
+    LongFormOptions,
+    ProcessPoolRunner,
+    WorkerSettings,
+    choose_batch_size,
+    transcribe_long,
+)
 from engine.longform.chunking import VAD_WINDOW, Chunk, ChunkingOptions, plan_chunks, split_at_quiet
 from engine.longform.retry import RetryPolicy, Step, Verdict, chunk_flags, give_up, verdict
 from engine.longform.stitch import (
@@ -432,3 +439,15 @@ def test_cli_argument_order_and_plain_decode_options_are_accepted(shared_audio, 
     transcript = transcribe_long(tiny_transcriber, audio, options)
     assert "fellow americans" in transcript.text.lower()
     assert transcript.duration == len(audio)
+
+
+@pytest.mark.model
+def test_worker_processes_decode_the_same_file(long_file):
+    audio = long_file.audio[long_file.spans[4][0]:long_file.spans[6][1]]
+    with ProcessPoolRunner(WorkerSettings(workers=2, threads_per_worker=1)) as pool:
+        transcript = transcribe_long(audio, pool, batch_size=4)
+    text = transcript.text.lower()
+    assert "apostle" in text and "danger trail" in text
+    assert transcript.extra["chunks"] >= 2
+    with pytest.raises(EngineError):
+        ProcessPoolRunner().decode_batch([])

@@ -7,12 +7,15 @@ what ``sottovoce transcribe`` and the app's "Open file..." use. See `engine.long
 from engine.longform.chunking import Chunk, ChunkingOptions
 from engine.longform.pipeline import LongFormOptions, choose_batch_size, transcribe_long
 from engine.longform.retry import RetryPolicy
+from engine.longform.workers import ProcessPoolRunner, WorkerSettings
 
 __all__ = [
     "Chunk",
     "ChunkingOptions",
     "LongFormOptions",
+    "ProcessPoolRunner",
     "RetryPolicy",
+    "WorkerSettings",
     "choose_batch_size",
     "transcribe_long",
 ]
