@@ -30,7 +30,14 @@ from engine.longform import (
     choose_batch_size,
     transcribe_long,
 )
-from engine.longform.chunking import VAD_WINDOW, Chunk, ChunkingOptions, plan_chunks, split_at_quiet
+from engine.longform.chunking import (
+    VAD_WINDOW,
+    Chunk,
+    ChunkingOptions,
+    plan_chunks,
+    speech_probabilities,
+    split_at_quiet,
+)
 from engine.longform.retry import RetryPolicy, Step, Verdict, chunk_flags, give_up, verdict
 from engine.longform.stitch import (
     ChunkResult,
@@ -152,6 +159,15 @@ def test_target_length_packs_pauses_into_shorter_chunks():
     short = plan_chunks(probs, total, ChunkingOptions(target_chunk_s=8, max_chunk_s=15))
     assert len(short) > len(long)
     assert all(c.seconds <= 15 for c in short)
+
+
+def test_parallel_vad_gives_the_same_chunks(long_file):
+    one = speech_probabilities(long_file.audio, workers=1)
+    two = speech_probabilities(long_file.audio, workers=2)
+    assert one.shape == two.shape
+    assert float(np.abs(one - two).mean()) < 0.01
+    total = len(long_file.audio)
+    assert plan_chunks(one, total) == plan_chunks(two, total)
 
 
 def test_options_are_validated():

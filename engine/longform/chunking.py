@@ -16,6 +16,7 @@ Policy:
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,6 +27,7 @@ from engine.errors import missing_dependency
 from engine.types import SAMPLE_RATE
 
 VAD_WINDOW = 512  # samples per Silero window at 16 kHz (32 ms)
+VAD_WARMUP_S = 2.0  # audio a parallel VAD part re-reads so Silero's state settles
 
 Probabilities = npt.NDArray[np.float32]
 
@@ -89,17 +91,35 @@ class Chunk:
         return self.samples / SAMPLE_RATE
 
 
-def speech_probabilities(audio: Audio) -> Probabilities:
-    """Silero VAD speech probability of every 512-sample window of ``audio`` (last one padded)."""
+def speech_probabilities(audio: Audio, workers: int = 1) -> Probabilities:
+    """Silero VAD speech probability of every 512-sample window of ``audio`` (last one padded).
+
+    With ``workers`` > 1 the file is scored in that many parts on parallel threads (onnxruntime
+    releases the GIL; faster-whisper's session uses one thread per call). Silero is stateful, so
+    each part after the first starts `VAD_WARMUP_S` early and those warm-up scores are dropped.
+    """
     try:
         from faster_whisper.vad import get_vad_model
     except ImportError as exc:
         raise missing_dependency("faster-whisper (Silero VAD)", "local") from exc
     if audio.size == 0:
         return np.zeros(0, dtype=np.float32)
-    padded = np.pad(audio, (0, (-audio.size) % VAD_WINDOW))
-    probs = get_vad_model()(np.ascontiguousarray(padded, dtype=np.float32))
-    return np.asarray(probs, dtype=np.float32).reshape(-1)
+    padded = np.ascontiguousarray(np.pad(audio, (0, (-audio.size) % VAD_WINDOW)), dtype=np.float32)
+    model = get_vad_model()
+    windows = padded.size // VAD_WINDOW
+    warmup = int(VAD_WARMUP_S * SAMPLE_RATE) // VAD_WINDOW
+    parts = max(1, min(workers, windows // (4 * warmup)))
+    if parts == 1:
+        return np.asarray(model(padded), dtype=np.float32).reshape(-1)
+    edges = [windows * i // parts for i in range(parts + 1)]
+
+    def score(i: int) -> Probabilities:
+        lead = 0 if i == 0 else warmup
+        lo, hi = (edges[i] - lead) * VAD_WINDOW, edges[i + 1] * VAD_WINDOW
+        return np.asarray(model(padded[lo:hi]), dtype=np.float32).reshape(-1)[lead:]
+
+    with ThreadPoolExecutor(max_workers=parts, thread_name_prefix="vad") as pool:
+        return np.concatenate(list(pool.map(score, range(parts))))
 
 
 def find_chunks(audio: Audio, options: ChunkingOptions | None = None) -> list[Chunk]:

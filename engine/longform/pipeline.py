@@ -309,7 +309,8 @@ def transcribe_long(
         raise ValueError("batch_size must be >= 1")
     if progress is not None:
         progress(0, total)
-    probs = speech_probabilities(audio)
+    # VAD runs before any decode, so it may use every core (scored in parallel parts).
+    probs = speech_probabilities(audio, workers=min(4, os.cpu_count() or 1))
     chunks = plan_chunks(probs, total, opts.chunking)
     run = _Run(audio, probs, opts)
     run.pending.extend(_Job(c, Step.FIRST, opts.decode) for c in chunks)
