@@ -79,7 +79,9 @@ def start_server(system: str, port: int, model: str, streams: int) -> subprocess
                "--max-sessions", str(streams + 1)]
         if system == "ours_unbatched":
             cmd.append("--no-batching")
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log_path = Path(f"/tmp/bench-server-{system}-{streams}.log")
+    with open(log_path, "wb") as log_file:  # the server's own log, for post-mortems
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log_file)
     wait_port(port, proc)
     return proc
 
@@ -122,6 +124,7 @@ class Stream:
 
 def run_once(system: str, n: int, clips: list[tuple[np.ndarray, str]], seconds: float,
              model: str) -> dict[str, object]:
+    server_stats: dict[str, object]
     port = free_port()
     proc = start_server(system, port, model, n)
     scheme = "whisperlive" if system == "whisperlive" else "ws"
@@ -136,7 +139,12 @@ def run_once(system: str, n: int, clips: list[tuple[np.ndarray, str]], seconds: 
         for stream in streams:
             stream.engine.wait(seconds * 4 + 120)
         last = max((s.last_final_at for s in streams), default=time.monotonic())
-        server_stats = scheduler_stats(port) if system != "whisperlive" else {}
+        server_stats = {}
+        if system != "whisperlive":
+            try:
+                server_stats = scheduler_stats(port)
+            except OSError as exc:
+                print(f"   no server metrics ({exc}); server exit code {proc.poll()}", flush=True)
     finally:
         proc.terminate()
         proc.wait(20)
