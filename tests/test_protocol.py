@@ -118,6 +118,7 @@ def test_client_refuses_misuse_and_binary_from_server() -> None:
 def test_unknown_types_are_ignored_both_ways() -> None:
     server = open_server()
     assert server.receive_text('{"type": "future_feature", "x": 1}') == []
+    assert server.receive_text(p.ClientConnection().keepalive()) == []
     assert server.state == "open"
     client = p.ClientConnection()
     client.hello(p.Hello(session_id="s"))

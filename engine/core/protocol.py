@@ -392,6 +392,10 @@ class ClientConnection:
     def flush(self) -> str:
         return _frame("flush")
 
+    def keepalive(self) -> str:
+        """Nothing to say, still here (the server ignores it except for its idle timer)."""
+        return _frame("keepalive")
+
     def end(self) -> str:
         self.state = "ending"
         return _frame("end")

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_FRAME_SAMPLES = 32_000  # resends are coalesced into frames of up to 2 s (64 KiB)
+KEEPALIVE_S = 10.0  # well under the server's default 30 s idle timeout
 RETRYABLE_ERRORS = (p.BUSY, p.IDLE_TIMEOUT, p.INTERNAL, p.RATE_LIMITED)
 
 
@@ -144,7 +145,12 @@ class _Session:
             if buffer.closed and position >= buffer.end and not end_sent:
                 end_sent = True
                 await self.ws.send(self.protocol.end())
-            await self.engine.wait_for_audio()
+            try:
+                await asyncio.wait_for(self.engine.wait_for_audio(), KEEPALIVE_S)
+            except asyncio.TimeoutError:
+                # Push-to-talk sends nothing between presses; keep the server's idle timer
+                # from closing a session the user still holds.
+                await self.ws.send(self.protocol.keepalive())
 
     def _handle(self, message: p.ServerMessage | p.ProtocolViolation) -> bool:
         engine = self.engine
