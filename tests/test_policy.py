@@ -375,3 +375,26 @@ def test_repeated_words_spoken_slowly_are_not_a_loop() -> None:
     text = "and here are some more words, words, words, words. you know, you know."
     events = policy.on_result(request.request_id, transcript(text, seconds=4.0), 4.2)
     assert [e for e in events if isinstance(e, FinalText)][0].text == text
+
+
+def test_a_final_reciting_its_prompt_is_retried_without_it() -> None:
+    policy = StreamingPolicy(PolicyOptions(partials=False))
+    policy.prompt.add("I'm talking pretty fast here. There's nothing going on.", at=0.0)
+    started(policy, seconds=3.0, now=3.0)
+    policy.handle(SegmentEnded(16000 + 3 * SR, 16000 + 3 * SR, 50), 3.0)
+    first = policy.next_request(3.0)
+    assert first is not None and first.options.prompt
+    echo = "we are just saying some words. I'm talking pretty fast here, there's nothing going"
+    assert [type(e) for e in policy.on_result(first.request_id, transcript(echo, seconds=3.0),
+                                              3.2)] == [Metrics]
+    retry = policy.next_request(3.2)
+    assert retry is not None and retry.options.prompt is None
+    fine = "and I'm talking pretty fast here too"  # 5 shared words in a row: not an echo
+    policy.prompt.add("Unrelated.", at=3.3)
+    started(policy, start=10 * SR, seconds=3.0, now=4.0)
+    policy.handle(SegmentEnded(13 * SR, 13 * SR, 50), 4.0)
+    policy.on_result(retry.request_id, transcript("we are just saying some words"), 4.0)
+    request = policy.next_request(4.0)
+    assert request is not None and request.options.prompt
+    events = policy.on_result(request.request_id, transcript(fine, seconds=3.0), 4.2)
+    assert [e for e in events if isinstance(e, FinalText)][0].text == fine

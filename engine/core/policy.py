@@ -43,7 +43,8 @@ from engine.events import (
 )
 from engine.types import SAMPLE_RATE, Segment, Transcript, Word
 
-LOOP_FLAGS = frozenset({"compression", "repeats", "wpm_high", "word_loop"})
+LOOP_FLAGS = frozenset({"compression", "repeats", "wpm_high", "word_loop", "prompt_echo"})
+ECHO_WORDS = 6  # a final repeating this many words of its prompt in a row is suspect
 # One word repeated back to back faster than anyone says it ("1 1 1 1 1 1" on a 1 s chunk),
 # while "words, words, words, words" over 4 s is speech: a run of >= 3 repeats counts as a loop
 # when it has more than WORD_LOOP_PER_S repeats per second of audio, or >= WORD_LOOP_MAX at all.
@@ -311,6 +312,7 @@ class StreamingPolicy:
         seconds = len(request.audio) / SAMPLE_RATE
         text = transcript.text
         flags = set(check_text(text, seconds, thresholds=o.quality)) | _word_loop(text, seconds)
+        flags |= _prompt_echo(request.options.prompt, text)
         if flags & LOOP_FLAGS and utt.attempts == 1 and o.retry_on_loop:
             # A prompt or a short window can start a loop: retry once with neither.
             self._finals.appendleft(utt)
@@ -369,6 +371,18 @@ def _word_loop(text: str, seconds: float) -> set[str]:
         for i in range(len(words) - 2 * n + 1):
             if words[i:i + n] == words[i + n:i + 2 * n]:
                 return {"word_loop"}
+    return set()
+
+
+def _prompt_echo(prompt: str | None, text: str) -> set[str]:
+    """Short windows sometimes make Whisper recite its prompt instead of the audio."""
+    if not prompt:
+        return set()
+    said = [comparable(w) for w in prompt.split()]
+    grams = {tuple(said[i:i + ECHO_WORDS]) for i in range(len(said) - ECHO_WORDS + 1)}
+    words = [comparable(w) for w in text.split()]
+    if any(tuple(words[i:i + ECHO_WORDS]) in grams for i in range(len(words) - ECHO_WORDS + 1)):
+        return {"prompt_echo"}
     return set()
 
 
