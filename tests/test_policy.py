@@ -113,6 +113,7 @@ def test_end_of_speech_gives_one_final_with_offset_words_and_latency() -> None:
     assert final is not None and final.kind == "final"
     assert len(final.audio) == int(1.7 * SR)  # cut back to the padded end
     assert final.options.word_timestamps and final.options.beam_size == 5
+    assert final.options.temperatures == (0.0,)
     assert final.options.prompt is None
     assert final.audio_arrived_at == pytest.approx(1.5)
     events = policy.on_result(final.request_id, transcript("hello world", seconds=1.7), 2.2)
@@ -337,7 +338,7 @@ def test_more_in_flight_for_a_batching_server() -> None:
 
 @pytest.mark.parametrize("kwargs", [
     {"min_partial_audio_s": -1}, {"busy_factor": 0.5}, {"max_lag_s": 0}, {"max_in_flight": 0},
-    {"final_beam_size": 0}, {"language": "e1"}, {"task": "summarise"},
+    {"final_beam_size": 0}, {"language": "e1"}, {"task": "summarise"}, {"final_temperatures": ()},
 ])
 def test_options_are_validated(kwargs: dict) -> None:
     with pytest.raises(ValueError):

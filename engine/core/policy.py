@@ -66,6 +66,10 @@ class PolicyOptions:
     max_in_flight: int = 1
     partial_beam_size: int = 1
     final_beam_size: int = 5
+    # Greedy/beam only: sampling at temperature > 0 segfaults CTranslate2 now and then
+    # (faster-whisper#223, seen here on 4.8.5) and a fallback chain costs seconds; a looping
+    # final is retried by this policy instead (padded window, no prompt).
+    final_temperatures: tuple[float, ...] = (0.0,)
     short_context: bool = True
     retry_on_loop: bool = True
     prompt: PromptOptions = field(default_factory=PromptOptions)
@@ -80,7 +84,8 @@ class PolicyOptions:
             raise ValueError("max_lag_s must be > 0 and max_in_flight >= 1")
         # DecodeOptions validates language, task and beam sizes.
         DecodeOptions(language=self.language, task=self.task, beam_size=self.partial_beam_size)
-        DecodeOptions(language=self.language, task=self.task, beam_size=self.final_beam_size)
+        DecodeOptions(language=self.language, task=self.task, beam_size=self.final_beam_size,
+                      temperatures=self.final_temperatures)
 
 
 @dataclass(frozen=True)
@@ -302,7 +307,7 @@ class StreamingPolicy:
         options = DecodeOptions(
             language=o.language, task=o.task, prompt=self.prompt.prompt(now) if first else None,
             word_timestamps=True, beam_size=1 if behind else o.final_beam_size,
-            short_context=o.short_context and first,
+            temperatures=o.final_temperatures, short_context=o.short_context and first,
         )
         return self._issue(utt, "final", options, now, arrived_at=utt.speech_end_at)
 
