@@ -292,6 +292,16 @@ def test_pipeline_runs_over_any_transcriber_with_the_scripted_fake(shared_audio)
     assert transcript.segments[-1].end <= len(audio)
 
 
+def test_silent_or_empty_audio_decodes_nothing():
+    fake = ScriptedTranscriber(["Thank you."])
+    calls: list[tuple[int, int]] = []
+    for audio in (np.zeros(5 * SR, np.float32), np.zeros(0, np.float32)):
+        transcript = transcribe_long(audio, fake, progress=lambda d, t: calls.append((d, t)))
+        assert transcript.segments == () and transcript.duration == len(audio)
+    assert fake.calls == []
+    assert calls[-1] == (0, 0)
+
+
 # --- the real model on a long file ----------------------------------------------------------
 
 @pytest.mark.model
