@@ -399,3 +399,13 @@ def test_a_final_reciting_its_prompt_is_retried_without_it() -> None:
     assert request is not None and request.options.prompt
     events = policy.on_result(request.request_id, transcript(fine, seconds=3.0), 4.2)
     assert [e for e in events if isinstance(e, FinalText)][0].text == fine
+
+
+def test_the_prompt_of_a_short_utterance_is_kept_in_proportion() -> None:
+    policy = StreamingPolicy(PolicyOptions(partials=False))
+    policy.prompt.add("word " * 60, at=0.0)
+    started(policy, seconds=1.0, now=1.0)
+    policy.handle(SegmentEnded(16000 + SR, 16000 + SR, 20), 1.0)
+    request = policy.next_request(1.0)
+    assert request is not None and request.options.prompt is not None
+    assert len(request.options.prompt) <= 40

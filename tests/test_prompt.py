@@ -96,3 +96,10 @@ def test_reset() -> None:
 def test_options_are_validated(kwargs: dict) -> None:
     with pytest.raises(ValueError):
         PromptOptions(**kwargs)
+
+
+def test_a_caller_can_ask_for_a_shorter_prompt() -> None:
+    tracker = PromptTracker()
+    tracker.add("alpha beta gamma delta", at=0.0)
+    assert tracker.prompt(0.0, max_chars=11) == "gamma delta"
+    assert tracker.prompt(0.0, max_chars=500) == "alpha beta gamma delta"

@@ -44,6 +44,7 @@ from engine.events import (
 from engine.types import SAMPLE_RATE, Segment, Transcript, Word
 
 LOOP_FLAGS = frozenset({"compression", "repeats", "wpm_high", "word_loop", "prompt_echo"})
+PROMPT_CHARS_PER_S = 40  # about 10 tokens per second of audio
 ECHO_WORDS = 6  # a final repeating this many words of its prompt in a row is suspect
 # One word repeated back to back faster than anyone says it ("1 1 1 1 1 1" on a 1 s chunk),
 # while "words, words, words, words" over 4 s is speech: a run of >= 3 repeats counts as a loop
@@ -304,8 +305,12 @@ class StreamingPolicy:
         # Behind (more finals waiting, or partials backed off): greedy decoding is cheaper, so
         # the backlog shrinks instead of growing without bound.
         behind = bool(self._finals) or self._backoff > 1.0
+        # A short window has a small token budget, and CTranslate2 crashes when the prompt
+        # does not fit in it: keep the prompt in proportion to the audio.
+        seconds = utt.samples / SAMPLE_RATE
+        prompt = self.prompt.prompt(now, max(1, int(PROMPT_CHARS_PER_S * seconds)))
         options = DecodeOptions(
-            language=o.language, task=o.task, prompt=self.prompt.prompt(now) if first else None,
+            language=o.language, task=o.task, prompt=prompt if first else None,
             word_timestamps=True, beam_size=1 if behind else o.final_beam_size,
             temperatures=o.final_temperatures, short_context=o.short_context and first,
         )

@@ -60,15 +60,19 @@ class PromptTracker:
         self._last_at = at
         return True
 
-    def prompt(self, now: float) -> str | None:
-        """The prompt for a decode starting at ``now``: the last ``max_chars`` of kept text."""
+    def prompt(self, now: float, max_chars: int | None = None) -> str | None:
+        """The prompt for a decode starting at ``now``: the last ``max_chars`` (default: the
+        option) of kept text."""
         self._expire(now)
+        limit = min(self.options.max_chars, max_chars or self.options.max_chars)
         if not self._texts:
             return None
         text = " ".join(self._texts)
-        if len(text) <= self.options.max_chars:
+        if len(text) <= limit:
             return text
-        tail = text[-self.options.max_chars:]
+        tail = text[-limit:]
+        if text[-limit - 1] == " ":
+            return tail  # already starts at a word
         cut = tail.find(" ")
         # Start at a word boundary unless the tail is one huge word.
         return tail[cut + 1:] if 0 <= cut < len(tail) - 1 else tail
