@@ -22,7 +22,7 @@ from app.hotkeys import GlobalHotkey, HotkeyUnavailableError
 from app.inject import TextInjector, copy_to_clipboard
 from app.session import Session
 from app.settings import ENGINE_FIELDS, Settings, save_settings, with_changes
-from engine.events import EventSink, FinalText, LiveEngine, Metrics, PartialText
+from engine.events import Event, EventSink, FinalText, LiveEngine, Metrics, PartialText
 from ui.bridge import EngineBridge
 from ui.caption_window import CaptionWindow
 from ui.main_window import EngineChoice, MainWindow
@@ -67,6 +67,7 @@ class Controller(QObject):
         self.last_injection: tuple[bool, str] | None = None
         self._captions_placed = False
         self._partial_logged = -1
+        self._generation = 0  # which engine instance is current (see _engine_sink)
         self._stopping: list[LiveEngine] = []  # stopped engines whose threads may still run
         self._connect()
 
@@ -103,9 +104,6 @@ class Controller(QObject):
     def model_name(self) -> str:
         return self.options.model or self.settings.model
 
-    def sink(self) -> EventSink:
-        return self.bridge.sink
-
     def start_hotkey(self) -> None:
         if not self.options.enable_hotkey or self.options.input_path is not None:
             return
@@ -135,14 +133,25 @@ class Controller(QObject):
             return
         self.latency_reset()
         self.window.set_state("loading", self.model_name())
+        self._generation += 1
         try:
-            self.engine = self._engine_factory(self.engine_config(), self.bridge.sink)
+            self.engine = self._engine_factory(self.engine_config(),
+                                               self._engine_sink(self._generation))
             self.engine.start()
         except Exception as exc:  # noqa: BLE001 - any setup failure is shown, not raised
             log.exception("engine failed to start")
             self.engine = None
             self.window.set_state("failed", str(exc))
             self.window.show_message(f"Could not start: {exc}", 20000)
+
+    def _engine_sink(self, generation: int) -> EventSink:
+        """The sink for one engine instance. After a restart (new model, say) the old engine is
+        still flushing: its final text is kept, but its lifecycle events ("stopped") must not
+        overwrite the new engine's state. Called on engine threads; reads one int."""
+        def sink(event: Event) -> None:
+            if generation == self._generation or isinstance(event, FinalText):
+                self.bridge.sink(event)
+        return sink
 
     @Slot()
     def stop_engine(self) -> None:

@@ -221,6 +221,8 @@ def test_first_run_shows_hint_and_saves_only_when_dismissed(qtbot, make_controll
 
 
 def test_changing_the_model_restarts_the_engine_with_it(qtbot, make_controller):
+    from engine.events import FinalText, StateChanged
+
     controller, engines = make_controller()
     controller.show()
     controller.start_engine()
@@ -229,6 +231,11 @@ def test_changing_the_model_restarts_the_engine_with_it(qtbot, make_controller):
     qtbot.waitUntil(lambda: len(engines) == 2)
     assert engines[0].calls[-1] == "stop" and engines[1].config.model == "base"
     assert controller.settings.model == "base"
+    qtbot.waitUntil(lambda: controller.state == "listening")
+    engines[0].sink(StateChanged("stopped"))  # the old engine finishing its flush late
+    engines[0].sink(FinalText(9, "late words", (), 0, 100, 50.0))
+    qtbot.waitUntil(lambda: len(controller.session.finals) == 1)
+    assert controller.state == "listening"  # its lifecycle no longer drives the window
 
 
 def test_input_file_runs_in_captions_mode_without_injection(qtbot, make_controller, tmp_path):
