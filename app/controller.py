@@ -10,7 +10,6 @@ queued signals.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -159,7 +158,9 @@ class Controller(QObject):
         self.talking = False
         if engine is not None:
             engine.stop()  # flushes the utterance in flight; its final still arrives
-            self._stopping.append(engine)
+            # Keep it until its threads end (see quit); drop those already done, so a session
+            # with many restarts doesn't keep old models in memory.
+            self._stopping = [e for e in self._stopping if not _finished(e)] + [engine]
 
     def latency_reset(self) -> None:
         self.window.latency.reset()
@@ -314,11 +315,14 @@ class Controller(QObject):
         for engine in self._stopping:
             # Let the engine's threads finish their flush: native libraries abort the process
             # if the interpreter shuts down under a running decode.
-            wait = getattr(getattr(engine, "engine", engine), "wait", None)
-            if wait is not None and not wait(QUIT_WAIT_S):
+            if not _finished(engine, QUIT_WAIT_S):
                 log.warning("engine still busy after %.0f s; quitting anyway", QUIT_WAIT_S)
         self._stopping.clear()
         QApplication.quit()
 
 
-ControllerFactory = Callable[..., Controller]
+
+def _finished(engine: LiveEngine, timeout: float = 0.0) -> bool:
+    """Whether the engine's threads have ended (engines without `wait()` count as ended)."""
+    wait = getattr(getattr(engine, "engine", engine), "wait", None)
+    return True if wait is None else bool(wait(timeout))
