@@ -92,14 +92,17 @@ def test_remote_metrics_show_network_and_decode(qtbot, make_controller):
     assert controller.window.latency.split_label.text() == "net 35 · decode 100 ms"
 
 
+@pytest.mark.parametrize("paste_keys", ["ctrl+v", "shift+insert"])
 def test_dictation_is_pasted_into_the_focused_field_and_clipboard_restored(qtbot,
-                                                                           make_controller):
+                                                                           make_controller,
+                                                                           paste_keys):
     from PySide6.QtGui import QGuiApplication
     from PySide6.QtWidgets import QApplication, QLineEdit
 
-    from app.settings import Settings
+    from app.settings import Settings, with_changes
 
-    controller, _ = make_controller(Settings(), script=("dictated into the field",))
+    controller, _ = make_controller(with_changes(Settings(), paste_keys=paste_keys),
+                                    script=("dictated into the field",))
     target = QLineEdit()
     qtbot.addWidget(target)
     target.show()

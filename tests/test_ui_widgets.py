@@ -279,3 +279,44 @@ def test_many_emits_do_not_drain_references_to_true(qtbot):
         bridge.sink(metrics(float(i)))
     qtbot.waitUntil(lambda: len(seen) == 3000)
     assert sys.getrefcount(True) >= before - 50
+
+
+@pytest.mark.parametrize("mode, expected", [("hold", ["press", "release", "press", "release"]),
+                                            ("toggle", ["press", "release"])])
+def test_global_hotkey_sees_real_key_events(qtbot, mode, expected):
+    import shutil
+    import subprocess
+
+    from app.hotkeys import GlobalHotkey
+
+    if shutil.which("xdotool") is None:
+        pytest.skip("needs xdotool")
+    actions: list[str] = []
+    hotkey = GlobalHotkey("<ctrl>+<alt>+<space>", mode, actions.append)
+    hotkey.start()
+    try:
+        for _ in range(2):
+            subprocess.run(["xdotool", "keydown", "ctrl+alt+space"], check=True, timeout=10)
+            subprocess.run(["xdotool", "keyup", "space", "alt", "ctrl"], check=True, timeout=10)
+        qtbot.waitUntil(lambda: len(actions) >= len(expected), timeout=5000)
+        qtbot.wait(200)
+    finally:
+        hotkey.stop()
+    assert actions == expected
+
+
+def test_tray_menu_and_icons(qtbot):
+    from ui.tray import Tray, load_icon
+
+    tray = Tray()
+    load_icon(tray=True, recording=True)  # tolerated even where resources are absent
+    with qtbot.waitSignal(tray.start_stop_requested):
+        tray.start_action.trigger()
+    with qtbot.waitSignal(tray.captions_toggled) as blocker:
+        tray.captions_action.trigger()
+    assert blocker.args == [True]
+    tray.set_running(True, talking=True)
+    assert tray.start_action.text() == "Stop"
+    tray.set_captions_checked(False)
+    assert not tray.captions_action.isChecked()
+    tray.show()  # no tray on a bare X server: must not fail
