@@ -132,6 +132,27 @@ def print_table(result: dict[str, Any]) -> None:
           f"WER ours - default: {100 * (ours['wer'] - base['wer']):+.2f} points")
 
 
+def run_passes(runs: dict[str, Pass], entries: list[ManifestEntry], repeat: int,
+               audio_s: float, loads: dict[str, float]) -> dict[str, Any]:
+    """``repeat`` timed passes per system, alternating which goes first; one summary each."""
+    totals: dict[str, list[float]] = {name: [] for name in SYSTEMS}
+    cpu: dict[str, list[float]] = {name: [] for name in SYSTEMS}
+    per_file: dict[str, list[list[float]]] = {name: [] for name in SYSTEMS}
+    texts: dict[str, list[str]] = {}
+    for rep in range(repeat):
+        for name in SYSTEMS if rep % 2 == 0 else SYSTEMS[::-1]:
+            total, cpu_s, got, times = time_pass(runs[name], entries)
+            totals[name].append(total)
+            cpu[name].append(cpu_s)
+            per_file[name].append(times)
+            texts.setdefault(name, got)
+            print(f"pass {rep + 1}/{repeat} {name}: RTF {total / audio_s:.4f}, "
+                  f"CPU RTF {cpu_s / audio_s:.4f}", flush=True)
+    return {name: summarise(name, totals[name], cpu[name], texts[name], per_file[name], entries,
+                            audio_s, loads[name])
+            for name in SYSTEMS}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--manifest", required=True, type=Path)
@@ -158,26 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     runs = {"ours": ours, "faster_whisper_default": baseline}
     for run in runs.values():  # warm-up: first-call costs (allocations, caches) are not timed
         run(entries[0].path)
-    totals: dict[str, list[float]] = {name: [] for name in SYSTEMS}
-    cpu: dict[str, list[float]] = {name: [] for name in SYSTEMS}
-    per_file: dict[str, list[list[float]]] = {name: [] for name in SYSTEMS}
-    texts: dict[str, list[str]] = {}
-    for rep in range(args.repeat):
-        order = SYSTEMS if rep % 2 == 0 else SYSTEMS[::-1]
-        for name in order:
-            total, cpu_s, got, times = time_pass(runs[name], entries)
-            totals[name].append(total)
-            cpu[name].append(cpu_s)
-            per_file[name].append(times)
-            texts.setdefault(name, got)
-            print(f"pass {rep + 1}/{args.repeat} {name}: RTF {total / audio_s:.4f}, "
-                  f"CPU RTF {cpu_s / audio_s:.4f}", flush=True)
     loads = {"ours": ours_load, "faster_whisper_default": base_load}
-    result: dict[str, Any] = {
-        name: summarise(name, totals[name], cpu[name], texts[name], per_file[name], entries,
-                        audio_s, loads[name])
-        for name in SYSTEMS
-    }
+    result = run_passes(runs, entries, args.repeat, audio_s, loads)
     engine_used = "batched" if args.engine != "sequential" and long_form_entry() is not None else "sequential"
     result.update(audio_s=audio_s, files=len(entries), repeat=args.repeat, model=args.model,
                   device=info.device, compute_type=info.compute_type, engine=engine_used,

@@ -72,3 +72,35 @@ def test_base_detects_language_and_transcribes_non_english(
         errors[entry.language] = error_rate([entry.text], [transcript.text], entry.language)
     print("base error rates:", {k: round(v, 3) for k, v in errors.items()})
     assert statistics.fmean(errors.values()) <= BASE_MEAN_ERROR_LIMIT
+
+
+def test_bench_runs_on_any_manifest_of_that_format(tmp_path, jfk_wav, shared_audio) -> None:  # type: ignore[no-untyped-def]
+    """bench/transcribe.py on a small foreign manifest (relative and absolute paths, a
+    non-English row it must skip, only the required fields): one pass, JSON in the agreed shape."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    shutil.copy(jfk_wav, tmp_path / "speech.wav")
+    rows = [
+        {"file": "speech.wav", "text": "And so my fellow Americans ask not what your country can "
+         "do for you ask what you can do for your country", "language": "en"},
+        {"file": str(shared_audio / "cmusphinx-goforward.wav"), "language": "en",
+         "text": "go forward ten meters", "kind": "short"},
+        {"file": str(shared_audio / "picovoice-de.wav"), "text": "egal", "language": "de"},
+    ]
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "result" / "bench.json"
+    repo = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "bench/transcribe.py", "--manifest", str(manifest),
+                           "--out", str(out), "--repeat", "1"], capture_output=True, text=True,
+                          cwd=repo, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "faster_whisper_default" in proc.stdout and "RTF" in proc.stdout
+    result = json.loads(out.read_text())
+    assert result["files"] == 2 and 13.5 < result["audio_s"] < 14.5
+    for name in ("ours", "faster_whisper_default"):
+        assert result[name]["rtf"] > 0 and 0 <= result[name]["wer"] < 0.2
