@@ -69,8 +69,11 @@ def run_gui(args: argparse.Namespace) -> int:
     try:
         control.start()
     except ControlError as exc:
-        print(f"sottovoce: {exc}", file=sys.stderr)
-        return 1
+        if input_path is None:
+            print(f"sottovoce: {exc}", file=sys.stderr)
+            return 1
+        # A file run (smoke test, demo) needs no remote control; let it run beside the app.
+        log.warning("control socket unavailable: %s", exc)
     tray = Tray(controller)
     _connect_tray(tray, controller)
     tray.show()
