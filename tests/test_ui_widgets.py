@@ -320,3 +320,21 @@ def test_tray_menu_and_icons(qtbot):
     tray.set_captions_checked(False)
     assert not tray.captions_action.isChecked()
     tray.show()  # no tray on a bare X server: must not fail
+
+
+def test_caption_window_counts_wrapped_lines_and_keeps_the_newest_words(qtbot):
+    from ui.caption_window import CaptionWindow, wrap_words
+
+    captions = CaptionWindow(lines=2, font_pt=28)
+    qtbot.addWidget(captions)
+    captions.resize(500, 160)
+    captions.show()
+    qtbot.waitExposed(captions)
+    sentence = " ".join(f"word{i}" for i in range(40))
+    captions.add_final(sentence)
+    lines = captions.visible_lines()
+    assert len(lines) == 2
+    assert lines[-1].endswith("word39")  # the newest words stay on screen
+    assert " ".join(lines) in sentence
+    assert wrap_words([("aa", False), ("bb", True), ("c", False)], lambda t: len(t) <= 5) == [
+        [("aa", False), ("bb", True)], [("c", False)]]

@@ -9,9 +9,18 @@ from __future__ import annotations
 
 import html
 from collections import deque
+from collections.abc import Callable
 
 from PySide6.QtCore import QPoint, QRectF, Qt
-from PySide6.QtGui import QColor, QFont, QMouseEvent, QPainter, QPaintEvent
+from PySide6.QtGui import (
+    QColor,
+    QFont,
+    QFontMetrics,
+    QMouseEvent,
+    QPainter,
+    QPaintEvent,
+    QResizeEvent,
+)
 from PySide6.QtWidgets import QLabel, QSizeGrip, QVBoxLayout, QWidget
 
 CAPTION_FLAGS = (
@@ -39,7 +48,7 @@ class CaptionWindow(QWidget):
         self._max_lines = lines
         self._drag_offset: QPoint | None = None
         self.label = QLabel(self)
-        self.label.setWordWrap(True)
+        self.label.setWordWrap(False)  # wrapped by _screen_lines, to count visual lines
         self.label.setTextFormat(Qt.TextFormat.RichText)
         self.label.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignBottom)
         self.label.setFocusPolicy(Qt.FocusPolicy.NoFocus)
@@ -87,20 +96,35 @@ class CaptionWindow(QWidget):
 
     def visible_lines(self) -> list[str]:
         """The plain text of the lines on screen, oldest first (for tests and screenshots)."""
-        lines = list(self._finished)
-        live = " ".join(p for p in (self._committed, self._tentative) if p)
+        return [" ".join(word for word, _ in line) for line in self._screen_lines()]
+
+    def _screen_lines(self) -> list[list[tuple[str, bool]]]:
+        """The last max_lines lines as displayed: each utterance starts a line and wraps at the
+        window's width, so a long sentence never pushes the newest words out of view."""
+        metrics = QFontMetrics(self.label.font())
+        width = max(self.label.contentsRect().width(), 200) - 4
+        utterances = [[(w, False) for w in text.split()] for text in self._finished]
+        live = ([(w, False) for w in self._committed.split()]
+                + [(w, True) for w in self._tentative.split()])
         if live:
-            lines.append(live)
+            utterances.append(live)
+        lines: list[list[tuple[str, bool]]] = []
+        for words in utterances:
+            lines.extend(wrap_words(words, lambda text: metrics.horizontalAdvance(text) <= width))
         return lines[-self._max_lines:]
 
     def _render(self) -> None:
-        lines = [html.escape(line) for line in list(self._finished)]
-        if self._committed or self._tentative:
-            live = html.escape(self._committed)
-            if self._tentative:
-                live += f' <span style="color: #b0b0b0;">{html.escape(self._tentative)}</span>'
-            lines.append(live.strip())
-        self.label.setText("<br>".join(lines[-self._max_lines:]))
+        rendered = []
+        for line in self._screen_lines():
+            parts = [html.escape(word) if not tentative
+                     else f'<span style="color: #b0b0b0;">{html.escape(word)}</span>'
+                     for word, tentative in line]
+            rendered.append(" ".join(parts))
+        self.label.setText("<br>".join(rendered))
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        self._render()  # the wrap depends on the width
 
     # -- looks and dragging --------------------------------------------------------------------
     def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 - Qt override
@@ -123,3 +147,15 @@ class CaptionWindow(QWidget):
 
     def mouseReleaseEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt override
         self._drag_offset = None
+
+
+def wrap_words(words: list[tuple[str, bool]],
+               fits: Callable[[str], bool]) -> list[list[tuple[str, bool]]]:
+    """Greedy word wrap; a word too long for any line gets a line of its own."""
+    lines: list[list[tuple[str, bool]]] = []
+    for item in words:
+        if lines and fits(" ".join(word for word, _ in [*lines[-1], item])):
+            lines[-1].append(item)
+        else:
+            lines.append([item])
+    return lines
