@@ -53,7 +53,8 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--language", help="ISO 639-1 code (e.g. de); default: detect")
     p.add_argument("--format", choices=FORMATS, default="txt", help="output format (txt)")
     p.add_argument("-o", "--output-dir", type=Path, metavar="DIR",
-                   help="write <name>.<format> files here (default: print to stdout)")
+                   help="write <name>.<format> files here (default: print to stdout, each"
+                        " file's text after a '==> FILE <==' line when there are several)")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                    help="auto: CUDA float16 if available, else CPU int8")
     p.add_argument("--compute-type", default="auto", help="CTranslate2 compute type (auto)")
@@ -95,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
 def decode_options(language: str | None, beam_size: int, fmt: str) -> DecodeOptions:
     """The CLI's decode settings. Word timings are only computed where the output uses them
     (subtitle cue borders, JSON words): they cost an extra alignment pass."""
-    return DecodeOptions(language=language or None, beam_size=beam_size,
+    return DecodeOptions(language=(language or "").strip().lower() or None, beam_size=beam_size,
                          word_timestamps=fmt != "txt")
 
 
