@@ -155,7 +155,7 @@ def _transcribe_all(args: argparse.Namespace, transcriber: Transcriber, decoder:
             _error(str(exc))
             failed += 1
             continue
-        _load_model(transcriber, args.language)  # only once a file is worth decoding
+        _load_model(transcriber, options.language)  # only once a file is worth decoding
         try:
             with _progress_bar(Path(name).name, len(audio), show_progress) as progress:
                 transcript = decoder(audio, options, progress)
