@@ -166,6 +166,8 @@ def test_request_validation_and_empty_batch(runner):
     with pytest.raises(ValueError):
         ShortContextSettings(pad_s=-1)
     assert runner.decode_batch([]) == []
+    tiny = runner.decode_batch([DecodeRequest(np.zeros(100, dtype=np.float32), SHORT)])[0]
+    assert tiny.text == "" and tiny.extra["path"] == "skipped"
 
 
 def test_multilingual_batch_detects_or_keeps_each_items_language(shared_audio):

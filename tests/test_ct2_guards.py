@@ -82,6 +82,8 @@ def test_short_failure_reasons():
     assert short_failure(attempt("go forward ten meters"), audio, th) is None
     assert short_failure(attempt("go forward", truncated=True), audio, th) == "truncated"
     assert short_failure(attempt("word " * 40), audio, th) in ("compression", "wpm_high")
+    again = attempt("You know Montreal forced liner. You know Montreal forced liner.")
+    assert short_failure(again, audio, th) == "restart"
     late = attempt("go forward ten meters", last_timestamp_s=5.0)
     assert short_failure(late, audio, th) is None  # timestamp cues are opt-in
     assert short_failure(late, audio, th, timestamp_cues=True) == "past_end"

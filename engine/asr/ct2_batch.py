@@ -9,7 +9,7 @@ and finally aligns words for the items that want them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -17,9 +17,11 @@ from engine.asr import ct2_passes as passes
 from engine.asr.ct2_guards import (
     COMPRESSION_THRESHOLD,
     LOGPROB_THRESHOLD,
+    TRUSTED_SILENCE_RMS,
     Attempt,
     is_silence,
     padded_needs_retry,
+    rms,
     short_failure,
     token_budget,
 )
@@ -32,6 +34,8 @@ if TYPE_CHECKING:
     from engine.asr.ct2_decoder import DecodeRequest, ShortContextSettings
 
 log = logging.getLogger(__name__)
+
+MIN_DECODE_SAMPLES = SAMPLE_RATE // 10  # 0.1 s
 
 
 @dataclass
@@ -71,37 +75,51 @@ class Outcome:
 
 def decode(whisper: Any, requests: Sequence[DecodeRequest], thresholds: QualityThresholds,
            short: ShortContextSettings) -> list[Outcome]:
-    items = [_Item(r, passes.log_mel(whisper, r.audio)) for r in requests]
-    short_items = [it for it in items
-                   if it.request.options.short_context and it.duration_s <= short.max_s]
+    # Under 0.1 s there is nothing a model could recognise (and Whisper would invent text).
+    items = [_Item(r, passes.log_mel(whisper, r.audio)) if len(r.audio) >= MIN_DECODE_SAMPLES
+             else _Item(r, passes.no_features(whisper), path="skipped") for r in requests]
+    short_items = [it for it in items if it.path == "padded"
+                   and it.request.options.short_context and it.duration_s <= short.max_s]
     if short_items:
         for it in short_items:
             it.path = "short"
         pad_frames = int(short.pad_s * 100)
         frames = min(passes.PADDED_FRAMES, max(it.frames for it in short_items) + pad_frames)
-        _run_pass(whisper, short_items, frames + frames % 2, thresholds, short_pass=True)
-        for it in short_items:
+        encoded = _run_pass(whisper, short_items, frames + frames % 2, thresholds,
+                            short_pass=True)
+        kept = []
+        for row, it in enumerate(short_items):
             reason = _short_verdict(it, thresholds, short.timestamp_cues)
-            if reason is not None:
+            if reason is None:
+                kept.append(row)
+            else:
                 log.debug("short path failed (%s); falling back to padded", reason)
-                it.path, it.fallback = "padded", reason
-                it.attempts, it.chosen, it.segments = [], None, ()
+                it.path, it.fallback, it.attempts, it.chosen = "padded", reason, [], None
+        _build_segments(whisper.model, encoded, short_items, kept)
     padded_items = [it for it in items if it.path == "padded"]
     if padded_items:
-        _run_pass(whisper, padded_items, passes.PADDED_FRAMES, thresholds, short_pass=False)
+        encoded = _run_pass(whisper, padded_items, passes.PADDED_FRAMES, thresholds,
+                            short_pass=False)
+        _build_segments(whisper.model, encoded, padded_items, range(len(padded_items)))
     return [_outcome(it, len(items)) for it in items]
 
 
 def _short_verdict(item: _Item, thresholds: QualityThresholds, timestamp_cues: bool
                    ) -> str | None:
     attempt = item.chosen
-    if attempt is None or is_silence(attempt):
+    if attempt is None:
         return None
+    if is_silence(attempt):
+        # A short window sometimes calls real (quiet, clipped) speech silence; only near-digital
+        # silence is trusted without asking the padded window too.
+        return "silence_check" if rms(item.request.audio) > TRUSTED_SILENCE_RMS else None
     return short_failure(attempt, item.request.audio, thresholds, timestamp_cues=timestamp_cues)
 
 
 def _run_pass(whisper: Any, items: list[_Item], frames: int, thresholds: QualityThresholds,
-              *, short_pass: bool) -> None:
+              *, short_pass: bool) -> passes.EncodedBatch:
+    """Encode ``items`` as one batch and generate (with temperature fallback on the padded
+    pass); each item's chosen attempt is set. Returns the encoder output for alignment."""
     model = whisper.model
     encoded = passes.EncodedBatch(model, passes.stack([it.features for it in items], frames))
     _set_tokenizers(whisper, items, encoded)
@@ -122,7 +140,7 @@ def _run_pass(whisper: Any, items: list[_Item], frames: int, thresholds: Quality
                    and padded_needs_retry(items[i].attempts[-1], thresholds)]
     for it in items:
         it.chosen = _choose(it.attempts)
-    _build_segments(model, encoded, items)
+    return encoded
 
 
 def _set_tokenizers(whisper: Any, items: list[_Item], encoded: passes.EncodedBatch) -> None:
@@ -172,9 +190,12 @@ def _choose(attempts: list[Attempt]) -> Attempt | None:
     return max(not_loops or attempts, key=lambda a: a.avg_logprob)
 
 
-def _build_segments(model: Any, encoded: passes.EncodedBatch, items: list[_Item]) -> None:
+def _build_segments(model: Any, encoded: passes.EncodedBatch, items: list[_Item],
+                    rows: Iterable[int]) -> None:
+    """Segments (and words, where asked) for ``items[rows]``, rows of the ``encoded`` batch."""
     spans_of: dict[int, list[TokenSpan]] = {}
-    for i, it in enumerate(items):
+    for i in rows:
+        it = items[i]
         attempt = it.chosen
         if attempt is None or is_silence(attempt):
             continue

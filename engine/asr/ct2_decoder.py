@@ -108,6 +108,11 @@ class Ct2WhisperRunner:
         return self._whisper
 
     @property
+    def device(self) -> str:
+        """"cuda" or "cpu": where the CTranslate2 model runs (choose batch sizes from it)."""
+        return "cuda" if str(self._whisper.model.device).startswith("cuda") else "cpu"
+
+    @property
     def multilingual(self) -> bool:
         return bool(self._whisper.model.is_multilingual)
 
@@ -135,6 +140,7 @@ def _transcript(outcome: Any, decode_ms: float) -> Transcript:
     return Transcript(
         segments=segments, language=outcome.language, duration=outcome.duration,
         decode_ms=decode_ms,
+        # path: "short" | "padded" | "skipped" (under 0.1 s of audio: not decoded at all).
         extra={"path": outcome.path, "fallback": outcome.fallback,
                "temperature": outcome.temperature, "batch_size": outcome.batch_size,
                "loop_trimmed": outcome.loop_trimmed},

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.asr.base import Audio
-from engine.core.quality import QualityThresholds, check_text, max_ngram_repeats
+from engine.core.quality import QualityThresholds, check_text, max_ngram_repeats, words_of
 from engine.types import SAMPLE_RATE
 
 # Whisper's own fallback thresholds (faster-whisper defaults).
@@ -23,10 +23,13 @@ COMPRESSION_THRESHOLD = 2.4
 NO_SPEECH_STRICT_THRESHOLD = 0.8
 LOGPROB_STRICT_THRESHOLD = -0.5
 
-# Token budget for a short window: fast speech is ~4 words/s, ~1.3 tokens/word, plus two
-# timestamps per segment; 10 tokens/s with a floor leaves room for that and none for a loop.
-TOKENS_PER_SECOND_CAP = 10.0
+# Token budget for a short window. Padded decodes of the shared English clips and cuts need at
+# most 5.6 tokens/s (timestamps included); 8 tokens/s plus 6 leaves room for faster speech and
+# little for a loop, whose every extra token costs decoder time.
+TOKENS_PER_SECOND_CAP = 8.0
 MIN_TOKEN_BUDGET = 16
+# Below this RMS (about -60 dBFS) a chunk is digital or near-digital silence.
+TRUSTED_SILENCE_RMS = 1e-3
 # A loop restart is recognised when the first words (at least two) come back after at least two.
 RESTART_MIN_WORDS = 2
 RESTART_MATCH_WORDS = 3
@@ -55,7 +58,7 @@ class Attempt:
 
 def token_budget(duration_s: float) -> int:
     """Most new tokens a short window of ``duration_s`` may produce."""
-    return max(MIN_TOKEN_BUDGET, int(np.ceil(duration_s * TOKENS_PER_SECOND_CAP)) + 8)
+    return max(MIN_TOKEN_BUDGET, int(np.ceil(duration_s * TOKENS_PER_SECOND_CAP)) + 6)
 
 
 def restart_index(words: list[str]) -> int | None:
@@ -107,7 +110,8 @@ def short_failure(attempt: Attempt, audio: Audio, thresholds: QualityThresholds,
     """Why a short-context attempt must not be trusted (None when it may be kept).
 
     Reasons: "truncated" (hit the token budget: a loop), "past_end" (timestamps beyond the real
-    audio), "early_end" (text stops while speech goes on), or a quality flag from
+    audio), "early_end" (text stops while speech goes on), "restart" (the text starts over from
+    its first words), or a quality flag from
     engine.core.quality ("compression", "repeats", "wpm_high", "logprob", "no_speech"...).
     """
     duration_s = len(audio) / SAMPLE_RATE
@@ -117,6 +121,11 @@ def short_failure(attempt: Attempt, audio: Audio, thresholds: QualityThresholds,
                        no_speech_prob=attempt.no_speech_prob, thresholds=thresholds)
     if flags:
         return flags[0]
+    if restart_index(words_of(attempt.text)) is not None:
+        # Beam search often stops a loop after one repeat ("You know X. You know X."): too few
+        # repeats for the n-gram check, yet the text starts over. It may be real speech, so
+        # the padded window decides.
+        return "restart"
     last = attempt.last_timestamp_s if timestamp_cues else None
     if last is not None and last > duration_s + PAST_END_TOLERANCE_S:
         return "past_end"
@@ -125,11 +134,14 @@ def short_failure(attempt: Attempt, audio: Audio, thresholds: QualityThresholds,
     return None
 
 
+def rms(audio: Audio) -> float:
+    return float(np.sqrt(np.mean(np.square(audio, dtype=np.float64)))) if len(audio) else 0.0
+
+
 def _speech_after(audio: Audio, end_s: float) -> bool:
     """Does the audio after ``end_s`` hold a long, loud tail (compared with the whole chunk)?"""
     start = int(end_s * SAMPLE_RATE)
     if len(audio) - start < EARLY_END_TAIL_S * SAMPLE_RATE:
         return False
-    tail_rms = float(np.sqrt(np.mean(np.square(audio[start:], dtype=np.float64))))
-    all_rms = float(np.sqrt(np.mean(np.square(audio, dtype=np.float64))))
-    return all_rms > 0 and tail_rms >= EARLY_END_ENERGY_RATIO * all_rms
+    whole = rms(audio)
+    return whole > 0 and rms(audio[start:]) >= EARLY_END_ENERGY_RATIO * whole

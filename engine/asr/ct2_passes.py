@@ -44,6 +44,11 @@ def log_mel(whisper_model: Any, audio: Audio) -> Features:
     return np.ascontiguousarray(features[:, :frames], dtype=np.float32)
 
 
+def no_features(whisper_model: Any) -> Features:
+    """An empty feature matrix, for items that are not decoded."""
+    return np.zeros((whisper_model.feature_extractor.mel_filters.shape[0], 0), dtype=np.float32)
+
+
 def stack(features: Sequence[Features], frames: int) -> Features:
     """One batch of features, each zero-padded (faster-whisper's padding value) or cut to
     ``frames``."""
