@@ -266,3 +266,20 @@ def test_history_lists_journal_sessions_and_reopens_one(qtbot, make_controller):
     DialogActions(controller).reopen(path)
     assert controller.window.transcript.plain_text() == "An earlier session.\nSecond line."
     assert controller.session.transcript().segments[1].start == 32000
+
+
+def test_applying_settings_restarts_the_engine_and_saves(qtbot, make_controller):
+    from app.settings import Settings, load_settings, with_changes
+
+    controller, engines = make_controller()
+    controller.start_engine()
+    qtbot.waitUntil(lambda: controller.state == "listening")
+    new = with_changes(controller.settings, listen_mode="captions", caption_lines=3,
+                       language="de", model="base")
+    controller.apply_settings(new)
+    assert len(engines) == 2 and engines[1].config.mode == "vad"
+    assert engines[1].config.language == "de"
+    assert controller.window.choice().language == "de"
+    assert load_settings() == new != Settings()
+    controller.apply_settings(with_changes(new, caption_font_pt=40))
+    assert len(engines) == 2  # a caption font change doesn't touch the engine

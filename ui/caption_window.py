@@ -102,7 +102,10 @@ class CaptionWindow(QWidget):
         """The last max_lines lines as displayed: each utterance starts a line and wraps at the
         window's width, so a long sentence never pushes the newest words out of view."""
         metrics = QFontMetrics(self.label.font())
-        width = max(self.label.contentsRect().width(), 200) - 4
+        margins = self.layout().contentsMargins() if self.layout() else None
+        side = margins.left() + margins.right() if margins else 0
+        # The window's width, not the label's: the label is only laid out once shown.
+        width = max(self.width() - side, 200) - 4
         utterances = [[(w, False) for w in text.split()] for text in self._finished]
         live = ([(w, False) for w in self._committed.split()]
                 + [(w, True) for w in self._tentative.split()])
