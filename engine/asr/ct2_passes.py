@@ -63,8 +63,9 @@ def stack(features: Sequence[Features], frames: int) -> Features:
 class EncodedBatch:
     """Encoder output of one feature batch, from which sub-batches can be taken.
 
-    On the CPU a sub-batch is a slice of the encoder output; on CUDA the output cannot be viewed
-    from NumPy, so a sub-batch is re-encoded from its features (rare: retries and mixed options).
+    On the CPU (float32 output) a sub-batch is a slice of the encoder output; on CUDA the output
+    cannot be viewed from NumPy, so a sub-batch is re-encoded from its features (only needed
+    when one batch mixes options: prompt/no prompt, beam sizes, retries).
     """
 
     def __init__(self, ct2_model: Any, features: Features) -> None:
@@ -80,9 +81,12 @@ class EncodedBatch:
     def subset(self, rows: Sequence[int]) -> Any:
         if list(rows) == list(range(self._features.shape[0])):
             return self.output
-        if self._model.device == "cpu":
-            if self._host is None:
+        if self._model.device == "cpu" and self._host is None:
+            try:
                 self._host = np.asarray(self.output)
+            except (TypeError, ValueError, RuntimeError):  # a dtype NumPy cannot view
+                self._host = None
+        if self._host is not None and self._host.dtype == np.float32:
             return _storage(np.ascontiguousarray(self._host[list(rows)]))
         return _call(self._model.encode, _storage(np.ascontiguousarray(self._features[list(rows)])))
 
