@@ -216,7 +216,9 @@ def test_looping_final_with_a_prompt_is_retried_once_without_it() -> None:
 
 @pytest.mark.parametrize("loop", ["thank you " * 10, "1 1 1 1 1 1", "2 2 2 2", "no " * 9,
                                   "is going to be forced is going to be forced",
-                                  "Very bad aligner. Very bad aligner."])
+                                  "Very bad aligner. Very bad aligner.",
+                                  "we are just saying some words I know what I'm saying "
+                                  "we are just saying some words"])
 def test_a_final_looping_twice_is_kept_but_not_used_as_prompt(loop: str) -> None:
     policy = StreamingPolicy(PolicyOptions(partials=False))
     started(policy, seconds=1.0, now=3.0)
@@ -409,3 +411,14 @@ def test_the_prompt_of_a_short_utterance_is_kept_in_proportion() -> None:
     request = policy.next_request(1.0)
     assert request is not None and request.options.prompt is not None
     assert len(request.options.prompt) <= 40
+
+
+def test_long_utterances_take_the_padded_window() -> None:
+    policy = StreamingPolicy(PolicyOptions(min_partial_audio_s=0.1, short_context_max_s=5.0))
+    started(policy, seconds=6.0, now=6.0)
+    partial = policy.next_request(6.0)
+    assert partial is not None and not partial.options.short_context
+    policy.handle(SegmentEnded(16000 + 6 * SR, 16000 + 6 * SR, 50), 6.0)
+    policy.on_result(partial.request_id, transcript("x"), 6.1)
+    final = policy.next_request(6.1)
+    assert final is not None and final.kind == "final" and not final.options.short_context

@@ -72,6 +72,9 @@ class PolicyOptions:
     # final is retried by this policy instead (padded window, no prompt).
     final_temperatures: tuple[float, ...] = (0.0,)
     short_context: bool = True
+    # Longer utterances take the padded window: it costs at most ~2x there, and a long short
+    # window is where the fast path hallucinates most.
+    short_context_max_s: float = 10.0
     retry_on_loop: bool = True
     prompt: PromptOptions = field(default_factory=PromptOptions)
     quality: QualityThresholds = field(default_factory=QualityThresholds)
@@ -278,7 +281,8 @@ class StreamingPolicy:
         utt.partial_samples = utt.samples
         options = DecodeOptions(
             language=o.language, task=o.task, prompt=None, word_timestamps=False,
-            beam_size=o.partial_beam_size, temperatures=(0.0,), short_context=o.short_context,
+            beam_size=o.partial_beam_size, temperatures=(0.0,),
+            short_context=o.short_context and utt.samples <= o.short_context_max_s * SAMPLE_RATE,
         )
         return self._issue(utt, "partial", options, now)
 
@@ -312,7 +316,8 @@ class StreamingPolicy:
         options = DecodeOptions(
             language=o.language, task=o.task, prompt=prompt if first else None,
             word_timestamps=True, beam_size=1 if behind else o.final_beam_size,
-            temperatures=o.final_temperatures, short_context=o.short_context and first,
+            temperatures=o.final_temperatures,
+            short_context=o.short_context and first and seconds <= o.short_context_max_s,
         )
         return self._issue(utt, "final", options, now, arrived_at=utt.speech_end_at)
 
@@ -368,8 +373,8 @@ class StreamingPolicy:
 
 
 def _word_loop(text: str, seconds: float) -> set[str]:
-    """Loops the generic checks miss on short chunks: one word repeated faster than anyone
-    speaks, or a phrase of 3+ words said twice back to back ("what are you what are you")."""
+    """Loops the generic checks miss: one word repeated faster than anyone speaks, a phrase of
+    3+ words said twice back to back ("what are you what are you"), or 6+ words said twice."""
     words = [comparable(w) for w in text.split()]
     run = longest = 1
     for previous, word in zip(words, words[1:], strict=False):
@@ -381,6 +386,10 @@ def _word_loop(text: str, seconds: float) -> set[str]:
         for i in range(len(words) - 2 * n + 1):
             if words[i:i + n] == words[i + n:i + 2 * n]:
                 return {"word_loop"}
+    # A passage recited again further on (a long window's hallucination) repeats a 6-gram.
+    grams = [tuple(words[i:i + ECHO_WORDS]) for i in range(len(words) - ECHO_WORDS + 1)]
+    if len(set(grams)) < len(grams):
+        return {"word_loop"}
     return set()
 
 
