@@ -52,6 +52,9 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class LiveOptions:
+    """How the engine runs. ``mode`` wins over ``segmenter.mode``; the language, partials and
+    decoding choices live in ``policy``; ``journal`` autosaves finals (engine.journal)."""
+
     mode: str = "vad"  # "vad": speech detection decides; "ptt": begin/end_utterance decide
     policy: PolicyOptions = field(default_factory=PolicyOptions)
     segmenter: SegmenterOptions = field(default_factory=SegmenterOptions)
