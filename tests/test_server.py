@@ -373,6 +373,25 @@ def test_scheduler_without_batching_and_with_failures() -> None:
         SchedulerOptions(max_batch=0)
 
 
+def test_batches_are_split_into_runs_of_similar_length() -> None:
+    from engine.server.scheduler import _Pending, split_by_length
+
+    loop = asyncio.new_event_loop()
+    try:
+        def item(seconds: float) -> _Pending:
+            audio = np.zeros(int(seconds * 16_000), dtype=np.float32)
+            return _Pending(DecodeRequest(audio=audio), loop.create_future(), loop)
+
+        batch = [item(s) for s in (10.0, 1.0, 1.2, 9.0, 0.8, 11.0)]
+        groups = split_by_length(batch, max_pad_ratio=1.6)
+        lengths = [[len(p.request.audio) / 16_000 for p in g] for g in groups]
+        assert lengths == [[0.8, 1.0, 1.2], [9.0, 10.0, 11.0]]
+        assert len(split_by_length(batch, max_pad_ratio=100.0)) == 1
+        assert [len(g) for g in split_by_length(batch, max_pad_ratio=1.0)] == [1] * 6
+    finally:
+        loop.close()
+
+
 def test_tensorrt_runner_says_what_it_needs(tmp_path: Path) -> None:
     pytest.importorskip("engine.server.runner")
     trt = TensorRTLLMRunner(tmp_path / "whisper-engine")

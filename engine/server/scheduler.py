@@ -34,15 +34,25 @@ Clock = Callable[[], float]
 
 @dataclass(frozen=True)
 class SchedulerOptions:
-    """``max_batch`` 1 turns batching off (one request per decode, in arrival order)."""
+    """``max_batch`` 1 turns batching off (one request per decode, in arrival order).
+
+    ``max_pad_ratio``: a batch is encoded at the length of its longest item, so a gathered
+    batch is split into runs of similar length where the padded audio stays within this factor
+    of the real audio (partials of short and long utterances mix freely otherwise; on a CPU the
+    padding can cost more than batching saves). Use a large value on a GPU, where width is
+    nearly free.
+    """
 
     max_batch: int = 16
     window_ms: float = 5.0
     queue_size: int = 256
+    max_pad_ratio: float = 1.6
 
     def __post_init__(self) -> None:
         if self.max_batch < 1:
             raise ValueError("max_batch must be >= 1")
+        if self.max_pad_ratio < 1.0:
+            raise ValueError("max_pad_ratio must be >= 1")
         if not 0.0 <= self.window_ms <= 1000.0:
             raise ValueError("window_ms must be within 0..1000")
         if self.queue_size < 1:
@@ -121,7 +131,8 @@ class BatchScheduler:
                 return
             assert isinstance(first, _Pending)
             batch, stop = self._gather(first)
-            self._decode(batch)
+            for group in split_by_length(batch, self.options.max_pad_ratio):
+                self._decode(group)
             if stop:
                 return
 
@@ -169,6 +180,22 @@ class BatchScheduler:
         self.stats.batch_sizes[len(batch)] = self.stats.batch_sizes.get(len(batch), 0) + 1
         for pending, result in zip(batch, results, strict=True):
             _deliver(pending, _set_result, result)
+
+
+def split_by_length(batch: list[_Pending], max_pad_ratio: float) -> list[list[_Pending]]:
+    """Runs of similar length (shortest first) whose padded size stays within the ratio."""
+    ordered = sorted(batch, key=lambda item: len(item.request.audio))
+    groups: list[list[_Pending]] = []
+    for item in ordered:
+        if groups:
+            group = groups[-1]
+            longest = len(item.request.audio)
+            real = sum(len(g.request.audio) for g in group) + longest
+            if longest * (len(group) + 1) <= max_pad_ratio * real:
+                group.append(item)
+                continue
+        groups.append([item])
+    return groups
 
 
 def _deliver(pending: _Pending, setter: Callable[..., None], value: object) -> None:
