@@ -167,17 +167,17 @@ def summarise(items: list[Item], runs: dict[str, dict[str, Runs]]) -> dict[str, 
 
 
 def print_table(summary: dict[str, Any]) -> None:
-    print(f"{'file':<34}{'system':<25}{'RTF med':>9}{'RTF p95':>9}{'CPU RTF':>9}{'WER %':>8}")
+    print(f"{'file':<46}{'system':<25}{'RTF med':>9}{'RTF p95':>9}{'CPU RTF':>9}{'WER %':>8}")
     for row in summary["files"]:
         for name in SYSTEMS:
             r = row[name]
-            print(f"{row['file'] + ' (' + str(row['duration_s']) + ' s)':<34}{name:<25}"
+            print(f"{row['file'] + ' (' + str(row['duration_s']) + ' s)':<46}{name:<25}"
                   f"{r['rtf_median']:>9.4f}{r['rtf_p95']:>9.4f}{r['cpu_rtf_median']:>9.4f}"
                   f"{100 * r['wer']:>8.2f}")
     print()
     for name in SYSTEMS:
         s = summary[name]
-        print(f"{'all files':<34}{name:<25}{s['rtf']:>9.4f}{'':>9}{s['cpu_rtf']:>9.4f}"
+        print(f"{'all files':<46}{name:<25}{s['rtf']:>9.4f}{'':>9}{s['cpu_rtf']:>9.4f}"
               f"{100 * s['wer']:>8.2f}")
     ratios = summary["ratios"]
     print(f"\nours vs batched: {ratios['speedup_vs_batched']:.2f}x faster (wall), "
