@@ -26,8 +26,10 @@ def audio(seconds: float) -> np.ndarray:
 
 def transcript(text: str, *, seconds: float = 1.0, no_speech: float = 0.0, logprob: float = -0.2,
                language: str = "en", decode_ms: float = 50.0) -> Transcript:
-    words = tuple(Word(" " + w, int(i * 0.3 * SR), int((i + 1) * 0.3 * SR), 0.9)
-                  for i, w in enumerate(text.split()))
+    split = text.split()  # words spread evenly over the audio, like real speech
+    words = tuple(Word(" " + w, int(i * seconds * SR / len(split)),
+                       int((i + 1) * seconds * SR / len(split)), 0.9)
+                  for i, w in enumerate(split))
     seg = Segment(text=" " + text, start=0, end=int(seconds * SR), words=words,
                   avg_logprob=logprob, no_speech_prob=no_speech)
     return Transcript(segments=(seg,) if text else (), language=language, decode_ms=decode_ms)
@@ -119,7 +121,7 @@ def test_end_of_speech_gives_one_final_with_offset_words_and_latency() -> None:
     events = policy.on_result(final.request_id, transcript("hello world", seconds=1.7), 2.2)
     text = [e for e in events if isinstance(e, FinalText)][0]
     assert text.text == "hello world" and text.start == 8000 and text.end == 8000 + int(1.7 * SR)
-    assert [w.start for w in text.words] == [8000, 8000 + int(0.3 * SR)]
+    assert [w.start for w in text.words] == [8000, 8000 + int(0.85 * SR)]
     assert text.latency_ms == pytest.approx(200)
     assert text.after_speech_end_ms == pytest.approx(700)
     assert text.language == "en"
@@ -422,3 +424,28 @@ def test_long_utterances_take_the_padded_window() -> None:
     policy.on_result(partial.request_id, transcript("x"), 6.1)
     final = policy.next_request(6.1)
     assert final is not None and final.kind == "final" and not final.options.short_context
+
+
+def test_a_final_that_stops_before_the_speech_does_is_retried_on_the_padded_window() -> None:
+    policy = StreamingPolicy(PolicyOptions(partials=False))
+    started(policy, start=0, seconds=3.0, now=3.0)
+    policy.handle(SegmentEnded(3 * SR, 3 * SR, 50), 3.0)
+    first = policy.next_request(3.0)
+    assert first is not None and first.options.short_context
+    # two words ending at 0.6 s of 3 s of speech
+    assert [type(e) for e in policy.on_result(first.request_id, transcript("so this"), 3.2)] == [
+        Metrics]
+    retry = policy.next_request(3.2)
+    assert retry is not None and not retry.options.short_context
+    events = policy.on_result(retry.request_id, transcript("so this"), 3.4)
+    assert [e for e in events if isinstance(e, FinalText)][0].text == "so this"
+
+
+def test_early_end_needs_words_and_a_risky_first_attempt() -> None:
+    policy = StreamingPolicy(PolicyOptions(partials=False, short_context=False))
+    started(policy, start=0, seconds=3.0, now=3.0)
+    policy.handle(SegmentEnded(3 * SR, 3 * SR, 50), 3.0)
+    request = policy.next_request(3.0)
+    assert request is not None and not request.options.short_context
+    events = policy.on_result(request.request_id, transcript("so this"), 3.2)
+    assert [e for e in events if isinstance(e, FinalText)][0].text == "so this"

@@ -43,7 +43,9 @@ from engine.events import (
 )
 from engine.types import SAMPLE_RATE, Segment, Transcript, Word
 
-LOOP_FLAGS = frozenset({"compression", "repeats", "wpm_high", "word_loop", "prompt_echo"})
+LOOP_FLAGS = frozenset({"compression", "repeats", "wpm_high", "word_loop", "prompt_echo",
+                        "early_end"})
+EARLY_END_S = 0.8  # the last word ending this long before the speech did: words were dropped
 PROMPT_CHARS_PER_S = 40  # about 10 tokens per second of audio
 ECHO_WORDS = 6  # a final repeating this many words of its prompt in a row is suspect
 # One word repeated back to back faster than anyone says it ("1 1 1 1 1 1" on a 1 s chunk),
@@ -120,6 +122,7 @@ class _Utterance:
     speech: bool = False  # any speech heard yet (a ptt press may start on silence)
     end: int = 0
     speech_end_at: float = 0.0
+    speech_end: int = 0  # session sample where the last speech window ended
     attempts: int = 0
 
     def audio(self) -> Audio:
@@ -252,6 +255,7 @@ class StreamingPolicy:
         # utterance was over (the min-silence wait); latency is measured from the speech end.
         received_after = max(0, utt.start + utt.samples - event.speech_end)
         utt.speech_end_at = now - received_after / SAMPLE_RATE
+        utt.speech_end = event.speech_end
         keep = max(0, min(utt.samples, event.end - utt.start))
         utt.chunks = [utt.audio()[:keep]]
         utt.samples = keep
@@ -328,11 +332,12 @@ class StreamingPolicy:
         text = transcript.text
         flags = set(check_text(text, seconds, thresholds=o.quality)) | _word_loop(text, seconds)
         flags |= _prompt_echo(request.options.prompt, text)
+        kept = [s for s in transcript.segments if "no_speech" not in _flags(s, o.quality)]
+        flags |= _early_end([w for s in kept for w in s.words], request, utt.speech_end)
         if flags & LOOP_FLAGS and utt.attempts == 1 and o.retry_on_loop:
-            # A prompt or a short window can start a loop: retry once with neither.
+            # A prompt or a short window can start a loop or stop early: retry with neither.
             self._finals.appendleft(utt)
             return []
-        kept = [s for s in transcript.segments if "no_speech" not in _flags(s, o.quality)]
         text = "".join(s.text for s in kept).strip()
         words = tuple(
             Word(w.text, request.start + w.start, min(request.start + w.end, utt.end), w.probability)
@@ -390,6 +395,16 @@ def _word_loop(text: str, seconds: float) -> set[str]:
     grams = [tuple(words[i:i + ECHO_WORDS]) for i in range(len(words) - ECHO_WORDS + 1)]
     if len(set(grams)) < len(grams):
         return {"word_loop"}
+    return set()
+
+
+def _early_end(words: list[Word], request: DecodeRequest, speech_end: int) -> set[str]:
+    """A short window sometimes stops decoding before the audio does (the last words of the
+    utterance are lost): the last word ends well before the VAD's end of speech."""
+    if not words or not (request.options.short_context or request.options.prompt):
+        return set()
+    if speech_end - (request.start + words[-1].end) > EARLY_END_S * SAMPLE_RATE:
+        return {"early_end"}
     return set()
 
 
