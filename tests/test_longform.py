@@ -300,6 +300,8 @@ def test_silent_or_empty_audio_decodes_nothing():
         assert transcript.segments == () and transcript.duration == len(audio)
     assert fake.calls == []
     assert calls[-1] == (0, 0)
+    with pytest.raises(ValueError):
+        transcribe_long(np.zeros((2, SR)), fake)
 
 
 # --- the real model on a long file ----------------------------------------------------------

@@ -302,6 +302,9 @@ def transcribe_long(
     """
     if isinstance(runner_or_transcriber, np.ndarray) and not isinstance(audio, np.ndarray):
         audio, runner_or_transcriber = runner_or_transcriber, audio
+    audio = np.ascontiguousarray(audio, dtype=np.float32)
+    if audio.ndim != 1:
+        raise ValueError("audio must be mono: a 1-D array of 16 kHz samples")
     started = time.perf_counter()
     opts = LongFormOptions.coerce(options)
     runner = as_runner(runner_or_transcriber)
