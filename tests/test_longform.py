@@ -276,6 +276,15 @@ def test_ladder_goes_hotter_then_split_then_gives_up():
     assert dropped and silent.text == ""
 
 
+def test_plain_decode_options_get_the_guarded_short_path():
+    plain = DecodeOptions(beam_size=3, short_context=False)
+    coerced = LongFormOptions.coerce(plain)
+    assert coerced.decode.short_context and coerced.decode.beam_size == 3
+    explicit = LongFormOptions(decode=plain)
+    assert LongFormOptions.coerce(explicit).decode.short_context is False
+    assert LongFormOptions.coerce(None) == LongFormOptions()
+
+
 def test_batch_size_follows_the_device():
     assert choose_batch_size("cpu", cpu_count=2) == 8
     assert choose_batch_size("cpu", cpu_count=2, free_memory_bytes=512 << 20) == 4

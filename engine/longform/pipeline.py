@@ -101,11 +101,16 @@ class LongFormOptions:
 
     @classmethod
     def coerce(cls, options: LongFormOptions | DecodeOptions | None) -> LongFormOptions:
-        """Accept the pipeline's own options, plain DecodeOptions (the CLI's), or None."""
+        """Accept the pipeline's own options, plain DecodeOptions (the CLI's), or None.
+
+        Plain DecodeOptions get the short-context path switched on: here every short decode is
+        checked and falls back to the padded window when it misbehaves, and it is most of the
+        speed-up. To forbid it, pass ``LongFormOptions(decode=...)`` with it off.
+        """
         if options is None:
             return cls()
         if isinstance(options, DecodeOptions):
-            return cls(decode=options)
+            return cls(decode=dataclasses.replace(options, short_context=True))
         return options
 
 
