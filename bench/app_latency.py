@@ -137,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     if reason:
         print(f"app_latency: {reason}", file=sys.stderr)
         return 2
+    load_before = os.getloadavg()[0]  # a shared machine: say how busy it was
     reader = start_monitor_reader()
     try:
         with tempfile.TemporaryDirectory(prefix="sottovoce-bench-") as tmp:
@@ -145,7 +146,11 @@ def main(argv: list[str] | None = None) -> int:
         reader.terminate()
         reader.wait(10)
     print_table(results)
-    summary: dict[str, Any] = {"clip": args.clip.name, "runs": args.runs, "modes": results}
+    summary: dict[str, Any] = {"clip": args.clip.name, "runs": args.runs, "modes": results,
+                               "load_average_1m": [load_before, os.getloadavg()[0]],
+                               "cpu_count": os.cpu_count()}
+    print(f"1-minute load average before/after: {load_before:.1f} / {os.getloadavg()[0]:.1f} "
+          f"on {os.cpu_count()} CPUs")
     if "paste" in results and "type" in results:
         summary["type_over_paste_median"] = (
             results["type"]["release_to_text_ms"]["median"]
