@@ -115,7 +115,7 @@ def test_end_of_speech_gives_one_final_with_offset_words_and_latency() -> None:
     assert final is not None and final.kind == "final"
     assert len(final.audio) == int(1.7 * SR)  # cut back to the padded end
     assert final.options.word_timestamps and final.options.beam_size == 5
-    assert final.options.temperatures == (0.0,)
+    assert final.options.temperatures == (0.0, 0.4)
     assert final.options.prompt is None
     assert final.audio_arrived_at == pytest.approx(1.5)
     events = policy.on_result(final.request_id, transcript("hello world", seconds=1.7), 2.2)

@@ -16,7 +16,7 @@ go first (oldest first); partials re-decode the whole growing utterance, no soon
 ``partial_interval_s`` and ``busy_factor`` x the last partial's round trip after the previous
 one, so a slow machine decodes less often instead of drifting. When a result arrives more than
 ``max_lag_s`` after its newest audio, the partial interval doubles (and halves back when the
-lag recovers) and finals are decoded greedily while behind; the lag is reported in every
+lag recovers) and finals are decoded greedily while others wait; the lag is reported in every
 `Metrics` event.
 """
 
@@ -69,10 +69,9 @@ class PolicyOptions:
     max_in_flight: int = 1
     partial_beam_size: int = 1
     final_beam_size: int = 5
-    # Greedy/beam only: sampling at temperature > 0 segfaults CTranslate2 now and then
-    # (faster-whisper#223, seen here on 4.8.5) and a fallback chain costs seconds; a looping
-    # final is retried by this policy instead (padded window, no prompt).
-    final_temperatures: tuple[float, ...] = (0.0,)
+    # One sampled fallback, not faster-whisper's six: a long fallback chain costs seconds, and
+    # a looping final is retried by this policy anyway (padded window, no prompt).
+    final_temperatures: tuple[float, ...] = (0.0, 0.4)
     short_context: bool = True
     # Longer utterances take the padded window: it costs at most ~2x there, and a long short
     # window is where the fast path hallucinates most.
@@ -310,9 +309,9 @@ class StreamingPolicy:
         o = self.options
         utt.attempts += 1
         first = utt.attempts == 1
-        # Behind (more finals waiting, or partials backed off): greedy decoding is cheaper, so
-        # the backlog shrinks instead of growing without bound.
-        behind = bool(self._finals) or self._backoff > 1.0
+        # Behind (more finals waiting): greedy decoding is cheaper, so the backlog shrinks
+        # instead of growing without bound. (A slow partial only backs partials off.)
+        behind = bool(self._finals)
         # A short window has a small token budget, and CTranslate2 crashes when the prompt
         # does not fit in it: keep the prompt in proportion to the audio.
         seconds = utt.samples / SAMPLE_RATE
