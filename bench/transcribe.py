@@ -30,7 +30,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.commands.transcribe import decode_options, long_form_entry, make_decoder  # noqa: E402
+from app.commands.transcribe import (  # noqa: E402
+    AUTO_BATCHED_MIN_SECONDS,
+    decode_options,
+    long_form_entry,
+    make_decoder,
+)
 from engine.asr.faster_whisper_backend import FasterWhisperTranscriber  # noqa: E402
 from engine.audio.decode import load_audio  # noqa: E402
 from engine.core.export import parse_txt, render  # noqa: E402
@@ -153,6 +158,15 @@ def run_passes(runs: dict[str, Pass], entries: list[ManifestEntry], repeat: int,
             for name in SYSTEMS}
 
 
+def engine_label(engine: str) -> str:
+    """Which decoder(s) the CLI path used, as `make_decoder` picks them."""
+    if engine == "sequential" or long_form_entry() is None:
+        return "sequential"
+    if engine == "batched":
+        return "batched"
+    return f"auto (batched for files >= {AUTO_BATCHED_MIN_SECONDS:.0f} s, else sequential)"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--manifest", required=True, type=Path)
@@ -181,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         run(entries[0].path)
     loads = {"ours": ours_load, "faster_whisper_default": base_load}
     result = run_passes(runs, entries, args.repeat, audio_s, loads)
-    engine_used = "batched" if args.engine != "sequential" and long_form_entry() is not None else "sequential"
+    engine_used = engine_label(args.engine)
     result.update(audio_s=audio_s, files=len(entries), repeat=args.repeat, model=args.model,
                   device=info.device, compute_type=info.compute_type, engine=engine_used,
                   manifest=str(args.manifest))

@@ -388,3 +388,27 @@ def test_interrupted_write_removes_its_temp_file(tmp_path: Path,
     monkeypatch.undo()
     assert target.read_text() == "old\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
+
+
+def test_auto_engine_uses_batched_only_for_long_recordings(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The long-form entry point is replaced by a recorder: only which decoder runs is checked."""
+    import app.commands.transcribe as command
+
+    calls: list[int] = []
+
+    def long_form(transcriber, audio, options, *, progress):  # type: ignore[no-untyped-def]
+        calls.append(len(audio))
+        return transcribe_audio(audio, transcriber, options, progress)
+
+    monkeypatch.setattr(command, "long_form_entry", lambda: long_form)
+    fake = ScriptedTranscriber(["hello"])
+    short = np.full(10 * SAMPLE_RATE, 0.1, np.float32)
+    long = np.full(int(command.AUTO_BATCHED_MIN_SECONDS * SAMPLE_RATE), 0.1, np.float32)
+    auto = command.make_decoder("auto", fake)
+    auto(short, DecodeOptions(), None)
+    assert calls == []
+    auto(long, DecodeOptions(), None)
+    assert calls == [len(long)]
+    command.make_decoder("batched", fake)(short, DecodeOptions(), None)
+    assert calls == [len(long), len(short)]

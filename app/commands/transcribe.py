@@ -7,7 +7,10 @@ Exit status: 0 all done, 1 some file failed (or the model could not load), 2 usa
 
 The decode step is one swappable call (`Decoder`): ``--engine batched`` uses the long-form
 pipeline (`engine.longform.transcribe_long`) when that module is installed, ``sequential`` the
-backend's own loop (`engine.offline`); ``auto`` (default) prefers batched.
+backend's own loop (`engine.offline`). ``auto`` (default) uses batched for recordings of at least
+`AUTO_BATCHED_MIN_SECONDS` and sequential for shorter ones: a short clip is one 30 s window, so
+batching has nothing to gain, and on the shared corpus the sequential decoder was more accurate
+on short clips (bench/transcribe.py).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from engine.types import SAMPLE_RATE, Transcript
 log = logging.getLogger(__name__)
 
 ENGINES = ("auto", "batched", "sequential")
+AUTO_BATCHED_MIN_SECONDS = 120.0
 # audio, options, progress -> transcript: the one call `--engine` swaps.
 Decoder = Callable[[Audio, DecodeOptions, "ProgressCallback | None"], Transcript]
 
@@ -108,23 +112,25 @@ def make_decoder(engine: str, transcriber: Transcriber) -> Decoder:
     if engine == "batched" and long_form is None:
         raise ValueError("--engine batched needs engine.longform.transcribe_long, which is not "
                          "available in this install; use --engine sequential")
-    if long_form is not None:
-        log.info("decoding with the batched long-form pipeline")
-
-        def batched(audio: Audio, options: DecodeOptions,
-                    progress: ProgressCallback | None) -> Transcript:
-            result: Transcript = long_form(transcriber, audio, options, progress=progress)
-            return result
-
-        return batched
-    log.info("decoding with the sequential decoder")
 
     def sequential(audio: Audio, options: DecodeOptions,
                    progress: ProgressCallback | None) -> Transcript:
         transcriber.load()
         return transcribe_audio(audio, transcriber, options, progress)
 
-    return sequential
+    if long_form is None:
+        return sequential
+    min_batched = 0 if engine == "batched" else int(AUTO_BATCHED_MIN_SECONDS * SAMPLE_RATE)
+
+    def batched(audio: Audio, options: DecodeOptions,
+                progress: ProgressCallback | None) -> Transcript:
+        if len(audio) < min_batched:
+            return sequential(audio, options, progress)
+        log.info("decoding with the batched long-form pipeline")
+        result: Transcript = long_form(transcriber, audio, options, progress=progress)
+        return result
+
+    return batched
 
 
 def long_form_entry() -> Callable[..., Transcript] | None:
