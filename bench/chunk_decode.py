@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -211,19 +212,24 @@ def main(argv: list[str] | None = None) -> int:
     runner = Ct2WhisperRunner(backend.model)
     runner.decode_batch([DecodeRequest(clips[0][1])])  # warm-up: first call allocates
     print(f"{len(clips)} clips + {len(items) - len(clips)} cuts, {backend.info}", flush=True)
+    # Timings on a shared machine mean little without the load they were taken under.
+    load_start = os.getloadavg()
     rows = decode_all(backend, runner, items, args.beam_size, args.repeats)
     chunks = [a for _, a, _ in items if 2.0 * SAMPLE_RATE <= len(a) <= 5.0 * SAMPLE_RATE]
     result = {
         "model": backend.info.name, "device": backend.info.device,
         "compute_type": backend.info.compute_type, "beam_size": args.beam_size,
-        "repeats": args.repeats, "rows": rows,
+        "repeats": args.repeats, "cpu_count": os.cpu_count(), "rows": rows,
         "batch_audio_s_per_s": batch_scaling(runner, chunks, args.beam_size, args.repeats),
     }
     result["scores"] = scores(rows)
+    result["loadavg_1min"] = {"start": load_start[0], "end": os.getloadavg()[0]}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1))
     print_table(result)
+    print(f"\nload average (1 min) {result['loadavg_1min']['start']:.1f} at start, "
+          f"{result['loadavg_1min']['end']:.1f} at end, on {os.cpu_count()} CPUs")
     plot(result, out.with_suffix(".png"))
     print(f"\nwrote {out} and {out.with_suffix('.png')}")
     return 0

@@ -189,3 +189,34 @@ def test_multilingual_batch_detects_or_keeps_each_items_language(shared_audio):
     assert "arenas" in results[1].text.lower()
     assert results[2].text == results[0].text
     assert all(r.words for r in results)
+
+
+def test_segments_repeated_past_the_audio_end_are_dropped(tiny_transcriber):
+    from faster_whisper.tokenizer import Tokenizer
+
+    from engine.asr.ct2_guards import Attempt
+    from engine.asr.ct2_passes import drop_past_end, trim_loop
+
+    tok = Tokenizer(tiny_transcriber.model.hf_tokenizer, False)
+    ts = tok.timestamp_begin
+
+    def attempt(tokens: list[int], truncated: bool = False) -> Attempt:
+        return Attempt(tokens=tuple(tokens), text=tok.decode([t for t in tokens if t < tok.eot]),
+                       avg_logprob=-0.2, no_speech_prob=0.01, compression_ratio=1.5,
+                       temperature=0.0, truncated=truncated, last_timestamp_s=None)
+
+    said = tok.encode(" Mr. Quilter is the apostle of the middle classes.")
+    looped = attempt([ts, *said, ts + 350, ts + 350, *said, ts + 700])  # 0-7 s, 7-14 s
+    fixed = drop_past_end(looped, tok, duration_s=5.9)
+    assert fixed is not None and fixed.trimmed and not fixed.truncated
+    assert fixed.text == "Mr. Quilter is the apostle of the middle classes."
+    assert fixed.last_timestamp_s == pytest.approx(7.0)
+    # New words past the end are not a repeat: left to the guards.
+    other = tok.encode(" Something else entirely.")
+    assert drop_past_end(attempt([ts, *said, ts + 350, ts + 350, *other]), tok, 5.9) is None
+    # A second segment inside the audio stays.
+    assert drop_past_end(attempt([ts, *said, ts + 100, ts + 100, *said]), tok, 5.9) is None
+    # Without timestamps, a truncated restart from the top is trimmed to its first pass.
+    go = tok.encode(" Go forward ten meters.")
+    trimmed = trim_loop(attempt([ts, *go, *go, *go[:2]], truncated=True), tok)
+    assert trimmed is not None and trimmed.text == "Go forward ten meters."

@@ -171,9 +171,20 @@ def _generate(model: Any, encoded: passes.EncodedBatch, items: list[_Item], rows
     attempts = passes.generate(model, encoded.subset(rows), prompts,
                                [it.tokenizer for it in items], budgets, call)
     for it, attempt in zip(items, attempts, strict=True):
-        if short_pass and attempt.truncated:
-            attempt = passes.trim_loop(attempt, it.tokenizer) or attempt
+        if short_pass:
+            attempt = _repair_short(attempt, it)
         it.attempts.append(attempt)
+
+
+def _repair_short(attempt: Attempt, item: _Item) -> Attempt:
+    """Cut a short-window decode back to its first pass when it ran on into a repeat: a decode
+    that ran out of budget and starts over from the top, or segments that start past the
+    audio end and only repeat what was said."""
+    if attempt.truncated:
+        trimmed = passes.trim_loop(attempt, item.tokenizer)
+        if trimmed is not None:
+            return trimmed
+    return passes.drop_past_end(attempt, item.tokenizer, item.duration_s) or attempt
 
 
 def _choose(attempts: list[Attempt]) -> Attempt | None:

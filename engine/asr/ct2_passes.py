@@ -23,7 +23,7 @@ from engine.asr.ct2_words import (
     clip_long_words,
     word_timings,
 )
-from engine.core.quality import compression_ratio
+from engine.core.quality import compression_ratio, words_of
 from engine.errors import TranscriptionError
 
 Features = npt.NDArray[np.float32]
@@ -34,6 +34,10 @@ MAX_INITIAL_TIMESTAMP_INDEX = 50  # first timestamp within 1 s, as faster-whispe
 BEST_OF = 5  # sampled hypotheses per item at temperature > 0
 PREPEND_PUNCTUATIONS = "\"'“¿([{-"
 APPEND_PUNCTUATIONS = "\"'.。,，!！?？:：”)]}、"
+# A segment starting this close to the audio end, or later, holds no speech of its own.
+PAST_END_MARGIN_S = 0.3
+# Share of the words of segments past the end that must repeat earlier words to drop them.
+REPEAT_SHARE = 0.8
 
 
 def log_mel(whisper_model: Any, audio: Audio) -> Features:
@@ -209,6 +213,35 @@ def trim_loop(attempt: Attempt, tokenizer: Any) -> Attempt | None:
     return replace(attempt, tokens=tuple(first_stamp + kept), text=text,
                    compression_ratio=compression_ratio(text), truncated=False,
                    last_timestamp_s=None, trimmed=True)
+
+
+def drop_past_end(attempt: Attempt, tokenizer: Any, duration_s: float) -> Attempt | None:
+    """The attempt without its segments that start after the audio ends, when those segments
+    only repeat words already said; None when there is nothing (safe) to drop.
+
+    On a short window Whisper often closes the right transcript with a timestamp at or past
+    the audio end, then starts a new segment there and says it all again
+    ("<|0.00|> Mr. Quilter ... gospel.<|7.00|><|7.00|> Mr. Quilter ... gospel.<|14.00|>" for
+    5.9 s of audio). No speech can start after the audio ends, and a repeat is a loop, so such
+    segments go; anything else past the end is left to the guards (and the padded fallback).
+    """
+    tokens = list(attempt.tokens)
+    begin = tokenizer.timestamp_begin
+    cut = next((i for i in range(1, len(tokens))
+                if tokens[i - 1] >= begin and tokens[i] >= begin
+                and (tokens[i] - begin) * TIME_PRECISION_S >= duration_s - PAST_END_MARGIN_S),
+               None)
+    if cut is None:
+        return None
+    kept_words = set(words_of(tokenizer.decode([t for t in tokens[:cut] if t < tokenizer.eot])))
+    dropped = words_of(tokenizer.decode([t for t in tokens[cut:] if t < tokenizer.eot]))
+    if not kept_words or sum(w in kept_words for w in dropped) < REPEAT_SHARE * len(dropped):
+        return None
+    kept = tuple(tokens[:cut])
+    text = tokenizer.decode([t for t in kept if t < tokenizer.eot]).strip()
+    return replace(attempt, tokens=kept, text=text, compression_ratio=compression_ratio(text),
+                   truncated=False, last_timestamp_s=(kept[-1] - begin) * TIME_PRECISION_S,
+                   trimmed=True)
 
 
 def align_words(
