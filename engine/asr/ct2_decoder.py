@@ -3,11 +3,15 @@
 faster-whisper pads every chunk to a 30 s window, so a 3 s chunk pays for a 30 s encoder pass
 (~400 ms for tiny.en int8 on two CPU cores, against ~20 ms for the chunk alone). The *short*
 path encodes the chunk plus a little padding at its own length. Whisper was trained on 30 s
-windows only, so a short window sometimes misbehaves (loops, timestamps past the audio, text that
-stops early); every short result is checked (`engine.asr.ct2_guards`) and a failed item is
-decoded again on the *padded* path, which mirrors faster-whisper's single-window decode
-(temperature fallback included). ``Transcript.extra`` says which path produced the text and why
-a fallback happened.
+windows only, and on a short window it often transcribes the chunk right and then carries on:
+it starts a new segment at (or past) the audio end and says it all again, or restarts from the
+first word until the token budget (capped by duration) stops it. Those runs are cut back to
+their first pass when the evidence is clear (a repeat past the audio end; a restart from the
+top with no end-of-text). Every short result is then checked (`engine.asr.ct2_guards`: loops,
+repeats, compression, words per minute, log-prob, no-speech) and a failed item is decoded again
+on the *padded* path, which mirrors faster-whisper's single-window decode (temperature fallback
+included). ``Transcript.extra`` says which path produced the text, why a fallback happened, and
+whether a loop was cut.
 
 `Ct2WhisperRunner.decode_batch` is the batch runner interface shared by the live engine, the
 long-form pipeline and the server's cross-session scheduler: all items of a path are encoded in
@@ -69,7 +73,9 @@ class ShortContextSettings:
         short window Whisper's timestamps are unreliable (a correct "Lord, but I am glad to see
         you again, Phil.<|5.00|>" on 2.8 s of audio); on the shared English set these cues
         caused 3 fallbacks out of 47 chunks and no WER gain (10.8 % with them, 10.4 % without,
-        padded 10.1 %). The end-of-text cue (no EOT within the token budget) is always on.
+        padded 10.1 %, greedy). The end-of-text cue (no EOT within the token budget) is always
+        on, and segments that start past the audio end are always dropped when they only
+        repeat earlier words.
     """
 
     pad_s: float = 1.0
