@@ -217,6 +217,7 @@ def test_looping_final_with_a_prompt_is_retried_once_without_it() -> None:
 
 
 @pytest.mark.parametrize("loop", ["thank you " * 10, "1 1 1 1 1 1", "2 2 2 2", "no " * 9,
+                                  "Three. Three.",
                                   "is going to be forced is going to be forced",
                                   "Very bad aligner. Very bad aligner.",
                                   "we are just saying some words I know what I'm saying "

@@ -48,10 +48,11 @@ LOOP_FLAGS = frozenset({"compression", "repeats", "wpm_high", "word_loop", "prom
 EARLY_END_S = 0.8  # the last word ending this long before the speech did: words were dropped
 PROMPT_CHARS_PER_S = 40  # about 10 tokens per second of audio
 ECHO_WORDS = 6  # a final repeating this many words of its prompt in a row is suspect
-# One word repeated back to back faster than anyone says it ("1 1 1 1 1 1" on a 1 s chunk),
-# while "words, words, words, words" over 4 s is speech: a run of >= 3 repeats counts as a loop
-# when it has more than WORD_LOOP_PER_S repeats per second of audio, or >= WORD_LOOP_MAX at all.
-WORD_LOOP_PER_S = 2.5
+# One word repeated back to back faster than anyone says it ("1 1 1 1 1 1", "three three" on
+# a 1 s chunk), while "words, words, words, words" over 4 s is speech: a run counts as a loop
+# when it has more than WORD_LOOP_PER_S words per second of audio, or >= WORD_LOOP_MAX at all.
+# A false alarm only costs a retry on the padded window, whose text is then kept.
+WORD_LOOP_PER_S = 1.5
 WORD_LOOP_MAX = 8
 MAX_BACKOFF = 8.0
 
@@ -384,7 +385,7 @@ def _word_loop(text: str, seconds: float) -> set[str]:
     for previous, word in zip(words, words[1:], strict=False):
         run = run + 1 if word and word == previous else 1
         longest = max(longest, run)
-    if longest >= WORD_LOOP_MAX or (longest >= 3 and longest > WORD_LOOP_PER_S * seconds):
+    if longest >= WORD_LOOP_MAX or (longest >= 2 and longest > WORD_LOOP_PER_S * seconds):
         return {"word_loop"}
     for n in range(3, len(words) // 2 + 1):
         for i in range(len(words) - 2 * n + 1):
