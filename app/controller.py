@@ -66,6 +66,7 @@ class Controller(QObject):
         self.last_injection: tuple[bool, str] | None = None
         self._captions_placed = False
         self._partial_logged = -1
+        self._dropped_reported = 0
         self._generation = 0  # which engine instance is current (see _engine_sink)
         self._stopping: list[LiveEngine] = []  # stopped engines whose threads may still run
         self._connect()
@@ -229,6 +230,13 @@ class Controller(QObject):
 
     def _on_metrics(self, metrics: Metrics) -> None:
         self.window.latency.add_metrics(metrics)
+        if metrics.dropped_frames > self._dropped_reported:
+            # The capture queue overflowed: the machine is too busy to keep up with the mic.
+            self._dropped_reported = metrics.dropped_frames
+            seconds = metrics.dropped_frames / 16000
+            log.warning("audio dropped so far: %.1f s (the computer is too busy)", seconds)
+            self.window.show_message(
+                f"{seconds:.1f} s of audio dropped: the computer is too busy to keep up", 10000)
 
     def _on_failed(self, message: str, recoverable: bool) -> None:
         self.window.show_message(message, 20000)

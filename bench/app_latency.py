@@ -9,7 +9,7 @@ the peer in the same run) it starts the app cold and measures:
   RSS          resident memory once ready, and the peak after all dictations
   release->text  N times: hold Ctrl+Alt+Space, play a short speech clip into the mic, release;
                time from the key release to the complete text in another app's text field
-               (CLOCK_MONOTONIC, shared across processes)
+               (CLOCK_MONOTONIC, shared across processes); a different sentence each time
 Prints a table, writes JSON (median, p95 and the paste/type ratio).
 """
 
@@ -44,7 +44,13 @@ from desktop_driver import (  # noqa: E402
     xdotool,
 )
 
-DEFAULT_CLIP = REPO.parent / "shared" / "audio" / "arctic-aew-a0001.wav"
+SHARED_AUDIO = REPO.parent / "shared" / "audio"
+# Different sentences, as in real dictation: repeating one sentence makes it the prompt of the
+# next decode, which trips the engine's repetition guards and measures their retries instead.
+DEFAULT_CLIPS = ("arctic-aew-a0001.wav", "arctic-aew-a0002.wav", "arctic-aew-a0003.wav",
+                 "arctic-axb-a0004.wav", "arctic-axb-a0006.wav", "ls-tc-6930-75918-0000.wav",
+                 "cmusphinx-goforward.wav", "timit-ldc93s1.wav", "mfa-thoughts.wav",
+                 "speechrecognition-english-one-two-three.wav")
 MODES = ("paste", "type")
 
 
@@ -84,7 +90,7 @@ def dictate_once(app: LoggedProcess, target: LoggedProcess, target_wid: str,
             return (at - released) * 1000, (final_at - released) * 1000, length
 
 
-def run_mode(mode: str, runs: int, clip: Path, root: Path) -> dict[str, Any]:
+def run_mode(mode: str, runs: int, clips: list[Path], root: Path) -> dict[str, Any]:
     env = dict(os.environ, SOTTOVOCE_CONFIG_DIR=str(root / mode / "config"),
                SOTTOVOCE_DATA_DIR=str(root / mode / "data"),
                SOTTOVOCE_CONTROL_SOCKET=str(root / mode / "control.sock"), PYTHONUNBUFFERED="1")
@@ -100,7 +106,8 @@ def run_mode(mode: str, runs: int, clip: Path, root: Path) -> dict[str, Any]:
         target_wid = window_id(f"^{TARGET_TITLE}$")
         timings: list[tuple[float, float]] = []
         length = 0
-        for _ in range(runs):
+        for run in range(runs):
+            clip = clips[run % len(clips)]
             to_text, to_final, length = dictate_once(app, target, target_wid, clip, length)
             timings.append((to_text, to_final))
         _, rss_peak = app.rss_mib()
@@ -129,7 +136,9 @@ def print_table(results: dict[str, dict[str, Any]]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10, help="dictations per mode")
-    parser.add_argument("--clip", type=Path, default=DEFAULT_CLIP, help="speech WAV to dictate")
+    parser.add_argument("--clips", type=Path, nargs="+",
+                        default=[SHARED_AUDIO / name for name in DEFAULT_CLIPS],
+                        help="speech WAVs to dictate, in turn")
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "app_latency.json")
     args = parser.parse_args(argv)
@@ -141,12 +150,14 @@ def main(argv: list[str] | None = None) -> int:
     reader = start_monitor_reader()
     try:
         with tempfile.TemporaryDirectory(prefix="sottovoce-bench-") as tmp:
-            results = {mode: run_mode(mode, args.runs, args.clip, Path(tmp)) for mode in args.modes}
+            results = {mode: run_mode(mode, args.runs, args.clips, Path(tmp))
+                       for mode in args.modes}
     finally:
         reader.terminate()
         reader.wait(10)
     print_table(results)
-    summary: dict[str, Any] = {"clip": args.clip.name, "runs": args.runs, "modes": results,
+    summary: dict[str, Any] = {"clips": [c.name for c in args.clips], "runs": args.runs,
+                               "modes": results,
                                "load_average_1m": [load_before, os.getloadavg()[0]],
                                "cpu_count": os.cpu_count()}
     print(f"1-minute load average before/after: {load_before:.1f} / {os.getloadavg()[0]:.1f} "
