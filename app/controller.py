@@ -233,10 +233,10 @@ class Controller(QObject):
         if metrics.dropped_frames > self._dropped_reported:
             # The capture queue overflowed: the machine is too busy to keep up with the mic.
             self._dropped_reported = metrics.dropped_frames
-            seconds = metrics.dropped_frames / 16000
-            log.warning("audio dropped so far: %.1f s (the computer is too busy)", seconds)
+            log.warning("audio frames dropped so far: %d (the computer is too busy)",
+                        metrics.dropped_frames)
             self.window.show_message(
-                f"{seconds:.1f} s of audio dropped: the computer is too busy to keep up", 10000)
+                "Some audio was dropped: the computer is too busy to keep up", 10000)
 
     def _on_failed(self, message: str, recoverable: bool) -> None:
         self.window.show_message(message, 20000)
