@@ -283,3 +283,14 @@ def test_applying_settings_restarts_the_engine_and_saves(qtbot, make_controller)
     assert load_settings() == new != Settings()
     controller.apply_settings(with_changes(new, caption_font_pt=40))
     assert len(engines) == 2  # a caption font change doesn't touch the engine
+
+
+def test_dropped_audio_is_shown_to_the_user(qtbot, make_controller):
+    from engine.events import Metrics
+
+    controller, engines = make_controller()
+    controller.start_engine()
+    engines[0].sink(Metrics(chunk_rtt_ms=90.0, decode_ms=90.0, network_ms=None, lag_ms=4000.0,
+                            rtf=1.5, dropped_frames=4410))
+    qtbot.waitUntil(lambda: "too busy" in controller.window.statusBar().currentMessage())
+    assert controller.window.latency.lag_color == "#d0312d"  # red: far behind
