@@ -9,9 +9,9 @@ from pathlib import Path
 from PySide6.QtWidgets import QFileDialog, QMessageBox
 
 from app.controller import Controller
-from app.secrets import KeyringUnavailableError, keyring_status, store_api_key
 from app.session import save_export
 from engine.events import FinalText
+from engine.remote.secrets import KeyringUnavailableError, keyring_status, store_api_key
 from engine.types import seconds_to_samples
 from ui.history_dialog import HistoryDialog
 from ui.settings_dialog import SettingsDialog

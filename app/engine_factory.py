@@ -102,7 +102,7 @@ def _local_engine(config: EngineConfig, sink: EventSink) -> LiveEngine:
 
 
 def _remote_engine(config: EngineConfig, sink: EventSink) -> LiveEngine:
-    from app.secrets import KeyringUnavailableError, load_api_key
+    from engine.remote.secrets import KeyringUnavailableError, load_api_key
 
     try:
         from engine.remote.client import RemoteLiveEngine

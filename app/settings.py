@@ -1,7 +1,7 @@
 """User settings: one frozen dataclass, stored as TOML in the config dir, versioned and migrated.
 
 Loading never writes: a first run works on defaults and the file appears on the first save.
-Secrets (the remote API key) are never stored here; see app.secrets.
+Secrets (the remote API key) are never stored here; see engine.remote.secrets.
 """
 
 from __future__ import annotations

@@ -118,7 +118,7 @@ def test_api_key_lives_in_the_keyring(monkeypatch: pytest.MonkeyPatch) -> None:
     memory = MemoryKeyring()
     monkeypatch.setattr(keyring, "get_keyring", lambda: memory)
     assert secrets.load_api_key("ws://h:1") is None
-    secrets.save_api_key("ws://h:1", "k-123")
+    secrets.store_api_key("ws://h:1", "k-123")
     assert secrets.load_api_key("ws://h:1") == "k-123"
     assert memory.store == {("sottovoce", "api-key:ws://h:1"): "k-123"}
     monkeypatch.setattr(keyring, "get_keyring", lambda: fail.Keyring())

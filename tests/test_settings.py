@@ -121,7 +121,7 @@ def test_hotkey_reset_ends_talking_in_hold_mode():
 
 
 def test_api_key_lives_in_the_keyring_only():
-    from app import secrets
+    from engine.remote import secrets
 
     try:
         secrets.load_api_key("ws://probe")
@@ -143,7 +143,7 @@ def test_no_keyring_backend_gives_a_clear_message_and_stores_nothing():
     import keyring
     from keyring.backends import fail
 
-    from app import secrets
+    from engine.remote import secrets
 
     previous = keyring.get_keyring()
     keyring.set_keyring(fail.Keyring())
