@@ -23,10 +23,9 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from engine.asr.base import Audio, DecodeOptions, Transcriber
-from engine.asr.faster_whisper_backend import FasterWhisperTranscriber, _convert_segment
+from engine.asr.faster_whisper_backend import FasterWhisperTranscriber
 from engine.audio.decode import load_audio
 from engine.core.quality import QualityThresholds, check_text
-from engine.errors import TranscriptionError
 from engine.types import SAMPLE_RATE, Segment, Transcript
 
 log = logging.getLogger(__name__)
@@ -114,31 +113,7 @@ def _flagged(segment: Segment, limits: QualityThresholds) -> Segment:
 def _segment_stream(
     transcriber: Transcriber, audio: Audio, options: DecodeOptions,
 ) -> tuple[Iterator[Segment], str | None] | None:
-    """Segments one by one from a faster-whisper backend (so progress moves), else None.
-
-    faster-whisper decodes lazily as its segment generator is consumed; the `Transcriber`
-    interface returns only whole results, so this reaches for the loaded ``WhisperModel`` and
-    passes the same arguments the adapter uses. TODO(lead): an ``iter_segments`` method on
-    `FasterWhisperTranscriber` would let this drop the private converter import.
-    """
+    """Segments one by one from a faster-whisper backend (so progress moves), else None."""
     if not isinstance(transcriber, FasterWhisperTranscriber):
         return None
-    language = options.language if transcriber.info.multilingual else "en"
-    try:
-        raw_segments, info = transcriber.model.transcribe(
-            audio, language=language, task=options.task, beam_size=options.beam_size,
-            temperature=list(options.temperatures), initial_prompt=options.prompt or None,
-            word_timestamps=options.word_timestamps, condition_on_previous_text=True,
-            vad_filter=False,
-        )
-    except (RuntimeError, ValueError) as exc:
-        raise TranscriptionError(f"decode failed: {exc}") from exc
-
-    def converted() -> Iterator[Segment]:
-        try:
-            for raw in raw_segments:
-                yield _convert_segment(raw)
-        except (RuntimeError, ValueError) as exc:
-            raise TranscriptionError(f"decode failed: {exc}") from exc
-
-    return converted(), info.language
+    return transcriber.iter_segments(audio, options)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from engine.asr.base import Audio, DecodeOptions, ModelInfo
@@ -92,23 +93,39 @@ class FasterWhisperTranscriber:
 
     def transcribe(self, audio: Audio, options: DecodeOptions) -> Transcript:
         """Decode with faster-whisper's own loop (30 s windows, temperature fallback)."""
-        model = self.model
         started = time.perf_counter()
+        segments, language = self.iter_segments(audio, options)
+        decoded = tuple(segments)
+        return Transcript(
+            segments=decoded, language=language, duration=len(audio),
+            decode_ms=(time.perf_counter() - started) * 1000,
+        )
+
+    def iter_segments(
+        self, audio: Audio, options: DecodeOptions,
+    ) -> tuple[Iterator[Segment], str | None]:
+        """Segments one at a time as faster-whisper decodes them (so progress can move), and
+        the language. Decoding happens while the iterator is consumed."""
+        model = self.model
         language = options.language if self.info.multilingual else "en"
         try:
-            segments_iter, info = model.transcribe(
+            raw_segments, info = model.transcribe(
                 audio, language=language, task=options.task, beam_size=options.beam_size,
                 temperature=list(options.temperatures), initial_prompt=options.prompt or None,
                 word_timestamps=options.word_timestamps, condition_on_previous_text=True,
                 vad_filter=False,
             )
-            segments = tuple(_convert_segment(s) for s in segments_iter)
         except (RuntimeError, ValueError) as exc:
             raise TranscriptionError(f"decode failed: {exc}") from exc
-        return Transcript(
-            segments=segments, language=info.language, duration=len(audio),
-            decode_ms=(time.perf_counter() - started) * 1000,
-        )
+
+        def converted() -> Iterator[Segment]:
+            try:
+                for raw in raw_segments:
+                    yield _convert_segment(raw)
+            except (RuntimeError, ValueError) as exc:
+                raise TranscriptionError(f"decode failed: {exc}") from exc
+
+        return converted(), info.language
 
 
 def _convert_segment(seg: Any) -> Segment:
