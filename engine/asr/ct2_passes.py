@@ -155,6 +155,17 @@ class GenerateCall:
     max_new_tokens: int
 
 
+def generate_max_length(prompt_len: int, max_new_tokens: int) -> int:
+    """CTranslate2's ``max_length`` for a generate() call.
+
+    Measured on CTranslate2 4.8: Whisper generates at most ``min(max_length // 2,
+    max_length - prompt_len)`` new tokens, so the limit must cover both; a prompt at or past
+    ``max_length`` yields nothing and can crash the process (SIGSEGV), which is why the prompt
+    length is part of the sum and not left to chance.
+    """
+    return min(MAX_LENGTH, max(2 * max_new_tokens, prompt_len + max_new_tokens + 1))
+
+
 def generate(
     ct2_model: Any,
     encoded: Any,
@@ -171,11 +182,10 @@ def generate(
                                   "sampling_temperature": call.temperature}
     else:
         kwargs = {"beam_size": call.beam_size}
+    equal = equalize_prompts(prompts, tokenizers[0].encode(" ")[0])
     results = _call(
-        ct2_model.generate, encoded, equalize_prompts(prompts, tokenizers[0].encode(" ")[0]),
-        # CTranslate2's Whisper generates at most max_length // 2 new tokens (Whisper's own
-        # sample_len = n_text_ctx // 2), whatever the prompt length.
-        max_length=min(MAX_LENGTH, 2 * call.max_new_tokens),
+        ct2_model.generate, encoded, equal,
+        max_length=generate_max_length(len(equal[0]) if equal else 0, call.max_new_tokens),
         return_scores=True, return_no_speech_prob=True, suppress_blank=True,
         suppress_tokens=list(get_suppressed_tokens(tokenizers[0], (-1,))),
         max_initial_timestamp_index=MAX_INITIAL_TIMESTAMP_INDEX, **kwargs,
