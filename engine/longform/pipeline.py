@@ -153,8 +153,7 @@ def as_runner(backend: Any) -> BatchRunner:
 
 def runner_device(runner: Any) -> str:
     """"cuda" or "cpu": where the runner's CTranslate2 model lives (cpu when unknown)."""
-    whisper = getattr(runner, "_whisper", None)
-    device = getattr(getattr(whisper, "model", None), "device", "cpu")
+    device = getattr(runner, "device", "cpu")
     return "cuda" if str(device).startswith("cuda") else "cpu"
 
 
