@@ -149,6 +149,9 @@ def test_overflow_drops_the_oldest_block_and_counts_it() -> None:
     for value in (1.0, 2.0, 3.0):
         source._callback(np.full((160, 1), value, dtype=np.float32), 160, None, None)
     assert source.dropped == 160
+    # What was dropped never reaches `position`, so `captured` (the push-to-talk clock) leaves
+    # it out too; otherwise press/release boundaries would land late after every overflow.
+    assert source.captured == 2 * 160
     assert [source._queue.get_nowait()[0] for _ in range(2)] == [2.0, 3.0]
 
 

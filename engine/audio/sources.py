@@ -125,6 +125,7 @@ class MicrophoneSource:
         self._failure: str | None = None
         self._position = 0
         self._captured_native = 0
+        self._discarded_native = 0  # captured, then dropped from the full queue
         self._dropped = 0
         self._rate = SAMPLE_RATE
         self._last_block_at = 0.0
@@ -140,7 +141,9 @@ class MicrophoneSource:
 
     @property
     def captured(self) -> int:
-        return self._captured_native * SAMPLE_RATE // self._rate
+        # Blocks dropped from the queue never reach `position`; leaving them out keeps this on
+        # the same timeline, so push-to-talk boundaries don't drift late after an overflow.
+        return (self._captured_native - self._discarded_native) * SAMPLE_RATE // self._rate
 
     @property
     def dropped(self) -> int:
@@ -207,7 +210,9 @@ class MicrophoneSource:
             self._queue.put_nowait(block)
         except queue.Full:
             with contextlib.suppress(queue.Empty):
-                self._dropped += len(self._queue.get_nowait())
+                oldest = len(self._queue.get_nowait())
+                self._dropped += oldest
+                self._discarded_native += oldest
             self._queue.put_nowait(block)
 
     def _on_finished(self) -> None:
