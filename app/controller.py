@@ -21,6 +21,7 @@ from app.hotkeys import GlobalHotkey, HotkeyUnavailableError
 from app.inject import TextInjector, copy_to_clipboard
 from app.session import Session
 from app.settings import ENGINE_FIELDS, Settings, save_settings, with_changes
+from engine.atomic import OutputWriteError
 from engine.events import Event, EventSink, FinalText, LiveEngine, Metrics, PartialText
 from ui.bridge import EngineBridge
 from ui.caption_window import CaptionWindow
@@ -309,7 +310,7 @@ class Controller(QObject):
         self.injector.configure(self.settings.inject_mode, self.settings.paste_keys)
         try:
             save_settings(self.settings)
-        except OSError as exc:
+        except (OSError, OutputWriteError) as exc:
             self.window.show_message(f"Could not save settings: {exc}", 10000)
 
     @Slot()

@@ -7,13 +7,12 @@ Secrets (the remote API key) are never stored here; see engine.remote.secrets.
 from __future__ import annotations
 
 import logging
-import os
 import sys
-import tempfile
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from engine.atomic import atomic_write_text
 from engine.paths import config_dir
 
 log = logging.getLogger(__name__)
@@ -141,21 +140,12 @@ def load_settings(path: Path | None = None) -> Settings:
 
 
 def save_settings(settings: Settings, path: Path | None = None) -> Path:
-    """Write the settings atomically (temp file + rename) and return the path."""
+    """Write the settings atomically and durably (engine.atomic) and return the path."""
     import tomli_w
 
     path = path or settings_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = tomli_w.dumps(asdict(settings))
-    fd, tmp = tempfile.mkstemp(prefix=".settings-", suffix=".toml", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return atomic_write_text(path, tomli_w.dumps(asdict(settings)))
 
 
 def with_changes(settings: Settings, **changes: Any) -> Settings:
