@@ -112,6 +112,7 @@ def test_live_engine_through_the_virtual_mic(virtual_mic: str, shared_audio: Pat
     deadline = time.monotonic() + 30
     while final is None and time.monotonic() < deadline:
         event = events.get(timeout=30)
+        assert not isinstance(event, EngineFailed), event
         if isinstance(event, FinalText) and event.text:
             final = event
     player.wait(timeout=10)

@@ -111,7 +111,7 @@ class MicrophoneSource:
     simulated = False
 
     def __init__(self, device: int | str | None = None, *, block_ms: int = 32,
-                 max_queue_s: float = 5.0, stall_timeout_s: float = 2.0) -> None:
+                 max_queue_s: float = 5.0, stall_timeout_s: float = 5.0) -> None:
         if block_ms <= 0 or max_queue_s <= 0 or stall_timeout_s <= 0:
             raise ValueError("block_ms, max_queue_s and stall_timeout_s must be > 0")
         self._device = device
@@ -183,7 +183,6 @@ class MicrophoneSource:
         except queue.Empty:
             self._check_alive()
             return None
-        self._last_block_at = time.monotonic()
         assert self._resampler is not None
         audio = self._resampler.process(block)
         self._position += len(audio)
@@ -202,6 +201,9 @@ class MicrophoneSource:
     def _callback(self, indata: npt.NDArray[np.float32], frames: int, _time: Any,
                   status: Any) -> None:
         # PortAudio's thread: copy and enqueue only. Overflow policy: drop the oldest block.
+        # Liveness is stamped here, where the device delivers, not where the reader reads: a
+        # reader that was busy must not mistake its own delay for a dead microphone.
+        self._last_block_at = time.monotonic()
         if status and status.input_overflow:
             self._dropped += frames
         block = indata[:, 0].copy()
