@@ -18,6 +18,7 @@ from PySide6.QtWidgets import QApplication
 
 from app.engine_factory import EngineConfig, EngineFactory, make_engine
 from app.hotkeys import GlobalHotkey, HotkeyUnavailableError
+from app.import_flow import ImportFlow, TranscriberFactory, local_transcriber
 from app.inject import TextInjector, copy_to_clipboard
 from app.session import Session
 from app.settings import ENGINE_FIELDS, Settings, save_settings, with_changes
@@ -50,7 +51,8 @@ class Controller(QObject):
 
     def __init__(self, settings: Settings, options: LaunchOptions | None = None,
                  engine_factory: EngineFactory = make_engine,
-                 parent: QObject | None = None) -> None:
+                 parent: QObject | None = None,
+                 transcriber_factory: TranscriberFactory = local_transcriber) -> None:
         super().__init__(parent)
         self.settings = settings
         self.options = options or LaunchOptions()
@@ -70,6 +72,7 @@ class Controller(QObject):
         self._dropped_reported = 0
         self._generation = 0  # which engine instance is current (see _engine_sink)
         self._stopping: list[LiveEngine] = []  # stopped engines whose threads may still run
+        self.imports = ImportFlow(self, transcriber_factory)  # File > Open file…
         self._connect()
 
     # -- setup ---------------------------------------------------------------------------------
@@ -130,7 +133,7 @@ class Controller(QObject):
 
     @Slot()
     def start_engine(self) -> None:
-        if self.engine is not None:
+        if self.engine is not None or self.imports.refuse_live():
             return
         self.latency_reset()
         self.window.set_state("loading", self.model_name())
@@ -162,7 +165,11 @@ class Controller(QObject):
             engine.stop()  # flushes the utterance in flight; its final still arrives
             # Keep it until its threads end (see quit); drop those already done, so a session
             # with many restarts doesn't keep old models in memory.
-            self._stopping = [e for e in self._stopping if not _finished(e)] + [engine]
+            self._stopping = [e for e in self._stopping if not engine_finished(e)] + [engine]
+
+    def stopped_engines(self) -> list[LiveEngine]:
+        """Stopped engines that may still be flushing (a copy, safe to hand to a thread)."""
+        return list(self._stopping)
 
     def latency_reset(self) -> None:
         self.window.latency.reset()
@@ -186,6 +193,8 @@ class Controller(QObject):
         """"press"/"release" from the hotkey or the control socket; "toggle" flips."""
         if action == "toggle":
             action = "release" if self.talking else "press"
+        if action == "press" and self.imports.refuse_live():
+            return
         if self.engine is None:
             self.start_engine()
         if self.engine is None:
@@ -317,6 +326,7 @@ class Controller(QObject):
     def quit(self) -> None:
         if self._hotkey is not None:
             self._hotkey.stop()
+        self.imports.shutdown()
         self.stop_engine()
         self.captions.close()
         self.window.quit_on_close = False
@@ -324,14 +334,14 @@ class Controller(QObject):
         for engine in self._stopping:
             # Let the engine's threads finish their flush: native libraries abort the process
             # if the interpreter shuts down under a running decode.
-            if not _finished(engine, QUIT_WAIT_S):
+            if not engine_finished(engine, QUIT_WAIT_S):
                 log.warning("engine still busy after %.0f s; quitting anyway", QUIT_WAIT_S)
         self._stopping.clear()
         QApplication.quit()
 
 
 
-def _finished(engine: LiveEngine, timeout: float = 0.0) -> bool:
+def engine_finished(engine: LiveEngine, timeout: float = 0.0) -> bool:
     """Whether the engine's threads have ended (engines without `wait()` count as ended)."""
     wait = getattr(getattr(engine, "engine", engine), "wait", None)
     return True if wait is None else bool(wait(timeout))

@@ -1,5 +1,5 @@
-"""The main window's dialogs: save as (TXT/SRT/VTT/JSON), history (reopen a past session from
-the autosave journal) and settings (API key to the OS keyring)."""
+"""The main window's dialogs: open a file to transcribe, save as (TXT/SRT/VTT/JSON), history
+(reopen a past session from the autosave journal) and settings (API key to the OS keyring)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 from PySide6.QtWidgets import QFileDialog, QMessageBox
 
 from app.controller import Controller
+from app.file_import import MEDIA_SUFFIXES, source_name
 from app.session import save_export
 from engine.events import FinalText
 from engine.remote.secrets import KeyringUnavailableError, keyring_status, store_api_key
@@ -34,7 +35,9 @@ def journal_sessions() -> list[tuple[str, Path, str]]:
         text = "\n".join(e.text.strip() for e in entries)
         when = entries[0].written_at[:16].replace("T", " ")
         words = sum(len(e.text.split()) for e in entries)
-        sessions.append((f"{when} UTC · {words} words", path, text))
+        source = source_name(path.stem)  # imported files are named after the file
+        label = f"{when} UTC · {words} words" + (f" · {source}" if source else "")
+        sessions.append((label, path, text))
     return sessions
 
 
@@ -52,13 +55,24 @@ class DialogActions:
         self.window = controller.window
 
     def connect(self) -> None:
+        self.window.open_file_requested.connect(self.open_file)
         self.window.export_requested.connect(self.save_as)
         self.window.history_requested.connect(self.show_history)
         self.window.settings_requested.connect(self.show_settings)
 
+    def open_file(self) -> None:
+        """Pick an audio/video file and import it (app.import_flow says what happens then)."""
+        media = " ".join(f"*.{suffix}" for suffix in MEDIA_SUFFIXES)
+        path_text, _ = QFileDialog.getOpenFileName(
+            self.window, "Transcribe a file", "",
+            f"Audio and video ({media});;All files (*)")
+        if path_text:
+            self.controller.imports.open_file(Path(path_text))
+
     def save_as(self, fmt: str) -> None:
+        stem = Path(self.controller.session.source or "transcript").stem
         path_text, _ = QFileDialog.getSaveFileName(
-            self.window, f"Save transcript as {fmt.upper()}", f"transcript.{fmt}", FILTERS[fmt])
+            self.window, f"Save transcript as {fmt.upper()}", f"{stem}.{fmt}", FILTERS[fmt])
         if not path_text:
             return
         try:

@@ -1,5 +1,7 @@
-"""The transcript of the running session: the final utterances in order, as an engine
-`Transcript` for the exporters (TXT, SRT, VTT, JSON in engine.core.export)."""
+"""The transcript shown in the main window: the final utterances in order (dictated live, reopened
+from history, or imported from a file), as an engine `Transcript` for the exporters (TXT, SRT,
+VTT, JSON in engine.core.export). Imported segments keep their hallucination flags, so the JSON
+export says which passages are suspect."""
 
 from __future__ import annotations
 
@@ -12,13 +14,29 @@ from engine.types import Segment, Transcript
 class Session:
     def __init__(self) -> None:
         self.finals: list[FinalText] = []
+        self._flags: list[tuple[str, ...]] = []  # per final: the checks it failed
+        self.source: str | None = None  # the imported file's name, None for live text
+        self.duration = 0  # an imported file's length (samples); live: the last final's end
 
-    def add(self, final: FinalText) -> None:
+    def add(self, final: FinalText, flags: tuple[str, ...] = ()) -> None:
         if final.text.strip():
             self.finals.append(final)
+            self._flags.append(flags)
+
+    def add_segment(self, segment: Segment, language: str | None) -> FinalText | None:
+        """An imported segment (file timeline), as the FinalText live dictation would make."""
+        final = FinalText(utterance_id=len(self.finals) + 1, text=segment.text.strip(),
+                          words=segment.words, start=segment.start, end=segment.end,
+                          latency_ms=0.0, language=language)
+        before = len(self.finals)
+        self.add(final, segment.flags)
+        return final if len(self.finals) > before else None
 
     def clear(self) -> None:
         self.finals.clear()
+        self._flags.clear()
+        self.source = None
+        self.duration = 0
 
     def text(self) -> str:
         """One utterance a line, as people paste it."""
@@ -26,10 +44,12 @@ class Session:
 
     def transcript(self) -> Transcript:
         segments = tuple(
-            Segment(text=" " + f.text.strip(), start=f.start, end=f.end, words=f.words)
-            for f in self.finals)
+            Segment(text=" " + f.text.strip(), start=f.start, end=f.end, words=f.words,
+                    flags=flags)
+            for f, flags in zip(self.finals, self._flags, strict=True))
         language = next((f.language for f in self.finals if f.language), None)
-        duration = max((f.end for f in self.finals), default=0)
+        duration = max((f.end for f in self.finals), default=self.duration)
+        duration = max(duration, self.duration)
         return Transcript(segments=segments, language=language, duration=duration)
 
 

@@ -1,4 +1,5 @@
-"""EngineBridge: the one place engine events cross from engine threads into the Qt GUI thread.
+"""EngineBridge: the one place engine events cross from engine threads into the Qt GUI thread
+(and ImportBridge, its twin for the file-import worker, at the end).
 
 The engine calls `bridge.sink(event)` from whatever thread it runs on. The bridge re-emits the
 event through a queued signal, so every slot runs on the GUI thread, and fans it out into typed
@@ -90,3 +91,47 @@ class EngineBridge(QObject):
             emit(self.failed, event.message, event.recoverable)
         else:
             log.debug("ignoring unknown engine event %r", event)
+
+
+class ImportBridge(QObject):
+    """The file-import worker's calls in (worker thread), Qt signals out (GUI thread).
+
+    Implements app.file_import.ImportListener. Every call is delivered, in order: there are a
+    handful per minute of audio (one progress report per decoded batch, one per section).
+    """
+
+    started = Signal(int)  # total samples
+    progress = Signal(int, int)  # done samples, total samples
+    segments = Signal(object, object)  # tuple[Segment, ...], language (str | None)
+    finished = Signal(object)  # app.file_import.ImportResult
+    failed = Signal(str)
+    warning = Signal(str)
+
+    _delivered = Signal(str, object)  # internal: crosses threads (queued)
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._delivered.connect(self._dispatch, Qt.ConnectionType.QueuedConnection)
+
+    def import_started(self, total_samples: int) -> None:
+        emit(self._delivered, "started", (total_samples,))
+
+    def import_progress(self, done_samples: int, total_samples: int) -> None:
+        emit(self._delivered, "progress", (done_samples, total_samples))
+
+    def import_segments(self, segments: object, language: str | None) -> None:
+        emit(self._delivered, "segments", (segments, language))
+
+    def import_finished(self, result: object) -> None:
+        emit(self._delivered, "finished", (result,))
+
+    def import_failed(self, message: str) -> None:
+        emit(self._delivered, "failed", (message,))
+
+    def import_warning(self, message: str) -> None:
+        emit(self._delivered, "warning", (message,))
+
+    @Slot(str, object)
+    def _dispatch(self, name: str, args: object) -> None:
+        assert isinstance(args, tuple)
+        emit(getattr(self, name), *args)

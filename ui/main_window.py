@@ -1,4 +1,5 @@
-"""Main window: transcript, start/stop, input level, engine selectors, latency meter, status line.
+"""Main window: transcript, start/stop, input level, engine selectors, latency meter, status line,
+and the file-import bar (File > Open file…).
 
 It only renders and forwards intent (signals); app.controller decides what happens. Nothing here
 waits on the engine: loading shows a busy bar until the engine reports "ready".
@@ -23,6 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ui.import_panel import ImportPanel
 from ui.latency_meter import LatencyMeter
 from ui.qt_compat import emit, forwarder
 from ui.transcript_view import TranscriptView
@@ -49,6 +51,8 @@ class MainWindow(QMainWindow):
     stop_requested = Signal()
     engine_choice_changed = Signal(object)  # EngineChoice
     export_requested = Signal(str)  # "txt" | "srt" | "vtt" | "json"
+    open_file_requested = Signal()
+    import_cancel_requested = Signal()
     copy_all_requested = Signal()
     copy_selection_requested = Signal()
     captions_toggled = Signal(bool)
@@ -66,11 +70,14 @@ class MainWindow(QMainWindow):
         self.quit_on_close = True
         self.transcript = TranscriptView()
         self.latency = LatencyMeter()
+        self.import_panel = ImportPanel()
+        self.import_panel.cancel_requested.connect(forwarder(self.import_cancel_requested, 0))
         central = QWidget()
         layout = QVBoxLayout(central)
         layout.addWidget(self._build_hint())
         layout.addLayout(self._build_controls())
         layout.addWidget(self.transcript, 1)
+        layout.addWidget(self.import_panel)
         layout.addWidget(self.latency)
         self.setCentralWidget(central)
         self._build_menus()
@@ -131,6 +138,9 @@ class MainWindow(QMainWindow):
 
     def _build_menus(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
+        self.open_file_action = self._action(file_menu, "Open file…", "Ctrl+O",
+                                             forwarder(self.open_file_requested, 0))
+        file_menu.addSeparator()
         self.copy_all_action = self._action(file_menu, "Copy transcript", "Ctrl+Shift+C",
                                             forwarder(self.copy_all_requested, 0))
         self._action(file_menu, "Copy selection", "Ctrl+C", forwarder(self.copy_selection_requested, 0))
@@ -207,6 +217,11 @@ class MainWindow(QMainWindow):
         self.state_label.setText(text)
         if not self.running:
             self.level.setValue(0)
+
+    def set_importing(self, importing: bool) -> None:
+        """While a file is imported, live listening is paused: Start and Open are off."""
+        self.start_button.setEnabled(not importing)
+        self.open_file_action.setEnabled(not importing)
 
     def set_model_info(self, name: str, device: str, compute_type: str) -> None:
         self.model_label.setText(f"{name} · {device} · {compute_type}")

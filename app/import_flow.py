@@ -1,0 +1,197 @@
+"""File > Open file… in the app: the GUI-thread side of an import (app.file_import runs it).
+
+Policy while a file is imported: live listening is **paused**. A running live engine is stopped
+(its utterance in flight is flushed, as on Stop) before decoding starts; Start, Open file and the
+push-to-talk hotkey are refused with a status message; when the import ends (done, cancelled or
+failed) listening starts again if it was on. One model decodes at a time, so the import gets the
+whole CPU (or GPU) and dictation never competes with it.
+
+The import always runs on this computer with the app's model (the live engine's, when it is
+loaded; else the same model is loaded once and kept for the next import). With the remote
+backend that is the model chosen in the selector row; the status line says so.
+
+The view and session are replaced by the file's transcript only once the file has decoded and
+the model has loaded, so an unreadable file changes nothing. Earlier live text is not lost: it
+is in its journal (History). The import has its own journal, written section by section.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtCore import QObject
+
+from app.file_import import FileImport, ImportOptions, ImportResult
+from engine.types import SAMPLE_RATE, Segment
+from ui.bridge import ImportBridge
+from ui.import_panel import format_duration
+
+if TYPE_CHECKING:
+    from app.controller import Controller
+
+log = logging.getLogger(__name__)
+
+QUIT_WAIT_S = 10.0
+TranscriberFactory = Callable[[str, str], Any]  # (model, device) -> an unloaded Transcriber
+
+
+def local_transcriber(model: str, device: str) -> Any:
+    from engine.live import local_transcriber as make
+
+    return make(model, device=device)
+
+
+class ImportFlow(QObject):
+    """Owns at most one `FileImport` at a time and keeps the window and session in step."""
+
+    def __init__(self, controller: Controller,
+                 transcriber_factory: TranscriberFactory = local_transcriber,
+                 options: ImportOptions | None = None) -> None:
+        super().__init__(controller)
+        self.controller = controller
+        self.window = controller.window
+        self.options = options or ImportOptions()
+        self.bridge = ImportBridge(self)
+        self.current: FileImport | None = None
+        self.last_result: ImportResult | None = None
+        self._factory = transcriber_factory
+        self._cached: tuple[tuple[str, str], Any] | None = None  # (model, device), transcriber
+        self._resume = False
+        self._done = 0
+        self._connect()
+
+    def _connect(self) -> None:
+        b = self.bridge
+        b.started.connect(self._on_started)
+        b.progress.connect(self._on_progress)
+        b.segments.connect(self._on_segments)
+        b.finished.connect(self._on_finished)
+        b.failed.connect(self._on_failed)
+        b.warning.connect(lambda message: self.window.show_message(message, 20000))
+        self.window.import_cancel_requested.connect(self.cancel)
+
+    @property
+    def running(self) -> bool:
+        return self.current is not None
+
+    def refuse_live(self) -> bool:
+        """True (and says why) when live listening must wait for the import."""
+        if self.current is None:
+            return False
+        self.window.show_message(
+            f"Transcribing {self.current.path.name}: dictation is paused until it finishes "
+            "(or Cancel it)", 8000)
+        return True
+
+    # -- user intent ---------------------------------------------------------------------------
+    def open_file(self, path: Path) -> bool:
+        """Start importing `path`; False when another import is still running."""
+        if self.refuse_live():
+            return False
+        c = self.controller
+        backend = self._backend()  # before stop_engine: it may take the live engine's model
+        self._resume = c.engine is not None
+        c.stop_engine()
+        stopped = c.stopped_engines()
+        options = self.options
+        if options.language is None and c.settings.language:
+            options = dataclasses.replace(options, language=c.settings.language)
+        self.current = FileImport(path, backend, self.bridge, options,
+                                  before_decode=lambda: _wait_all(stopped))
+        self._done = 0
+        self.window.set_importing(True)
+        self.window.import_panel.begin(path.name)
+        if c.settings.backend == "remote":
+            self.window.show_message(
+                f"Files are transcribed on this computer with {c.model_name()}; the server is "
+                "used for live text only", 10000)
+        log.info("importing %s", path)
+        self.current.start()
+        return True
+
+    def cancel(self) -> None:
+        if self.current is not None:
+            log.info("import of %s: cancel requested", self.current.path)
+            self.current.cancel()
+
+    def shutdown(self, timeout: float = QUIT_WAIT_S) -> None:
+        """On quit: cancel and let the batch in flight end (native code must not be torn down
+        under a running decode)."""
+        if self.current is not None:
+            self.current.cancel()
+            if not self.current.wait(timeout):
+                log.warning("import still busy after %.0f s; quitting anyway", timeout)
+
+    def _backend(self) -> Callable[[], Any]:
+        """The transcriber to decode with, as a call the worker makes (loading takes time)."""
+        c = self.controller
+        key = (c.model_name(), c.settings.device)
+        live = getattr(c.engine, "transcriber", None)
+        if c.settings.backend == "local" and live is not None:
+            self._cached = (key, live)  # the live engine's model is loaded already
+        if self._cached is None or self._cached[0] != key:
+            self._cached = (key, self._factory(*key))
+        transcriber = self._cached[1]
+        return lambda: transcriber
+
+    # -- worker reports (GUI thread) -----------------------------------------------------------
+    def _on_started(self, total: int) -> None:
+        assert self.current is not None
+        c = self.controller
+        c.session.clear()
+        c.session.source = self.current.path.name
+        c.session.duration = total
+        self.window.transcript.clear_transcript()
+        self.window.import_panel.set_total(total)
+
+    def _on_progress(self, done: int, total: int) -> None:
+        self._done = done
+        self.window.import_panel.set_progress(done, total)
+
+    def _on_segments(self, segments: tuple[Segment, ...], language: str | None) -> None:
+        for segment in segments:
+            final = self.controller.session.add_segment(segment, language)
+            if final is not None:
+                self.window.transcript.add_final(final.start, final.text, segment.flags)
+
+    def _on_finished(self, result: ImportResult) -> None:
+        self.last_result = result
+        name, lines = result.path.name, len(self.controller.session.finals)
+        total = format_duration(result.transcript.duration / SAMPLE_RATE)
+        if result.cancelled:
+            done = format_duration(self._done / SAMPLE_RATE)
+            text = (f"Partial transcript: import of {name} cancelled at {done} of {total} "
+                    f"({lines} lines)")
+        else:
+            text = (f"Imported {name}: {total} of audio in "
+                    f"{format_duration(result.elapsed_s)} ({lines} lines)")
+        if result.flagged:
+            text += f"; {result.flagged} marked \u26a0 may be hallucinated"
+        log.info("%s", text)
+        self._end(text)
+
+    def _on_failed(self, message: str) -> None:
+        self._end(f"Could not import: {message}")
+
+    def _end(self, message: str) -> None:
+        self.current = None
+        self.window.import_panel.end()
+        self.window.set_importing(False)
+        self.window.show_message(message, 0)  # stays until the next message
+        if self._resume:
+            self._resume = False
+            self.controller.start_engine()
+
+
+def _wait_all(engines: list[Any]) -> None:
+    """On the worker: let paused engines finish their flush before the import decodes."""
+    from app.controller import engine_finished
+
+    for engine in engines:
+        if not engine_finished(engine, QUIT_WAIT_S):
+            log.warning("paused live engine still busy after %.0f s; importing anyway",
+                        QUIT_WAIT_S)
