@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 MEDIA_SUFFIXES = ("wav", "flac", "mp3", "ogg", "opus", "m4a", "aac", "wma", "mp4", "mkv", "webm",
                   "mov", "avi")
 QUIET_FRAME = SAMPLE_RATE // 50  # 20 ms: the resolution at which a section border is placed
+PAUSE_FRAMES = 10  # 200 ms: how long a quiet stretch is judged over
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,7 @@ class ImportResult:
     flagged: int
     journal_path: Path | None
     elapsed_s: float
+    started: bool = True  # False: cancelled while opening, before anything changed on screen
 
 
 class ImportListener(Protocol):
@@ -92,8 +94,8 @@ class ImportListener(Protocol):
 
 
 def section_bounds(audio: np.ndarray, section: int, search: int) -> list[tuple[int, int]]:
-    """(start, end) sample ranges covering `audio` in order, each about `section` long, cut at
-    the quietest 20 ms frame within `search` samples of each nominal border."""
+    """(start, end) sample ranges covering `audio` in order, each about `section` long, cut in
+    the quietest stretch within `search` samples of each nominal border."""
     total = len(audio)
     bounds: list[tuple[int, int]] = []
     start = 0
@@ -106,13 +108,17 @@ def section_bounds(audio: np.ndarray, section: int, search: int) -> list[tuple[i
 
 
 def _quietest(audio: np.ndarray, lo: int, hi: int) -> int:
-    """Start of the lowest-energy 20 ms frame in [lo, hi) (lo when the range is too short)."""
+    """The middle of the quietest ~200 ms in [lo, hi) (lo when the range is too short).
+
+    Energy is summed over 200 ms so that a real pause wins over the brief silence of a stop
+    consonant inside a word."""
     frames = (hi - lo) // QUIET_FRAME
-    if frames < 2:
+    if frames < PAUSE_FRAMES + 1:
         return lo
     window = audio[lo: lo + frames * QUIET_FRAME].astype(np.float32).reshape(frames, QUIET_FRAME)
     energy = np.einsum("ij,ij->i", window, window)
-    return lo + int(np.argmin(energy)) * QUIET_FRAME
+    pause = np.convolve(energy, np.ones(PAUSE_FRAMES), mode="valid")
+    return lo + (int(np.argmin(pause)) + PAUSE_FRAMES // 2) * QUIET_FRAME
 
 
 def shift_segment(segment: Segment, offset: int) -> Segment:
@@ -210,6 +216,12 @@ class FileImport:
         backend = self._transcriber()
         backend.load()
         total = len(audio)
+        if self._cancel.is_set():  # cancelled while the file or model loaded: change nothing
+            self._listener.import_finished(ImportResult(
+                path=self.path, transcript=Transcript(segments=(), duration=total),
+                cancelled=True, flagged=0, journal_path=None,
+                elapsed_s=time.monotonic() - started, started=False))
+            return
         self._listener.import_started(total)
         journal = Journal(journal_id(self.path), self._journal_dir)
         try:

@@ -121,6 +121,7 @@ class ImportFlow(QObject):
     def shutdown(self, timeout: float = QUIT_WAIT_S) -> None:
         """On quit: cancel and let the batch in flight end (native code must not be torn down
         under a running decode)."""
+        self._resume = False  # the app is going away: no live engine after the import
         if self.current is not None:
             self.current.cancel()
             if not self.current.wait(timeout):
@@ -162,7 +163,9 @@ class ImportFlow(QObject):
         self.last_result = result
         name, lines = result.path.name, len(self.controller.session.finals)
         total = format_duration(result.transcript.duration / SAMPLE_RATE)
-        if result.cancelled:
+        if not result.started:
+            text = f"Import of {name} cancelled; nothing changed"
+        elif result.cancelled:
             done = format_duration(self._done / SAMPLE_RATE)
             text = (f"Partial transcript: import of {name} cancelled at {done} of {total} "
                     f"({lines} lines)")

@@ -216,12 +216,54 @@ def test_flagged_text_is_marked_in_view_and_json(qtbot, make_controller):
     assert [s["flags"] for s in data["segments"]] == [[], ["repetition"]]
 
 
+@gui
+def test_import_panel_shows_audio_time_and_eta(qtbot):
+    from ui.import_panel import ImportPanel
+
+    now = [100.0]
+    panel = ImportPanel(clock=lambda: now[0])
+    qtbot.addWidget(panel)
+    cancels: list[bool] = []
+    panel.cancel_requested.connect(lambda: cancels.append(True))
+    panel.begin("talk.mp3")
+    assert panel.label.text() == "Opening talk.mp3…" and panel.bar.maximum() == 0
+    panel.set_total(90 * SAMPLE_RATE)
+    now[0] += 20.0  # 30 s of audio in 20 s: 40 s to go
+    panel.set_progress(30 * SAMPLE_RATE, 90 * SAMPLE_RATE)
+    assert panel.label.text() == "Transcribing talk.mp3: 0:30 / 1:30 · about 0:40 left"
+    assert (panel.bar.value(), panel.bar.maximum()) == (300, 900)
+    panel.cancel_button.click()
+    assert cancels == [True] and not panel.cancel_button.isEnabled()
+
+
+def test_cancel_while_opening_changes_nothing(shared_tiny, jfk_wav):
+    from app.file_import import FileImport
+
+    calls: list[tuple[str, object]] = []
+
+    class Listener:
+        def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+            return lambda *args: calls.append((name, args))
+
+    def transcriber():  # type: ignore[no-untyped-def]
+        job.cancel()  # the user pressed Cancel while the model was loading
+        return shared_tiny
+
+    job = FileImport(jfk_wav, transcriber, Listener())
+    job.start()
+    assert job.wait(60)
+    assert [name for name, _ in calls] == ["import_finished"]
+    result = calls[0][1][0]
+    assert result.cancelled and not result.started and not result.transcript.segments
+
+
 def test_sections_cut_at_the_quietest_spot_and_cover_the_file():
     rng = np.random.default_rng(1)
     audio = rng.normal(0, 0.1, 35 * SAMPLE_RATE).astype(np.float32)
     for quiet_s in (9.0, 20.5):  # a pause near each nominal border (10 s, 20 s)
         start = int(quiet_s * SAMPLE_RATE)
-        audio[start:start + SAMPLE_RATE // 5] = 0.0
+        audio[start:start + SAMPLE_RATE // 5] = 0.0  # 200 ms
+    audio[int(8.5 * SAMPLE_RATE):int(8.5 * SAMPLE_RATE) + 320] = 0.0  # 20 ms: a stop, no pause
     bounds = section_bounds(audio, 10 * SAMPLE_RATE, 2 * SAMPLE_RATE)
     assert bounds[0][0] == 0 and bounds[-1][1] == len(audio)
     assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:], strict=False))
