@@ -313,6 +313,7 @@ class RecordingRunner:
 
     def __init__(self, fail: bool = False) -> None:
         self.batches: list[int] = []
+        self.tags: list[list[object]] = []
         self.entered = threading.Event()
         self.release = threading.Event()
         self.fail = fail
@@ -331,6 +332,7 @@ class RecordingRunner:
             self.entered.set()
             self.release.wait(10)
         self.batches.append(len(requests))
+        self.tags.append([r.tag for r in requests])
         if self.fail:
             raise RuntimeError("boom")
         return [Transcript(segments=(), duration=len(r.audio)) for r in requests]
@@ -373,14 +375,45 @@ def test_scheduler_without_batching_and_with_failures() -> None:
         SchedulerOptions(max_batch=0)
 
 
+def test_finals_go_before_partials_queued_earlier_and_stale_partials_are_withdrawn() -> None:
+    runner = RecordingRunner()
+    scheduler = BatchScheduler(runner, SchedulerOptions(max_batch=8))
+
+    def request(tag: str) -> DecodeRequest:
+        return DecodeRequest(audio=np.zeros(1600, dtype=np.float32), tag=tag)
+
+    async def main() -> list[object]:
+        first = scheduler.submit(request("p0"))
+        await asyncio.to_thread(runner.entered.wait, 10)  # p0 is decoding now
+        tickets = [scheduler.submit(request(t)) for t in ("p1", "p2", "p3")]
+        tickets += [scheduler.submit(request(t), urgent=True) for t in ("f1", "f2")]
+        assert not scheduler.withdraw(first)  # already decoding: too late
+        assert scheduler.withdraw(tickets[1]) and not scheduler.withdraw(tickets[1])
+        runner.release.set()
+        return list(await asyncio.gather(first.future, *(t.future for t in tickets)))
+
+    scheduler.start()
+    try:
+        results = asyncio.run(main())
+    finally:
+        scheduler.stop()
+    assert runner.tags == [["p0"], ["f1", "f2"], ["p1", "p3"]]
+    assert isinstance(results[2], Transcript) and results[2].extra["path"] == "withdrawn"
+    stats = scheduler.stats.as_dict()
+    assert stats["withdrawn"] == 1 and stats["requests"] == 5
+    finals, partials = stats["finals"], stats["partials"]
+    assert isinstance(finals, dict) and finals["requests"] == 2
+    assert isinstance(partials, dict) and partials["requests"] == 3
+
+
 def test_batches_are_split_into_runs_of_similar_length() -> None:
-    from engine.server.scheduler import _Pending, split_by_length
+    from engine.server.scheduler import Ticket, split_by_length
 
     loop = asyncio.new_event_loop()
     try:
-        def item(seconds: float) -> _Pending:
+        def item(seconds: float) -> Ticket:
             audio = np.zeros(int(seconds * 16_000), dtype=np.float32)
-            return _Pending(DecodeRequest(audio=audio), loop.create_future(), loop)
+            return Ticket(DecodeRequest(audio=audio), loop.create_future(), loop)
 
         batch = [item(s) for s in (10.0, 1.0, 1.2, 9.0, 0.8, 11.0)]
         groups = split_by_length(batch, max_pad_ratio=1.6)
@@ -390,6 +423,20 @@ def test_batches_are_split_into_runs_of_similar_length() -> None:
         assert [len(g) for g in split_by_length(batch, max_pad_ratio=1.0)] == [1] * 6
     finally:
         loop.close()
+
+
+def test_row_chunked_encoder_gives_the_same_encoder_output(runner: Ct2Runner) -> None:
+    import ctranslate2
+
+    from engine.server.runner import RowChunkedEncoder
+
+    model = runner._backend.model.model  # the CTranslate2 Whisper model of the shared fixture
+    features = np.random.default_rng(3).standard_normal((3, 80, 400)).astype(np.float32)
+    whole = np.asarray(model.encode(ctranslate2.StorageView.from_array(features)))
+    chunked = RowChunkedEncoder(model, max_frames=800)  # 2 rows per call: calls of 2 and 1
+    parts = np.asarray(chunked.encode(ctranslate2.StorageView.from_array(features)))
+    assert parts.shape == whole.shape and np.allclose(parts, whole, atol=1e-4)
+    assert chunked.is_multilingual == model.is_multilingual  # everything else is delegated
 
 
 def test_tensorrt_runner_says_what_it_needs(tmp_path: Path) -> None:

@@ -83,6 +83,21 @@ def test_speech_gives_final_on_the_wire_timeline(jfk_wav: Path) -> None:
     assert session.idle and session.final_ack() == offset + len(samples)
 
 
+def test_a_partial_goes_stale_when_its_utterance_ends(jfk_wav: Path) -> None:
+    clock = Clock()
+    session = ServerSession(p.Hello("s"), SessionOptions(), EnergyVad(), clock)
+    feed_all(session, pcm(load_audio(jfk_wav))[:3 * 16_000], clock, 0)
+    partial = session.next_request()
+    assert partial is not None and partial.kind == "partial"
+    assert not session.is_stale(partial)  # still being spoken
+    session.flush()  # the utterance ends while the partial is out
+    assert session.is_stale(partial)
+    # Withdrawn, the partial comes back empty and costs nothing; the final is asked for next.
+    assert session.on_result(partial, Transcript(segments=(), duration=len(partial.audio))) == []
+    final = session.next_request()
+    assert final is not None and final.kind == "final" and not session.is_stale(final)
+
+
 def test_cancel_forgets_everything(jfk_wav: Path) -> None:
     clock = Clock()
     session = ServerSession(p.Hello("s", prompt="previous words"), SessionOptions(),

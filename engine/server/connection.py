@@ -3,8 +3,10 @@
 Two tasks per connection: the receive loop (this coroutine) feeds audio to the session and
 enforces the limits; the decode task sends the session's requests to the scheduler one at a
 time (the policy keeps at most one in flight, so a slow server decodes less often rather than
-queueing) and sends back what they produce. ``end`` waits for the decode task to drain, then
-sends the last ``ack`` and ``bye``.
+queueing) and sends back what they produce; finals go to the scheduler as urgent. When audio
+ends the utterance of a partial that is still queued, the receive loop withdraws that partial:
+its text would be thrown away, and the final cannot be asked for while it is out. ``end`` waits
+for the decode task to drain, then sends the last ``ack`` and ``bye``.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from typing import Any
 
 from engine.asr.ct2_decoder import DecodeRequest
 from engine.core import protocol as p
+from engine.core.policy import DecodeRequest as PolicyRequest
 from engine.errors import EngineError
-from engine.server.scheduler import BatchScheduler
+from engine.server.scheduler import BatchScheduler, Ticket
 from engine.server.session import ServerSession, SessionOptions, VadFn
 
 log = logging.getLogger(__name__)
@@ -75,6 +78,7 @@ class Connection:
         self._session: ServerSession | None = None
         self._wake = asyncio.Event()
         self._decoder: asyncio.Task[None] | None = None
+        self._queued: tuple[PolicyRequest, Ticket] | None = None  # the request out, if any
         self._ending = False
 
     async def run(self) -> None:
@@ -126,9 +130,11 @@ class Connection:
         assert session is not None  # the protocol object refuses everything before hello
         if isinstance(message, p.Audio):
             await self._send(session.feed(message))
+            self._withdraw_stale(session)
             self._wake.set()
         elif isinstance(message, p.Flush):
             await self._send(session.flush())
+            self._withdraw_stale(session)
             self._wake.set()
         elif isinstance(message, p.End):
             await self._finish(session)
@@ -148,8 +154,13 @@ class Connection:
         self._decoder = asyncio.create_task(self._decode_loop(self._session))
         log.info("session %s opened at %d", hello.session_id, hello.offset)
 
+    def _withdraw_stale(self, session: ServerSession) -> None:
+        if self._queued is not None and session.is_stale(self._queued[0]):
+            self._scheduler.withdraw(self._queued[1])  # a no-op once it is decoding
+
     async def _finish(self, session: ServerSession) -> None:
         await self._send(session.flush())
+        self._withdraw_stale(session)
         self._ending = True
         self._wake.set()
         if self._decoder is not None:
@@ -166,11 +177,15 @@ class Connection:
                 decode = DecodeRequest(audio=request.audio, options=request.options,
                                        tag=request.request_id)
                 try:
-                    transcript = await self._scheduler.decode(decode)
+                    ticket = self._scheduler.submit(decode, urgent=request.kind == "final")
+                    self._queued = (request, ticket)
+                    transcript = await ticket.future
                 except EngineError as exc:
                     messages = session.on_failure(request, str(exc))
                 else:
                     messages = session.on_result(request, transcript)
+                finally:
+                    self._queued = None
                 self._counters["finals"] += sum(isinstance(m, p.Final) for m in messages)
                 await self._send(messages)
             if self._ending and session.idle:

@@ -1,13 +1,24 @@
 """Cross-session batching: one inference thread, many sessions, one batched decode at a time.
 
-Sessions submit decode requests from the asyncio loop; the inference thread takes the first
-waiting request, then gathers whatever else arrives within ``window_ms`` (up to ``max_batch``)
-and hands the lot to the runner as one ``decode_batch`` call. While a batch is decoding, new
-requests queue up, so under load batches fill by themselves (request-level in-flight batching)
-and an idle server adds at most ``window_ms`` to a lone request.
+Sessions submit decode requests from the asyncio loop (`submit`, or `decode` to await one); the
+inference thread takes what is waiting, gathers whatever else arrives within ``window_ms`` (up
+to ``max_batch``) and hands it to the runner as ``decode_batch`` calls. While a batch is
+decoding, new requests queue up, so under load batches fill by themselves (request-level
+in-flight batching) and an idle server adds at most ``window_ms`` to a lone request.
+
+Finals first: a final ("urgent") is what a user waits for, a partial is a preview. A round
+takes only finals while any are waiting, so a final never queues behind partials that came
+before it, only behind the decode already running; partials go in a round of their own. Under
+overload partials therefore wait longer, and each session's policy, seeing the longer round
+trip, asks for them less often (``busy_factor``). A session takes back (`withdraw`) a queued
+partial of an utterance that has ended meanwhile: its result would be thrown away, and it
+would hold back that utterance's final (a session has one request in flight at a time).
+
+Length: a gathered round is split into runs of similar length (`split_by_length`), shortest
+first, since every item of a call is encoded at the length of the longest.
 
 Queue bound and overflow policy: each session has at most one request in flight, so the queue
-never holds more than the session limit; ``queue_size`` is set above that and a submit that
+never holds more than the session limit; ``queue_size`` is set above that, and a submit that
 still finds it full fails that one request with `TranscriptionError` (the session reports an
 error) instead of blocking the event loop.
 """
@@ -16,9 +27,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -30,11 +41,13 @@ from engine.types import Transcript
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
+FINAL = "final"
+PARTIAL = "partial"
 
 
 @dataclass(frozen=True)
 class SchedulerOptions:
-    """``max_batch`` 1 turns batching off (one request per decode, in arrival order).
+    """``max_batch`` 1 turns batching off (one request per decode, finals first).
 
     ``max_pad_ratio``: a batch is encoded at the length of its longest item, so a gathered
     batch is split into runs of similar length where the padded audio stays within this factor
@@ -60,33 +73,59 @@ class SchedulerOptions:
 
 
 @dataclass
+class KindStats:
+    """Work of one kind (finals or partials): how much, how long it waited, how long it took."""
+
+    requests: int = 0
+    audio_seconds: float = 0.0
+    decode_seconds: float = 0.0
+    wait_seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, object]:
+        wait = self.wait_seconds / self.requests * 1000 if self.requests else 0.0
+        return {"requests": self.requests, "audio_seconds": round(self.audio_seconds, 3),
+                "decode_seconds": round(self.decode_seconds, 3), "mean_wait_ms": round(wait, 1)}
+
+
+@dataclass
 class SchedulerStats:
-    """Counters for /metrics; written by the inference thread only."""
+    """Counters for /metrics; written by the inference thread (``withdrawn`` under the lock)."""
 
     batches: int = 0
     requests: int = 0
     errors: int = 0
+    withdrawn: int = 0
     decode_seconds: float = 0.0
     audio_seconds: float = 0.0
     batch_sizes: dict[int, int] = field(default_factory=dict)
+    kinds: dict[str, KindStats] = field(
+        default_factory=lambda: {FINAL: KindStats(), PARTIAL: KindStats()})
 
     def as_dict(self) -> dict[str, object]:
         mean = self.requests / self.batches if self.batches else 0.0
         return {"batches": self.batches, "requests": self.requests, "errors": self.errors,
-                "mean_batch_size": round(mean, 2),
+                "withdrawn": self.withdrawn, "mean_batch_size": round(mean, 2),
                 "decode_seconds": round(self.decode_seconds, 3),
                 "audio_seconds": round(self.audio_seconds, 3),
-                "batch_sizes": {str(k): v for k, v in sorted(self.batch_sizes.items())}}
+                "batch_sizes": {str(k): v for k, v in sorted(self.batch_sizes.items())},
+                **{f"{kind}s": s.as_dict() for kind, s in self.kinds.items()}}
 
 
-@dataclass
-class _Pending:
+@dataclass(eq=False)
+class Ticket:
+    """One submitted request. ``state`` goes "queued" -> "taken" (by the inference thread) or
+    "withdrawn" (by its session), under the scheduler's lock."""
+
     request: DecodeRequest
     future: asyncio.Future[Transcript]
     loop: asyncio.AbstractEventLoop
+    urgent: bool = False
+    queued_at: float = 0.0
+    state: str = "queued"
 
-
-_STOP = object()
+    @property
+    def kind(self) -> str:
+        return FINAL if self.urgent else PARTIAL
 
 
 class BatchScheduler:
@@ -98,68 +137,92 @@ class BatchScheduler:
         self.options = options or SchedulerOptions()
         self.stats = SchedulerStats()
         self._clock = clock
-        self._queue: queue.Queue[_Pending | object] = queue.Queue(self.options.queue_size)
+        self._ready = threading.Condition()  # guards the queues, ticket states and _stopping
+        self._urgent: deque[Ticket] = deque()
+        self._normal: deque[Ticket] = deque()
+        self._stopping = False
         self._thread: threading.Thread | None = None
+
+    @property
+    def waiting(self) -> int:
+        with self._ready:
+            return len(self._urgent) + len(self._normal)
 
     def start(self) -> None:
         if self._thread is not None:
             return
+        self._stopping = False
         self._thread = threading.Thread(target=self._run, name="sottovoce-inference", daemon=True)
         self._thread.start()
 
     def stop(self, timeout: float = 10.0) -> None:
+        """Decode what is queued, then end the thread."""
         if self._thread is None:
             return
-        # The stop marker may wait behind a full queue; the thread drains it first.
-        self._queue.put(_STOP, timeout=timeout)
+        with self._ready:
+            self._stopping = True
+            self._ready.notify()
         self._thread.join(timeout)
         self._thread = None
 
-    async def decode(self, request: DecodeRequest) -> Transcript:
+    def submit(self, request: DecodeRequest, *, urgent: bool = False) -> Ticket:
+        """Queue a request (call on the event loop that awaits ``ticket.future``)."""
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[Transcript] = loop.create_future()
-        try:
-            self._queue.put_nowait(_Pending(request, future, loop))
-        except queue.Full:
-            raise TranscriptionError("decode queue full; server overloaded") from None
-        return await future
+        ticket = Ticket(request, loop.create_future(), loop, urgent, self._clock())
+        with self._ready:
+            if self._stopping:
+                raise TranscriptionError("server is stopping")
+            if len(self._urgent) + len(self._normal) >= self.options.queue_size:
+                raise TranscriptionError("decode queue full; server overloaded")
+            (self._urgent if urgent else self._normal).append(ticket)
+            self._ready.notify()
+        return ticket
+
+    async def decode(self, request: DecodeRequest, *, urgent: bool = False) -> Transcript:
+        return await self.submit(request, urgent=urgent).future
+
+    def withdraw(self, ticket: Ticket) -> bool:
+        """Take back a request that has not started decoding (call on its event loop); its
+        future gets an empty transcript marked ``withdrawn``. False when it already started."""
+        with self._ready:
+            if ticket.state != "queued":
+                return False
+            ticket.state = "withdrawn"
+            (self._urgent if ticket.urgent else self._normal).remove(ticket)
+            self.stats.withdrawn += 1
+        empty = Transcript(segments=(), duration=len(ticket.request.audio),
+                           extra={"path": "withdrawn"})
+        _set_result(ticket.future, empty)
+        return True
 
     def _run(self) -> None:
-        while True:
-            first = self._queue.get()
-            if first is _STOP:
-                return
-            assert isinstance(first, _Pending)
-            batch, stop = self._gather(first)
+        while (batch := self._take()) is not None:
             for group in split_by_length(batch, self.options.max_pad_ratio):
                 self._decode(group)
-            if stop:
-                return
 
-    def _gather(self, first: _Pending) -> tuple[list[_Pending], bool]:
-        """The first request plus whatever arrives before the window closes."""
-        batch = [first]
-        deadline = self._clock() + self.options.window_ms / 1000
-        while len(batch) < self.options.max_batch:
-            try:
-                # Already-waiting requests are taken without waiting at all.
-                item = self._queue.get_nowait()
-            except queue.Empty:
+    def _take(self) -> list[Ticket] | None:
+        """The next round: waiting finals if any, else waiting partials (after the gather
+        window); None once stopping with nothing left."""
+        with self._ready:
+            while not (self._urgent or self._normal):
+                if self._stopping:
+                    return None
+                self._ready.wait()
+            deadline = self._clock() + self.options.window_ms / 1000
+            while not self._stopping and len(self._urgent) + len(self._normal) < \
+                    self.options.max_batch:
                 remaining = deadline - self._clock()
                 if remaining <= 0:
                     break
-                try:
-                    item = self._queue.get(timeout=remaining)
-                except queue.Empty:
-                    break
-            if item is _STOP:
-                return batch, True
-            assert isinstance(item, _Pending)
-            batch.append(item)
-        return batch, False
+                self._ready.wait(remaining)
+            source = self._urgent or self._normal
+            batch = [source.popleft() for _ in range(min(len(source), self.options.max_batch))]
+            for ticket in batch:
+                ticket.state = "taken"
+            return batch
 
-    def _decode(self, batch: list[_Pending]) -> None:
-        requests = [p.request for p in batch]
+    def _decode(self, batch: list[Ticket]) -> None:
+        requests = [t.request for t in batch]
         started = self._clock()
         try:
             results = self.runner.decode_batch(requests)
@@ -169,23 +232,31 @@ class BatchScheduler:
             log.exception("batch of %d failed", len(batch))
             self.stats.errors += len(batch)
             error = exc if isinstance(exc, EngineError) else TranscriptionError(str(exc))
-            for pending in batch:
-                _deliver(pending, _set_exception, error)
+            for ticket in batch:
+                _deliver(ticket, _set_exception, error)
             return
-        elapsed = self._clock() - started
+        self._count(batch, started, self._clock() - started)
+        for ticket, result in zip(batch, results, strict=True):
+            _deliver(ticket, _set_result, result)
+
+    def _count(self, batch: list[Ticket], started: float, elapsed: float) -> None:
+        seconds = audio_seconds([t.request for t in batch])
         self.stats.batches += 1
         self.stats.requests += len(batch)
         self.stats.decode_seconds += elapsed
-        self.stats.audio_seconds += audio_seconds(requests)
+        self.stats.audio_seconds += seconds
         self.stats.batch_sizes[len(batch)] = self.stats.batch_sizes.get(len(batch), 0) + 1
-        for pending, result in zip(batch, results, strict=True):
-            _deliver(pending, _set_result, result)
+        kind = self.stats.kinds[batch[0].kind]  # a round holds one kind only
+        kind.requests += len(batch)
+        kind.audio_seconds += seconds
+        kind.decode_seconds += elapsed
+        kind.wait_seconds += sum(started - t.queued_at for t in batch)
 
 
-def split_by_length(batch: list[_Pending], max_pad_ratio: float) -> list[list[_Pending]]:
+def split_by_length(batch: list[Ticket], max_pad_ratio: float) -> list[list[Ticket]]:
     """Runs of similar length (shortest first) whose padded size stays within the ratio."""
     ordered = sorted(batch, key=lambda item: len(item.request.audio))
-    groups: list[list[_Pending]] = []
+    groups: list[list[Ticket]] = []
     for item in ordered:
         if groups:
             group = groups[-1]
@@ -198,9 +269,9 @@ def split_by_length(batch: list[_Pending], max_pad_ratio: float) -> list[list[_P
     return groups
 
 
-def _deliver(pending: _Pending, setter: Callable[..., None], value: object) -> None:
+def _deliver(ticket: Ticket, setter: Callable[..., None], value: object) -> None:
     try:
-        pending.loop.call_soon_threadsafe(setter, pending.future, value)
+        ticket.loop.call_soon_threadsafe(setter, ticket.future, value)
     except RuntimeError:  # that session's event loop is closed: nobody is waiting any more
         log.debug("dropped a result for a closed event loop")
 

@@ -23,7 +23,7 @@ from engine.core import protocol as p
 from engine.core.policy import DecodeRequest as PolicyRequest
 from engine.core.policy import PolicyOptions, StreamingPolicy
 from engine.core.segmenter import WINDOW, SegmenterOptions, SpeechSegmenter
-from engine.events import EngineFailed, Event, FinalText, PartialText, SpeechStarted
+from engine.events import EngineFailed, Event, FinalText, PartialText, SpeechEnded, SpeechStarted
 from engine.types import SAMPLE_RATE, Transcript, Word
 
 log = logging.getLogger(__name__)
@@ -105,6 +105,7 @@ class ServerSession:
         self._fed_at = clock()  # arrival time of the newest sample
         self._issued: dict[int, _Issued] = {}
         self._open: dict[int, int] = {}  # unfinished utterance id -> wire start
+        self._speaking: int | None = None  # id of the utterance still being spoken
         self._acked = hello.offset
         self._pads: list[tuple[int, int]] = []  # (segmenter position, silence samples added)
         self._preroll = options.segmenter.windows(options.segmenter.preroll_ms) * WINDOW
@@ -157,6 +158,12 @@ class ServerSession:
     def cancel(self) -> None:
         self.policy.cancel()
         self._open.clear()
+        self._speaking = None
+
+    def is_stale(self, request: PolicyRequest) -> bool:
+        """A partial of an utterance that has ended: the policy ignores its result (the
+        final supersedes it), so it need not be decoded at all."""
+        return request.kind == "partial" and request.utterance_id != self._speaking
 
     def next_request(self) -> PolicyRequest | None:
         request = self.policy.next_request(self._clock())
@@ -202,6 +209,9 @@ class ServerSession:
         for event in events:
             if isinstance(event, SpeechStarted):
                 self._open[event.utterance_id] = self._wire(event.at)
+                self._speaking = event.utterance_id
+            elif isinstance(event, SpeechEnded):
+                self._speaking = None
             elif isinstance(event, PartialText) and request is not None:
                 out.append(p.Partial(
                     utterance_id=event.utterance_id, committed=event.committed,

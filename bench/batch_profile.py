@@ -1,0 +1,177 @@
+"""Where a batched server decode spends its time: one ``decode_batch`` of N requests against N
+single calls, split into encoder, generate, alignment and the rest (Python: features, guards,
+tokenizing), for the request mixes the server's streaming policy produces.
+
+    python bench/batch_profile.py --manifest ../shared/audio/manifest.jsonl [--repeats 3] \
+        [--out FILE.json]
+
+Scenarios (N = 8 by default, real English speech from the manifest):
+- ``partials_similar``: greedy, short window, no prompt/words, ~3 s each (a steady partial load);
+- ``partials_mixed``: the same at 1-8 s (partials of utterances at different stages);
+- ``finals_similar`` / ``finals_mixed``: beam 5, words, a prompt, temperatures (0.0, 0.4);
+- ``mixed``: half partials, half finals (what one gather window holds under load).
+Modes: ``single`` (N calls), ``batched`` (one call), ``chunked`` (one call whose encoder runs
+in row chunks of at most ``--encode-frames`` frames, `RowChunkedEncoder`).
+Batched and single runs are interleaved in every repeat, so load from other processes hits
+both alike; medians are reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from engine.asr.base import DecodeOptions  # noqa: E402
+from engine.asr.ct2_decoder import Ct2WhisperRunner, DecodeRequest  # noqa: E402
+from engine.asr.faster_whisper_backend import FasterWhisperTranscriber  # noqa: E402
+from engine.audio.decode import load_audio  # noqa: E402
+from engine.evaluation import english, read_manifest  # noqa: E402
+from engine.server.runner import CPU_ENCODE_FRAMES, RowChunkedEncoder  # noqa: E402
+
+SR = 16_000
+MODES = ("single", "batched", "chunked")  # N calls; one call; one call, encoder row-chunked
+PARTIAL = DecodeOptions(language="en", word_timestamps=False, beam_size=1, temperatures=(0.0,),
+                        short_context=True)
+FINAL = DecodeOptions(language="en", word_timestamps=True, beam_size=5,
+                      temperatures=(0.0, 0.4), short_context=True,
+                      prompt="And so my fellow Americans, ask not what your country can do.")
+
+
+class TimedModel:
+    """Wraps the CTranslate2 Whisper model and adds up the seconds spent in each call."""
+
+    def __init__(self, model: Any) -> None:
+        self._model = model
+        self.target = model  # the model, or the same model behind a RowChunkedEncoder
+        self.seconds: dict[str, float] = defaultdict(float)
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.target, name)
+        if name not in ("encode", "generate", "align", "detect_language"):
+            return attr
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return attr(*args, **kwargs)
+            finally:
+                self.seconds[name] += time.perf_counter() - started
+        return timed
+
+
+def scenarios(clips: list[np.ndarray], n: int) -> dict[str, list[DecodeRequest]]:
+    rng = np.random.default_rng(7)
+
+    def cut(i: int, seconds: float) -> np.ndarray:
+        audio = clips[i % len(clips)]
+        return np.ascontiguousarray(audio[:int(min(len(audio), seconds * SR))])
+
+    similar = [3.0 + 0.2 * rng.random() for _ in range(n)]
+    mixed = list(np.linspace(1.0, 8.0, n))
+    return {
+        "partials_similar": [DecodeRequest(cut(i, s), PARTIAL) for i, s in enumerate(similar)],
+        "partials_mixed": [DecodeRequest(cut(i, s), PARTIAL) for i, s in enumerate(mixed)],
+        "finals_similar": [DecodeRequest(cut(i, s), FINAL) for i, s in enumerate(similar)],
+        "finals_mixed": [DecodeRequest(cut(i, s), FINAL) for i, s in enumerate(mixed)],
+        "mixed": [DecodeRequest(cut(i, s), PARTIAL if i % 2 else FINAL)
+                  for i, s in enumerate(mixed)],
+    }
+
+
+def measure(runner: Ct2WhisperRunner, timed: TimedModel, requests: list[DecodeRequest],
+            mode: str, encode_frames: int) -> dict[str, float]:
+    timed.seconds.clear()
+    timed.target = (RowChunkedEncoder(timed._model, encode_frames) if mode == "chunked"
+                    else timed._model)
+    started = time.perf_counter()
+    if mode != "single":
+        results = runner.decode_batch(requests)
+    else:
+        results = [runner.decode_batch([request])[0] for request in requests]
+    wall = time.perf_counter() - started
+    parts = {k: timed.seconds.get(k, 0.0) for k in ("encode", "generate", "align")}
+    # A fallback re-decodes on the 30 s window: count them, they dominate when they happen.
+    padded = sum(r.extra.get("path") == "padded" for r in results)
+    return {"wall": wall, **parts, "other": wall - sum(parts.values()), "padded": padded}
+
+
+def encoder_scaling(model: Any, frames: int, n: int, repeats: int) -> dict[str, float]:
+    """The encoder alone: one call on n x frames against n calls on 1 x frames (ms)."""
+    import ctranslate2
+
+    features = np.random.default_rng(1).standard_normal((n, 80, frames)).astype(np.float32)
+    single, batch = [], []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        for i in range(n):
+            model.encode(ctranslate2.StorageView.from_array(features[i:i + 1]))
+        single.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        model.encode(ctranslate2.StorageView.from_array(features))
+        batch.append(time.perf_counter() - started)
+    return {"frames": frames, "single_ms": round(statistics.median(single) * 1000, 1),
+            "batched_ms": round(statistics.median(batch) * 1000, 1)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--manifest", required=True, type=Path)
+    parser.add_argument("--n", type=int, default=8)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--model", default="tiny.en")
+    parser.add_argument("--threads", type=int, default=0, help="CTranslate2 intra threads")
+    parser.add_argument("--encode-frames", type=int, default=CPU_ENCODE_FRAMES,
+                        help="row-chunk size of the 'chunked' mode's encoder calls, in frames")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    clips = [load_audio(e.path) for e in english(read_manifest(args.manifest))
+             if e.duration_s >= 8.0]
+    backend = FasterWhisperTranscriber(args.model, cpu_threads=args.threads)
+    backend.load()
+    timed = TimedModel(backend.model.model)
+    backend.model.model = timed  # every ct2 call of the runner now goes through the timer
+    runner = Ct2WhisperRunner(backend.model)
+    runner.decode_batch([DecodeRequest(clips[0][:3 * SR], PARTIAL)])  # warm-up
+    results: dict[str, dict[str, dict[str, float]]] = {}
+    for name, requests in scenarios(clips, args.n).items():
+        runs: dict[str, list[dict[str, float]]] = {m: [] for m in MODES}
+        for _ in range(args.repeats):
+            for mode in MODES:
+                runs[mode].append(measure(runner, timed, requests, mode, args.encode_frames))
+        results[name] = {mode: {k: round(statistics.median(r[k] for r in rs)
+                                         * (1 if k == "padded" else 1000), 1)
+                                for k in rs[0]} for mode, rs in runs.items()}
+        row = results[name]
+        for mode in ("batched", "chunked"):
+            row[f"x_{mode}"] = {k: round(row["single"][k] / max(row[mode][k], 1e-6), 2)
+                                for k in row["single"] if k != "padded"}
+    print(f"{'scenario':<17} {'mode':<9} {'wall ms':>8} {'encode':>8} {'generate':>9} "
+          f"{'align':>7} {'other':>7} {'padded':>6}")
+    for name, row in results.items():
+        for mode in (*MODES, "x_batched", "x_chunked"):
+            r = row[mode]
+            print(f"{name:<17} {mode:<9} {r['wall']:>8} {r['encode']:>8} {r['generate']:>9} "
+                  f"{r['align']:>7} {r['other']:>7} {r.get('padded', ''):>6}")
+    scaling = [encoder_scaling(timed._model, f, args.n, args.repeats) for f in (300, 500, 900)]
+    for row in scaling:
+        print(f"encoder only, {args.n} x {row['frames']} frames: single {row['single_ms']} ms, "
+              f"batched {row['batched_ms']} ms")
+    results["encoder_scaling"] = {str(r["frames"]): r for r in scaling}  # type: ignore[misc]
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
