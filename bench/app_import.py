@@ -1,0 +1,161 @@
+"""The app's File > Open file… path: sectioned import vs one whole-file `transcribe_long` call.
+
+    python bench/app_import.py --manifest ../shared/audio/manifest.jsonl --out import.json
+
+The app cuts a file into ~90 s sections (app.file_import) so text appears, and is journalled,
+as it is made. This measures what that costs against one `transcribe_long` over the whole file
+(same model, same decode options, interleaved, ``--repeats`` times): wall and CPU RTF (median,
+p95), WER after Whisper's English normaliser, and the time until the first text is shown.
+Files: the manifest's English ``long`` files plus a mix of its English short clips joined with
+1-2 s pauses. Runs `FileImport` itself (journal writes included), without Qt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import wave
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from app.file_import import FileImport, ImportOptions  # noqa: E402
+from engine.asr.base import DecodeOptions  # noqa: E402
+from engine.audio.decode import load_audio  # noqa: E402
+from engine.evaluation import english, error_rate, read_manifest  # noqa: E402
+from engine.types import SAMPLE_RATE  # noqa: E402
+
+
+class _Listener:
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+        self.first_text_s: float | None = None
+        self.result: Any = None
+        self.error: str | None = None
+        self.done = threading.Event()
+
+    def import_started(self, total: int) -> None: ...
+    def import_progress(self, done: int, total: int) -> None: ...
+    def import_warning(self, message: str) -> None: ...
+
+    def import_segments(self, segments: Any, language: str | None) -> None:
+        if self.first_text_s is None:
+            self.first_text_s = time.perf_counter() - self.started
+
+    def import_finished(self, result: Any) -> None:
+        self.result = result
+        self.done.set()
+
+    def import_failed(self, message: str) -> None:
+        self.error = message
+        self.done.set()
+
+
+def run_sections(path: Path, transcriber: Any, section_s: float, journal: Path) -> dict[str, Any]:
+    listener = _Listener()
+    cpu = time.process_time()
+    job = FileImport(path, lambda: transcriber, listener, ImportOptions(section_s=section_s),
+                     journal_dir=journal)
+    job.start()
+    listener.done.wait()
+    if listener.error:
+        raise RuntimeError(listener.error)
+    return {"wall": time.perf_counter() - listener.started, "cpu": time.process_time() - cpu,
+            "first": listener.first_text_s, "text": listener.result.transcript.text}
+
+
+def run_whole(path: Path, transcriber: Any) -> dict[str, Any]:
+    from engine.longform import transcribe_long
+
+    started, cpu = time.perf_counter(), time.process_time()
+    audio = load_audio(path)
+    transcript = transcribe_long(audio, transcriber,
+                                 DecodeOptions(beam_size=1, word_timestamps=True))
+    wall = time.perf_counter() - started
+    return {"wall": wall, "cpu": time.process_time() - cpu, "first": wall,
+            "text": transcript.text}
+
+
+def joined_mix(manifest: Path, out: Path) -> tuple[Path, str]:
+    rng = np.random.default_rng(3)
+    parts, texts = [], []
+    for entry in english(read_manifest(manifest)):
+        parts.append(load_audio(entry.path))
+        parts.append(rng.normal(0, 0.001, int(rng.uniform(1, 2) * SAMPLE_RATE)))
+        texts.append(entry.text)
+    audio = np.concatenate(parts)
+    with wave.open(str(out), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(SAMPLE_RATE)
+        w.writeframes((np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes())
+    return out, " ".join(texts)
+
+
+def _p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--manifest", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--model", default="tiny.en")
+    args = parser.parse_args()
+    from engine.live import local_transcriber
+
+    transcriber = local_transcriber(args.model, device="cpu")
+    transcriber.load()
+    tmp = Path(tempfile.mkdtemp(prefix="bench-import-"))
+    files = [(e.path, e.text) for e in english(read_manifest(args.manifest), kinds=("long",))]
+    files.append(joined_mix(args.manifest, tmp / "english-short-mix.wav"))
+    systems = {"sections_90s": lambda p: run_sections(p, transcriber, 90.0, tmp / "journal"),
+               "sections_30s": lambda p: run_sections(p, transcriber, 30.0, tmp / "journal"),
+               "whole_file": lambda p: run_whole(p, transcriber)}
+    report: dict[str, Any] = {}
+    for path, reference in files:
+        seconds = len(load_audio(path)) / SAMPLE_RATE
+        runs: dict[str, list[dict[str, Any]]] = {name: [] for name in systems}
+        for _ in range(args.repeats):
+            for name, run in systems.items():  # interleaved: load changes hit all alike
+                runs[name].append(run(path))
+        report[path.name] = {"audio_s": round(seconds, 1), **{name: _summary(r, seconds, reference)
+                                                             for name, r in runs.items()}}
+    args.out.write_text(json.dumps(report, indent=2))
+    _print_table(report)
+    return 0
+
+
+def _summary(runs: list[dict[str, Any]], seconds: float, reference: str) -> dict[str, float]:
+    walls = [r["wall"] / seconds for r in runs]
+    return {"rtf_median": round(statistics.median(walls), 4), "rtf_p95": round(_p95(walls), 4),
+            "cpu_rtf": round(statistics.median(r["cpu"] / seconds for r in runs), 4),
+            "first_text_s": round(statistics.median(r["first"] for r in runs), 2),
+            "wer": round(100 * error_rate([reference], [runs[0]["text"]]), 2)}
+
+
+def _print_table(report: dict[str, Any]) -> None:
+    print(f"{'file':34} {'system':14} {'RTF med':>8} {'p95':>7} {'CPU RTF':>8} "
+          f"{'1st text s':>10} {'WER %':>6}")
+    for name, row in report.items():
+        label = f"{name} ({row['audio_s']:.0f} s)"
+        for system, s in row.items():
+            if system == "audio_s":
+                continue
+            print(f"{label:34} {system:14} {s['rtf_median']:8.4f} {s['rtf_p95']:7.4f} "
+                  f"{s['cpu_rtf']:8.4f} {s['first_text_s']:10.2f} {s['wer']:6.2f}")
+            label = ""
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
