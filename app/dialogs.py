@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QFileDialog, QMessageBox
 
 from app.controller import Controller
@@ -49,8 +50,13 @@ def journal_finals(path: Path) -> list[FinalText]:
                       latency_ms=0.0, language=e.language) for e in read_journal(path)]
 
 
-class DialogActions:
+class DialogActions(QObject):
+    """A child of the controller, so it lives as long as the controller does: the signals
+    connected to its methods would not keep a plain object alive, and gui_main does not keep
+    a reference (Save as, History, Settings once did nothing in the app for this reason)."""
+
     def __init__(self, controller: Controller) -> None:
+        super().__init__(controller)
         self.controller = controller
         self.window = controller.window
 
@@ -97,6 +103,7 @@ class DialogActions:
         finals = journal_finals(path)
         session = self.controller.session
         session.clear()
+        session.source = source_name(path.stem)  # an imported file: "Save as" offers its name
         self.window.transcript.clear_transcript()
         for final in finals:
             session.add(final)

@@ -73,6 +73,7 @@ class ImportFlow(QObject):
         b.failed.connect(self._on_failed)
         b.warning.connect(lambda message: self.window.show_message(message, 20000))
         self.window.import_cancel_requested.connect(self.cancel)
+        self.window.file_dropped.connect(lambda path: self.open_file(Path(path)))
 
     @property
     def running(self) -> bool:

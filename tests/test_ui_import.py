@@ -8,6 +8,7 @@ import, and a real microphone engine would only add noise; the import itself is 
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import wave
@@ -99,18 +100,23 @@ def _joined_wav(shared_audio: Path, path: Path) -> tuple[Path, list[str]]:
 
 @gui
 def test_import_shows_stamped_text_exports_and_journals(qtbot, make_controller, manifest,
-                                                        jfk_wav, tmp_path):
+                                                        jfk_wav, tmp_path, monkeypatch):
     from PySide6.QtGui import QGuiApplication
+    from PySide6.QtWidgets import QFileDialog
 
-    from app.dialogs import journal_sessions
+    from app.dialogs import DialogActions, journal_sessions
     from app.session import save_export
     from engine.evaluation import error_rate
 
     controller, _ = make_controller()
+    DialogActions(controller).connect()  # no reference kept, as in gui_main: it must live on
+    gc.collect()
     progress: list[tuple[int, int]] = []
     controller.imports.bridge.progress.connect(lambda d, t: progress.append((d, t)))
+    # The native file dialog is the one part replaced: it would wait for a human.
+    monkeypatch.setattr(QFileDialog, "getOpenFileName", lambda *a, **k: (str(jfk_wav), ""))
     assert controller.window.open_file_action.shortcut().toString() == "Ctrl+O"
-    assert controller.imports.open_file(jfk_wav)
+    controller.window.open_file_action.trigger()  # File > Open file…
     assert controller.window.import_panel.isVisibleTo(controller.window)
     _wait_import(qtbot, controller)
     assert not controller.window.import_panel.isVisibleTo(controller.window)
@@ -126,6 +132,15 @@ def test_import_shows_stamped_text_exports_and_journals(qtbot, make_controller, 
 
     controller.copy_all()  # the same export path as live text
     assert QGuiApplication.clipboard().text() == controller.session.text() == view.plain_text()
+    offered: list[str] = []
+
+    def save_dialog(_parent, _title, name, _filter):  # type: ignore[no-untyped-def]
+        offered.append(name)
+        return str(tmp_path / "menu.srt"), ""
+
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", save_dialog)
+    controller.window.export_requested.emit("srt")  # File > Save as > SRT…
+    assert offered == [f"{jfk_wav.stem}.srt"] and "-->" in (tmp_path / "menu.srt").read_text()
     transcript = controller.session.transcript()
     for fmt in ("txt", "srt", "vtt", "json"):
         save_export(transcript, fmt, tmp_path / f"out.{fmt}")
@@ -180,6 +195,9 @@ def test_cancel_keeps_partial_text_and_live_listening_pauses(qtbot, make_control
 
 @gui
 def test_unreadable_file_is_reported_and_changes_nothing(qtbot, make_controller, tmp_path):
+    from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+    from PySide6.QtGui import QDropEvent
+
     from engine.journal import list_sessions
 
     controller, engines = make_controller()
@@ -188,7 +206,12 @@ def test_unreadable_file_is_reported_and_changes_nothing(qtbot, make_controller,
     qtbot.waitUntil(lambda: len(controller.session.finals) == 1)
     broken = tmp_path / "broken.mp3"
     broken.write_bytes(b"this is not audio" * 100)
-    assert controller.imports.open_file(broken)
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(broken))])
+    controller.window.dropEvent(QDropEvent(QPointF(5, 5), Qt.DropAction.CopyAction, mime,
+                                           Qt.MouseButton.LeftButton,
+                                           Qt.KeyboardModifier.NoModifier))  # dragged in
+    assert controller.imports.running
     _wait_import(qtbot, controller)
     assert "Could not import" in _status(controller) and "broken.mp3" in _status(controller)
     assert "not a readable audio file" in _status(controller)

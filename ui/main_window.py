@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from PySide6.QtCore import Signal
-from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
 from PySide6.QtWidgets import (
     QComboBox,
     QHBoxLayout,
@@ -52,6 +52,7 @@ class MainWindow(QMainWindow):
     engine_choice_changed = Signal(object)  # EngineChoice
     export_requested = Signal(str)  # "txt" | "srt" | "vtt" | "json"
     open_file_requested = Signal()
+    file_dropped = Signal(str)  # a local file dropped on the window: import it
     import_cancel_requested = Signal()
     copy_all_requested = Signal()
     copy_selection_requested = Signal()
@@ -82,6 +83,7 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(central)
         self._build_menus()
         self._build_status()
+        self.setAcceptDrops(True)
         self.set_state("stopped", "")
 
     # -- construction --------------------------------------------------------------------------
@@ -248,7 +250,26 @@ class MainWindow(QMainWindow):
         self.hint.hide()
         emit(self.hint_dismissed)
 
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802 - Qt override
+        if _dropped_file(event) and self.open_file_action.isEnabled():
+            event.acceptProposedAction()
+
+    def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802 - Qt override
+        path = _dropped_file(event)
+        if path and self.open_file_action.isEnabled():
+            event.acceptProposedAction()
+            emit(self.file_dropped, path)
+
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
         if self.quit_on_close:
             emit(self.quit_requested)
         event.accept()
+
+
+def _dropped_file(event: QDropEvent | QDragEnterEvent) -> str | None:
+    """The one local file being dragged, else None (several files or a web link: no)."""
+    mime = event.mimeData()
+    urls = mime.urls() if mime is not None and mime.hasUrls() else []
+    if len(urls) != 1 or not urls[0].isLocalFile():
+        return None
+    return urls[0].toLocalFile() or None
