@@ -2,11 +2,12 @@
 thread. Qt-free: the worker reports through an `ImportListener` (ui.bridge.ImportBridge carries
 the calls into the GUI thread).
 
-Why sections: `engine.longform.transcribe_long` returns the whole transcript at the end. To show
-text as it is made and journal it (a crash loses at most the section in flight), the file is
-cut into sections of about `ImportOptions.section_s` at the quietest spot near each border (so
-no word is cut), and each section is one `transcribe_long` call. A section is about one batch
-of chunks, so batching keeps most of its gain.
+Why sections: `engine.longform.transcribe_long` returns the whole transcript at the end (and
+reports progress once per batch). To show text as it is made and journal it (a crash loses at
+most the section in flight), the file is cut into sections at the quietest spot near each
+border (so no word is cut), and each section is one `transcribe_long` call. On the CPU 30 s
+sections cost no measurable speed or accuracy against one whole-file call and show the first
+text 5-10x sooner (bench/app_import.py); on a GPU, sections are longer so batches stay full.
 
 Order of events: `import_started(total)` only after the file decoded and the model loaded (so a
 failure before that changes nothing on screen), then `import_progress` and `import_segments`
@@ -40,6 +41,13 @@ MEDIA_SUFFIXES = ("wav", "flac", "mp3", "ogg", "opus", "m4a", "aac", "wma", "mp4
                   "mov", "avi")
 QUIET_FRAME = SAMPLE_RATE // 50  # 20 ms: the resolution at which a section border is placed
 PAUSE_FRAMES = 10  # 200 ms: how long a quiet stretch is judged over
+CPU_SECTION_S = 30.0
+CUDA_SECTION_S = 120.0  # a GPU batches 16+ chunks of 8-12 s: shorter sections would starve it
+
+
+def section_seconds(device: str) -> float:
+    """Default section length for a model on `device` ("cpu", "cuda", ...)."""
+    return CUDA_SECTION_S if device.startswith("cuda") else CPU_SECTION_S
 
 
 @dataclass(frozen=True)
@@ -48,21 +56,22 @@ class ImportOptions:
 
     Attributes:
       section_s: audio per `transcribe_long` call; also how much a crash can lose and how often
-        text appears. 90 s is about one batch of 8-12 s chunks.
+        text appears. None: `section_seconds(device)`.
       search_s: a section border may move this far either way to reach the quietest spot.
       language: ISO 639-1 code, or None to detect.
       batch_size: chunks per decode call (None: the pipeline chooses from the device).
     """
 
-    section_s: float = 90.0
-    search_s: float = 10.0
+    section_s: float | None = None
+    search_s: float = 5.0
     language: str | None = None
     batch_size: int | None = None
 
     def __post_init__(self) -> None:
-        if self.section_s < 5.0:
+        section = self.section_s if self.section_s is not None else CPU_SECTION_S
+        if section < 5.0:
             raise ValueError("section_s must be at least 5 s")
-        if not 0.0 <= self.search_s < self.section_s / 2:
+        if not 0.0 <= self.search_s < section / 2:
             raise ValueError("search_s must be >= 0 and less than half of section_s")
         if self.batch_size is not None and self.batch_size < 1:
             raise ValueError("batch_size must be >= 1")
@@ -246,8 +255,9 @@ class FileImport:
         opts = self.options
         decode = DecodeOptions(language=opts.language, beam_size=1, word_timestamps=True)
         total = len(audio)
-        bounds = section_bounds(audio, int(opts.section_s * SAMPLE_RATE),
-                                int(opts.search_s * SAMPLE_RATE))
+        info = getattr(backend, "info", None)
+        seconds = opts.section_s or section_seconds(str(getattr(info, "device", "cpu")))
+        bounds = section_bounds(audio, int(seconds * SAMPLE_RATE), int(opts.search_s * SAMPLE_RATE))
         segments: list[Segment] = []
         language: str | None = opts.language
         for start, end in bounds:

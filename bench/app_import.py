@@ -2,7 +2,7 @@
 
     python bench/app_import.py --manifest ../shared/audio/manifest.jsonl --out import.json
 
-The app cuts a file into ~90 s sections (app.file_import) so text appears, and is journalled,
+The app cuts a file into sections (30 s on the CPU) (app.file_import) so text appears, and is journalled,
 as it is made. This measures what that costs against one `transcribe_long` over the whole file
 (same model, same decode options, interleaved, ``--repeats`` times): wall and CPU RTF (median,
 p95), WER after Whisper's English normaliser, and the time until the first text is shown.
@@ -119,8 +119,8 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="bench-import-"))
     files = [(e.path, e.text) for e in english(read_manifest(args.manifest), kinds=("long",))]
     files.append(joined_mix(args.manifest, tmp / "english-short-mix.wav"))
-    systems = {"sections_90s": lambda p: run_sections(p, transcriber, 90.0, tmp / "journal"),
-               "sections_30s": lambda p: run_sections(p, transcriber, 30.0, tmp / "journal"),
+    systems = {"sections_30s": lambda p: run_sections(p, transcriber, 30.0, tmp / "journal"),
+               "sections_90s": lambda p: run_sections(p, transcriber, 90.0, tmp / "journal"),
                "whole_file": lambda p: run_whole(p, transcriber)}
     report: dict[str, Any] = {}
     for path, reference in files:

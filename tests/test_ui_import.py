@@ -176,6 +176,7 @@ def test_cancel_keeps_partial_text_and_live_listening_pauses(qtbot, make_control
     assert controller.imports.open_file(path)
     assert engines[0].calls[-1] == "stop"  # paused, not competing with the import
     assert not window.start_button.isEnabled()
+    qtbot.waitUntil(lambda: window.state_label.text() == "Paused while a file is transcribed")
     controller.on_ptt("press")  # refused while importing, with a message
     assert "dictation is paused" in _status(controller) and "begin" not in engines[0].calls
     assert not controller.imports.open_file(path)  # one import at a time

@@ -216,6 +216,8 @@ class MainWindow(QMainWindow):
         self.busy.setVisible(state in ("loading", "reconnecting"))
         self.start_button.setText("Stop" if self.running else "Start")
         text = state.capitalize() + (f": {detail}" if detail else "")
+        if state == "stopped" and not self.open_file_action.isEnabled():
+            text = "Paused while a file is transcribed"
         self.state_label.setText(text)
         if not self.running:
             self.level.setValue(0)
@@ -224,6 +226,9 @@ class MainWindow(QMainWindow):
         """While a file is imported, live listening is paused: Start and Open are off."""
         self.start_button.setEnabled(not importing)
         self.open_file_action.setEnabled(not importing)
+        if not self.running:
+            self.state_label.setText("Paused while a file is transcribed" if importing
+                                     else "Stopped")
 
     def set_model_info(self, name: str, device: str, compute_type: str) -> None:
         self.model_label.setText(f"{name} · {device} · {compute_type}")
