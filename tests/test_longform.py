@@ -286,7 +286,7 @@ def test_plain_decode_options_get_the_guarded_short_path():
 
 
 def test_batch_size_follows_the_device():
-    assert choose_batch_size("cpu", cpu_count=2) == 8
+    assert choose_batch_size("cpu", cpu_count=2) == 16
     assert choose_batch_size("cpu", cpu_count=2, free_memory_bytes=512 << 20) == 4
     assert choose_batch_size("cuda") == 16
     assert choose_batch_size("cuda", free_memory_bytes=80 << 30) == 32
@@ -440,10 +440,15 @@ class _EarlyStopRunner:
 
 
 @pytest.mark.model
-def test_a_decode_that_stops_early_is_continued(shared_audio, runner):
+@pytest.mark.parametrize(("text_only_first", "recovery"),
+                         [(False, "continued"), (True, "sparse_redecoded")])
+def test_a_decode_that_stops_early_is_recovered(shared_audio, runner, text_only_first, recovery):
+    # Timed decodes are continued from where their text ends; a text-only decode cannot say
+    # where it stopped, so its chunk (too few words for its speech) is decoded again, timed.
     audio = load_audio(shared_audio / "ls-dc-2412-153948-0000.wav")
-    transcript = transcribe_long(audio, _EarlyStopRunner(runner))
-    assert transcript.extra["continued"] >= 1
+    options = LongFormOptions(text_only_first=text_only_first)
+    transcript = transcribe_long(audio, _EarlyStopRunner(runner), options)
+    assert transcript.extra[recovery] >= 1
     reference = ("IF THE READER WILL EXCUSE ME I WILL SAY NOTHING OF MY ANTECEDENTS NOR OF THE "
                  "CIRCUMSTANCES WHICH LED ME TO LEAVE MY NATIVE COUNTRY THE NARRATIVE WOULD BE "
                  "TEDIOUS TO HIM AND PAINFUL TO MYSELF")

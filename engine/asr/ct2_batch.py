@@ -126,12 +126,14 @@ def _run_pass(whisper: Any, items: list[_Item], frames: int, thresholds: Quality
     pending = list(range(len(items)))
     step = 0
     while pending:
-        groups: dict[tuple[int, float, bool], list[int]] = {}
+        # One generate() per group: prompts of one call must line up (same layout).
+        groups: dict[tuple[int, float, bool, bool], list[int]] = {}
         for i in pending:
             opts = items[i].request.options
-            key = (opts.beam_size, opts.temperatures[step], passes.has_previous_text(opts.prompt))
+            key = (opts.beam_size, opts.temperatures[step], passes.has_previous_text(opts.prompt),
+                   items[i].request.timestamps)
             groups.setdefault(key, []).append(i)
-        for (beam, temperature, _), rows in groups.items():
+        for (beam, temperature, _, _), rows in groups.items():
             _generate(model, encoded, [items[i] for i in rows], rows, beam, temperature,
                       short_pass)
         step += 1
@@ -165,7 +167,8 @@ def _set_tokenizers(whisper: Any, items: list[_Item], encoded: passes.EncodedBat
 def _generate(model: Any, encoded: passes.EncodedBatch, items: list[_Item], rows: list[int],
               beam: int, temperature: float, short_pass: bool) -> None:
     budgets = [token_budget(it.duration_s) if short_pass else passes.MAX_LENGTH for it in items]
-    prompts = [passes.prompt_tokens(it.tokenizer, it.request.options.prompt) for it in items]
+    prompts = [passes.prompt_tokens(it.tokenizer, it.request.options.prompt,
+                                    it.request.timestamps) for it in items]
     call = passes.GenerateCall(beam_size=beam, temperature=temperature,
                                max_new_tokens=max(budgets))
     attempts = passes.generate(model, encoded.subset(rows), prompts,

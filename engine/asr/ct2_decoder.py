@@ -45,11 +45,16 @@ class DecodeRequest:
     """One chunk to decode: at most 30 s of 16 kHz mono float32, with its own options.
 
     ``tag`` is the caller's (a session id, a chunk index); the runner never looks at it.
+    ``timestamps``: False decodes text only (Whisper's ``<|notimestamps|>``, as faster-whisper's
+    batched pipeline does): fewer tokens and no timestamp rules per step, so a cheaper decode;
+    the chunk then comes back as one segment spanning the audio (word times still come from
+    alignment when ``options.word_timestamps`` asks for them).
     """
 
     audio: Audio
     options: DecodeOptions = field(default_factory=DecodeOptions)
     tag: object = None
+    timestamps: bool = True
 
     def __post_init__(self) -> None:
         if getattr(self.audio, "ndim", 0) != 1:

@@ -6,9 +6,12 @@ the 2 CPU cores (or the GPU) stay busy with large matrix work rather than Python
 every result is judged (`engine.longform.retry`): accepted, re-decoded hotter, split, or given
 up on; follow-up jobs go to the front of the queue so progress keeps moving along the file.
 
-A decode that stops early (text ends while VAD still hears speech in the rest of the chunk) gets
-a *continuation* job for the undecoded tail, like Whisper's own seek loop; the border duplicates
-that may create are removed when stitching.
+First decodes are text-only (no timestamp tokens: fewer tokens, cheaper steps, and on the
+shared reading more accurate). Whisper sometimes stops early on a chunk; a text-only decode cannot
+say where, so a chunk whose text is too short for the speech VAD heard in it is decoded again
+with timestamps. A timed decode that stops early (text ends while VAD still hears speech in the
+rest of the chunk) gets a *continuation* job for the undecoded tail, like Whisper's own seek
+loop; the border duplicates that may create are removed when stitching.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import numpy as np
 
 from engine.asr.base import Audio, DecodeOptions
 from engine.asr.ct2_decoder import DecodeRequest
+from engine.core.quality import words_of
 from engine.longform import retry
 from engine.longform.chunking import (
     VAD_WINDOW,
@@ -80,6 +84,12 @@ class LongFormOptions:
       min_tail_speech_s: how much VAD speech the undecoded tail must hold to be continued.
       max_continuations: continuation jobs allowed per original chunk (bounds the work).
       lookahead_batches: how far ahead of the oldest job a batch may pick similar-length jobs.
+      text_only_first: decode chunks without timestamp tokens first (see the module notes).
+      min_words_per_speech_s: a text-only decode with fewer words per second of VAD speech is
+        decoded again with timestamps. Read speech runs at 2.5-3 words/s; on the 20 min mix of
+        the shared corpus every chunk Whisper cut short scored under 2.1, and 11 of 144 chunks
+        in all scored under 2.2 (bench/longform.py).
+      min_sparse_check_s: chunks with less VAD speech than this are not judged by word rate.
     """
 
     decode: DecodeOptions = DEFAULT_DECODE
@@ -90,8 +100,13 @@ class LongFormOptions:
     min_tail_speech_s: float = 0.5
     max_continuations: int = 2
     lookahead_batches: int = 3
+    text_only_first: bool = True
+    min_words_per_speech_s: float = 2.2
+    min_sparse_check_s: float = 2.0
 
     def __post_init__(self) -> None:
+        if self.min_words_per_speech_s < 0 or self.min_sparse_check_s < 0:
+            raise ValueError("min_words_per_speech_s and min_sparse_check_s must not be negative")
         if self.lookahead_batches < 1:
             raise ValueError("lookahead_batches must be >= 1")
         if self.min_tail_speech_s <= 0:
@@ -120,6 +135,7 @@ class _Job:
     step: Step
     options: DecodeOptions
     continuations: int = 0
+    timestamps: bool = True
 
 
 class TranscriberRunner:
@@ -161,10 +177,12 @@ def choose_batch_size(device: str, cpu_count: int | None = None,
                       free_memory_bytes: int | None = None) -> int:
     """Chunks per decode call.
 
-    CPU: CTranslate2 already spreads one batch over all cores; beyond ~8 items a batch only
-    adds padding (the short path pads every item to the longest) and latency to the first
-    result, so 8, or 4 on a machine with little free memory. CUDA: large batches keep the GPU
-    fed; 16 per ~4 GiB free, capped at 32.
+    CPU: the runner encodes items one by one and batches only the decoder, whose int8 steps
+    are bound by reading the 20 MB vocabulary projection, so larger batches amortise it: on
+    the 2-core test machine 8 -> 16 -> 32 took the 231 s reading from 5.0-5.4 s to 4.3-4.5 s
+    to 4.1-4.3 s at the same WER. 16 keeps most of that gain with half the padding and the
+    latency to the first result of 32; 4 on a machine with little free memory. CUDA: large
+    batches keep the GPU fed; 16 per ~4 GiB free, capped at 32.
     """
     if device == "cuda":
         if free_memory_bytes is None:
@@ -173,7 +191,7 @@ def choose_batch_size(device: str, cpu_count: int | None = None,
     cores = cpu_count or os.cpu_count() or 1
     if free_memory_bytes is not None and free_memory_bytes < (1 << 30):
         return 4
-    return 8 if cores <= 8 else 16
+    return 16 if cores <= 8 else 32
 
 
 def _free_memory_bytes() -> int | None:
@@ -195,13 +213,29 @@ class _Run:
         self.counts: Counter[str] = Counter()
         self.pending: deque[_Job] = deque()
 
+    def speech_seconds(self, chunk: Chunk) -> float:
+        window = self.probs[chunk.start // VAD_WINDOW: -(-chunk.end // VAD_WINDOW)]
+        return float(np.count_nonzero(window >= self.options.chunking.threshold)) * (
+            VAD_WINDOW / SAMPLE_RATE)
+
+    def too_sparse(self, job: _Job, transcript: Transcript) -> bool:
+        """Did a text-only decode leave out speech? Its words are too few for the VAD speech
+        of its chunk (Whisper stopped early; a timed decode can be continued)."""
+        if job.timestamps:
+            return False
+        speech = self.speech_seconds(job.chunk)
+        if speech < self.options.min_sparse_check_s:
+            return False
+        return len(words_of(transcript.text)) < self.options.min_words_per_speech_s * speech
+
     def max_prob(self, chunk: Chunk) -> float:
         window = self.probs[chunk.start // VAD_WINDOW: -(-chunk.end // VAD_WINDOW)]
         return float(window.max()) if window.size else 0.0
 
     def decode_round(self, runner: BatchRunner, batch: list[_Job]) -> None:
         requests = [DecodeRequest(audio=self.audio[j.chunk.start:j.chunk.end],
-                                  options=j.options, tag=j.chunk) for j in batch]
+                                  options=j.options, tag=j.chunk, timestamps=j.timestamps)
+                    for j in batch]
         transcripts = runner.decode_batch(requests)
         follow_ups: list[_Job] = []
         for job, transcript in zip(batch, transcripts, strict=True):
@@ -232,6 +266,9 @@ class _Run:
                                      "flags": list(flags)})
             self.results.append(ChunkResult(job.chunk, transcript, () if dropped else flags))
             return []
+        if self.too_sparse(job, transcript):
+            self.counts["sparse_redecoded"] += 1
+            return [dataclasses.replace(job, timestamps=True)]
         transcript, follow_ups = self.continuation(job, transcript)
         self.results.append(ChunkResult(job.chunk, transcript))
         return follow_ups
@@ -271,13 +308,15 @@ class _Run:
             self.counts["continued"] += 1
             # Back off a little: word end times are approximate; stitching drops duplicates.
             new = Chunk(chunk.start + max(0, resume - SAMPLE_RATE // 10), chunk.end)
-            return kept, [_Job(new, Step.FIRST, job.options, job.continuations + 1)]
+            return kept, [_Job(new, Step.FIRST, job.options, job.continuations + 1,
+                               job.timestamps)]
         hole_end = min(chunk.samples, hole[1] - offset + SAMPLE_RATE // 5)
         if hole_end - hole_start < SAMPLE_RATE // 2 or hole_end - hole_start >= chunk.samples:
             return transcript, []
         self.counts["filled"] += 1
         fill = Chunk(chunk.start + hole_start, chunk.start + hole_end)
-        return transcript, [_Job(fill, Step.FIRST, job.options, job.continuations + 1)]
+        return transcript, [_Job(fill, Step.FIRST, job.options, job.continuations + 1,
+                                 job.timestamps)]
 
 
 def _before(transcript: Transcript, limit: int) -> Transcript:
@@ -323,7 +362,8 @@ def transcribe_long(
     probs = speech_probabilities(audio, workers=min(4, os.cpu_count() or 1))
     chunks = plan_chunks(probs, total, opts.chunking)
     run = _Run(audio, probs, opts)
-    run.pending.extend(_Job(c, Step.FIRST, opts.decode) for c in chunks)
+    run.pending.extend(_Job(c, Step.FIRST, opts.decode, timestamps=not opts.text_only_first)
+                       for c in chunks)
     cancelled = _drain(run, runner, size, total, progress, cancel)
     segments = stitch(run.results)
     elapsed = time.perf_counter() - started
