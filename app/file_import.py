@@ -5,9 +5,11 @@ the calls into the GUI thread).
 Why sections: `engine.longform.transcribe_long` returns the whole transcript at the end (and
 reports progress once per batch). To show text as it is made and journal it (a crash loses at
 most the section in flight), the file is cut into sections at the quietest spot near each
-border (so no word is cut), and each section is one `transcribe_long` call. On the CPU 30 s
-sections cost no measurable speed or accuracy against one whole-file call and show the first
-text 5-10x sooner (bench/app_import.py); on a GPU, sections are longer so batches stay full.
+border (so no word is cut), and each section is one `transcribe_long` call. A section is about
+one batch of 8-12 s chunks: on the CPU, 60 s sections measured within noise of one whole-file
+call in CPU time and WER and show the first text 3-4x sooner; 30 s sections cost about a third
+more CPU and a point of WER on the long reading (bench/app_import.py). A GPU batches twice as
+many chunks, so its sections are twice as long.
 
 Order of events: `import_started(total)` only after the file decoded and the model loaded (so a
 failure before that changes nothing on screen), then `import_progress` and `import_segments`
@@ -41,8 +43,8 @@ MEDIA_SUFFIXES = ("wav", "flac", "mp3", "ogg", "opus", "m4a", "aac", "wma", "mp4
                   "mov", "avi")
 QUIET_FRAME = SAMPLE_RATE // 50  # 20 ms: the resolution at which a section border is placed
 PAUSE_FRAMES = 10  # 200 ms: how long a quiet stretch is judged over
-CPU_SECTION_S = 30.0
-CUDA_SECTION_S = 120.0  # a GPU batches 16+ chunks of 8-12 s: shorter sections would starve it
+CPU_SECTION_S = 60.0  # ~ one CPU batch (8 chunks of 8-12 s)
+CUDA_SECTION_S = 120.0  # a GPU batches 16+ chunks: shorter sections would starve it
 
 
 def section_seconds(device: str) -> float:
@@ -80,7 +82,8 @@ class ImportOptions:
 @dataclass(frozen=True)
 class ImportResult:
     """What an import produced. `transcript` holds every section decoded (all of the file unless
-    `cancelled`); `flagged` counts segments the hallucination checks marked as suspect."""
+    `cancelled`); `flagged` counts segments the hallucination checks marked as suspect (shown
+    with a marker), `dropped` the chunks whose text was judged not speech (not shown)."""
 
     path: Path
     transcript: Transcript
@@ -88,6 +91,7 @@ class ImportResult:
     flagged: int
     journal_path: Path | None
     elapsed_s: float
+    dropped: int = 0
     started: bool = True  # False: cancelled while opening, before anything changed on screen
 
 
@@ -151,16 +155,6 @@ def source_name(session_id: str) -> str | None:
     return stem if sep else None
 
 
-class _SectionCancel:
-    """The pipeline's cancel token: the import's event (checked before every batch)."""
-
-    def __init__(self, event: threading.Event) -> None:
-        self._event = event
-
-    def is_set(self) -> bool:
-        return self._event.is_set()
-
-
 class FileImport:
     """One import, run on its own thread: `start()`, `cancel()`, `wait(timeout)`.
 
@@ -183,6 +177,7 @@ class FileImport:
         self._thread: threading.Thread | None = None
         self._journal_ok = True
         self._reported = -1
+        self._dropped = 0
 
     def start(self) -> None:
         if self._thread is not None:
@@ -245,7 +240,7 @@ class FileImport:
         self._listener.import_finished(ImportResult(
             path=self.path, transcript=transcript, cancelled=cancelled, flagged=flagged,
             journal_path=journal.path if segments and self._journal_ok else None,
-            elapsed_s=time.monotonic() - started))
+            elapsed_s=time.monotonic() - started, dropped=self._dropped))
 
     def _sections(self, audio: np.ndarray, backend: Any,
                   journal: Journal) -> tuple[list[Segment], str | None, bool]:
@@ -268,9 +263,11 @@ class FileImport:
                 self._report(offset + done, total)
 
             part = transcribe_long(audio[start:end], backend, decode, batch_size=opts.batch_size,
-                                   progress=progress, cancel=_SectionCancel(self._cancel))
+                                   progress=progress, cancel=self._cancel)  # checked per batch
             new = tuple(shift_segment(s, start) for s in part.segments if s.text.strip())
             language = language or part.language
+            dropped = part.extra.get("dropped")
+            self._dropped += len(dropped) if isinstance(dropped, list) else 0
             self._journal(journal, new, language, first_id=len(segments) + 1)
             segments.extend(new)
             if new:

@@ -175,6 +175,8 @@ class ImportFlow(QObject):
                     f"{format_duration(result.elapsed_s)} ({lines} lines)")
         if result.flagged:
             text += f"; {result.flagged} marked \u26a0 may be hallucinated"
+        if result.dropped:
+            text += f"; {result.dropped} passages of non-speech left out"
         log.info("%s", text)
         self._end(text)
 

@@ -224,7 +224,9 @@ def test_unreadable_file_is_reported_and_changes_nothing(qtbot, make_controller,
 
 @gui
 def test_flagged_text_is_marked_in_view_and_json(qtbot, make_controller):
+    from app.file_import import ImportResult
     from app.session import export_text
+    from engine.types import Transcript
     from ui.transcript_view import SUSPECT_MARKER
 
     controller, _ = make_controller()
@@ -238,6 +240,11 @@ def test_flagged_text_is_marked_in_view_and_json(qtbot, make_controller):
     assert SUSPECT_MARKER in view.toPlainText() and SUSPECT_MARKER not in view.plain_text()
     data = json.loads(export_text(controller.session.transcript(), "json"))
     assert [s["flags"] for s in data["segments"]] == [[], ["repetition"]]
+    flow._on_finished(ImportResult(Path("talk.wav"), Transcript((good, bad), duration=48000),
+                                   cancelled=False, flagged=1, journal_path=None, elapsed_s=1.0,
+                                   dropped=2))
+    assert _status(controller) == ("Imported talk.wav: 0:03 of audio in 0:01 (2 lines); 1 marked "
+                                   "\u26a0 may be hallucinated; 2 passages of non-speech left out")
 
 
 @gui
