@@ -72,6 +72,29 @@ def test_batch_returns_each_clip_its_own_text_in_order(runner, shared_audio):
             assert result.segments[0].avg_logprob < 0 < result.segments[0].compression_ratio
 
 
+def test_text_only_and_timed_requests_share_a_batch(runner, shared_audio):
+    # The long-form pipeline decodes text-only first (no timestamp tokens) and mixes in timed
+    # re-decodes; each item must get its own kind, and text-only words still get times.
+    audio = clip(shared_audio, "ls-dc-2412-153948-0000.wav")
+    timed_words = DecodeOptions(beam_size=1, word_timestamps=True, short_context=True)
+    text_only, timed, text_only_words = runner.decode_batch([
+        DecodeRequest(audio, SHORT, timestamps=False),
+        DecodeRequest(audio, SHORT),
+        DecodeRequest(audio, timed_words, timestamps=False),
+    ])
+    reference = ("IF THE READER WILL EXCUSE ME I WILL SAY NOTHING OF MY ANTECEDENTS NOR OF THE "
+                 "CIRCUMSTANCES WHICH LED ME TO LEAVE MY NATIVE COUNTRY THE NARRATIVE WOULD BE "
+                 "TEDIOUS TO HIM AND PAINFUL TO MYSELF")
+    for result in (text_only, timed, text_only_words):
+        assert error_rate([reference], [result.text]) < 0.15, result.text
+    # Text only: one segment over the whole chunk; timed: Whisper's own segment times.
+    assert [(s.start, s.end) for s in text_only.segments] == [(0, len(audio))]
+    assert timed.segments[0].end < len(audio) or len(timed.segments) > 1
+    words = text_only_words.words
+    assert len(words) >= 30 and words[-1].end > 0.8 * len(audio)
+    assert all(a.start <= b.start for a, b in zip(words, words[1:], strict=False))
+
+
 def test_per_item_prompts_are_honoured_in_one_batch(runner, shared_audio):
     audio = clip(shared_audio, "speechrecognition-english-one-two-three.wav")
     spelled = "Counting aloud: one, two, three, four, five."

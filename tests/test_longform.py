@@ -214,6 +214,14 @@ def test_stitch_drops_words_repeated_across_a_border():
     assert drop_border_duplicates(before, later) == later
 
 
+def test_a_chunk_long_segment_is_cut_at_sentence_ends_but_not_after_an_abbreviation():
+    segment = _segment("Mr. Quilter is here. He came late. Good.", SR)
+    pieces = stitch([ChunkResult(Chunk(0, 20 * SR), Transcript((segment,)))])
+    assert [p.text.strip() for p in pieces] == ["Mr. Quilter is here.", "He came late.", "Good."]
+    assert pieces[0].start == segment.start and pieces[-1].end == segment.end
+    assert pieces[0].end <= pieces[1].start and sum(len(p.words) for p in pieces) == 8
+
+
 def test_monotonic_times_and_chunk_clamping():
     overlapping = [_segment("one two three", 0), _segment("four five", SR // 4)]
     fixed = make_monotonic(overlapping)

@@ -24,6 +24,9 @@ from engine.types import SAMPLE_RATE, Segment, Transcript, Word
 # within this distance of the end of the first: far apart, it is a real repetition in speech.
 DUPLICATE_WINDOW = int(1.5 * SAMPLE_RATE)
 MAX_BORDER_WORDS = 8
+SENTENCE_END_MARKS = (".", "?", "!", "。", "？", "！")
+# A sentence piece needs this many words before it may be cut off ("Mr. Quilter" stays whole).
+MIN_SENTENCE_WORDS = 3
 
 
 @dataclass(frozen=True)
@@ -50,9 +53,32 @@ def place(result: ChunkResult) -> list[Segment]:
                       for w in seg.words)
         flags = tuple(dict.fromkeys(seg.flags + result.flags))
         start, end = at(seg.start), at(seg.end)
-        placed.append(dataclasses.replace(seg, start=start, end=max(start, end), words=words,
-                                          flags=flags))
+        placed.extend(split_at_sentences(dataclasses.replace(
+            seg, start=start, end=max(start, end), words=words, flags=flags)))
     return placed
+
+
+def split_at_sentences(segment: Segment) -> list[Segment]:
+    """``segment`` cut after each word that ends a sentence (needs word times).
+
+    A text-only decode comes back as one segment per chunk (8-12 s); cut at sentence ends it
+    reads like Whisper's own timed segments in the JSON and the transcript view. Each piece
+    keeps the segment's statistics and flags.
+    """
+    words = segment.words
+    pieces: list[list[Word]] = [[]]
+    for i, word in enumerate(words):
+        pieces[-1].append(word)
+        ends = word.text.rstrip().endswith(SENTENCE_END_MARKS)
+        if ends and len(pieces[-1]) >= MIN_SENTENCE_WORDS and i < len(words) - 1:
+            pieces.append([])
+    if len(pieces) == 1:
+        return [segment]
+    last = len(pieces) - 1
+    return [dataclasses.replace(
+        segment, text="".join(w.text for w in piece), words=tuple(piece),
+        start=segment.start if k == 0 else piece[0].start,
+        end=segment.end if k == last else piece[-1].end) for k, piece in enumerate(pieces)]
 
 
 def stitch(results: Iterable[ChunkResult]) -> list[Segment]:
