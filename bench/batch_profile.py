@@ -9,9 +9,12 @@ Scenarios (N = 8 by default, real English speech from the manifest):
 - ``partials_similar``: greedy, short window, no prompt/words, ~3 s each (a steady partial load);
 - ``partials_mixed``: the same at 1-8 s (partials of utterances at different stages);
 - ``finals_similar`` / ``finals_mixed``: beam 5, words, a prompt, temperatures (0.0, 0.4);
-- ``mixed``: half partials, half finals (what one gather window holds under load).
+- ``mixed``: half partials, half finals (what one gather window holds under load);
+- ``finals_overload``: 16 whole utterances (<= 12 s) as finals with prompts: the work of an
+  overloaded server, whose policies have backed partials off.
 Modes: ``single`` (N calls), ``batched`` (one call), ``chunked`` (one call whose encoder runs
-in row chunks of at most ``--encode-frames`` frames, `RowChunkedEncoder`).
+in row chunks of at most ``--encode-frames`` frames, `RowChunkedEncoder`), ``scheduler`` (as
+the server's round: runs of similar length, `split_by_length`, each one chunked call).
 Batched and single runs are interleaved in every repeat, so load from other processes hits
 both alike; medians are reported.
 """
@@ -24,7 +27,9 @@ import statistics
 import sys
 import time
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -38,9 +43,12 @@ from engine.asr.faster_whisper_backend import FasterWhisperTranscriber  # noqa: 
 from engine.audio.decode import load_audio  # noqa: E402
 from engine.evaluation import english, read_manifest  # noqa: E402
 from engine.server.runner import CPU_ENCODE_FRAMES, RowChunkedEncoder  # noqa: E402
+from engine.server.scheduler import SchedulerOptions, split_by_length  # noqa: E402
 
 SR = 16_000
-MODES = ("single", "batched", "chunked")  # N calls; one call; one call, encoder row-chunked
+# N calls; one call; one call, encoder row-chunked; the server's way (split by length, chunked)
+MODES = ("single", "batched", "chunked", "scheduler")
+MAX_PAD_RATIO = SchedulerOptions().max_pad_ratio
 PARTIAL = DecodeOptions(language="en", word_timestamps=False, beam_size=1, temperatures=(0.0,),
                         short_context=True)
 FINAL = DecodeOptions(language="en", word_timestamps=True, beam_size=5,
@@ -70,7 +78,8 @@ class TimedModel:
         return timed
 
 
-def scenarios(clips: list[np.ndarray], n: int) -> dict[str, list[DecodeRequest]]:
+def scenarios(clips: list[np.ndarray], whole: list[tuple[np.ndarray, str]], n: int
+              ) -> dict[str, list[DecodeRequest]]:
     rng = np.random.default_rng(7)
 
     def cut(i: int, seconds: float) -> np.ndarray:
@@ -86,16 +95,27 @@ def scenarios(clips: list[np.ndarray], n: int) -> dict[str, list[DecodeRequest]]
         "finals_mixed": [DecodeRequest(cut(i, s), FINAL) for i, s in enumerate(mixed)],
         "mixed": [DecodeRequest(cut(i, s), PARTIAL if i % 2 else FINAL)
                   for i, s in enumerate(mixed)],
+        # What an overloaded server holds: whole utterances' finals (the policy has backed
+        # partials off), each with the previous utterance's text as prompt, as the policy
+        # gives it (about 40 characters per second of audio, at most 200).
+        "finals_overload": [DecodeRequest(audio, replace(FINAL, prompt=whole[i - 1][1][
+            :min(200, int(40 * len(audio) / SR))])) for i, (audio, _) in enumerate(whole)],
+        "finals_overload_noprompt": [DecodeRequest(audio, replace(FINAL, prompt=None))
+                                     for audio, _ in whole],
     }
 
 
 def measure(runner: Ct2WhisperRunner, timed: TimedModel, requests: list[DecodeRequest],
             mode: str, encode_frames: int) -> dict[str, float]:
     timed.seconds.clear()
-    timed.target = (RowChunkedEncoder(timed._model, encode_frames) if mode == "chunked"
-                    else timed._model)
+    timed.target = (RowChunkedEncoder(timed._model, encode_frames)
+                    if mode in ("chunked", "scheduler") else timed._model)
     started = time.perf_counter()
-    if mode != "single":
+    if mode == "scheduler":  # as one scheduler round: runs of similar length, in turn
+        results = [r for group in split_by_length(
+            [SimpleNamespace(request=q) for q in requests], MAX_PAD_RATIO)  # type: ignore[misc]
+            for r in runner.decode_batch([g.request for g in group])]
+    elif mode != "single":
         results = runner.decode_batch(requests)
     else:
         results = [runner.decode_batch([request])[0] for request in requests]
@@ -133,10 +153,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=0, help="CTranslate2 intra threads")
     parser.add_argument("--encode-frames", type=int, default=CPU_ENCODE_FRAMES,
                         help="row-chunk size of the 'chunked' mode's encoder calls, in frames")
+    parser.add_argument("--only", help="comma-separated scenario names")
+    parser.add_argument("--modes", default=",".join(MODES), help="single first, then others")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
-    clips = [load_audio(e.path) for e in english(read_manifest(args.manifest))
-             if e.duration_s >= 8.0]
+    entries = english(read_manifest(args.manifest))
+    clips = [load_audio(e.path) for e in entries if e.duration_s >= 8.0]
+    whole = [(load_audio(e.path), e.text) for e in entries if e.duration_s <= 12.0][:16]
     backend = FasterWhisperTranscriber(args.model, cpu_threads=args.threads)
     backend.load()
     timed = TimedModel(backend.model.model)
@@ -144,22 +167,25 @@ def main(argv: list[str] | None = None) -> int:
     runner = Ct2WhisperRunner(backend.model)
     runner.decode_batch([DecodeRequest(clips[0][:3 * SR], PARTIAL)])  # warm-up
     results: dict[str, dict[str, dict[str, float]]] = {}
-    for name, requests in scenarios(clips, args.n).items():
-        runs: dict[str, list[dict[str, float]]] = {m: [] for m in MODES}
+    for name, requests in scenarios(clips, whole, args.n).items():
+        if args.only and name not in args.only.split(","):
+            continue
+        modes = [m for m in MODES if m in args.modes.split(",")]
+        runs: dict[str, list[dict[str, float]]] = {m: [] for m in modes}
         for _ in range(args.repeats):
-            for mode in MODES:
+            for mode in modes:
                 runs[mode].append(measure(runner, timed, requests, mode, args.encode_frames))
         results[name] = {mode: {k: round(statistics.median(r[k] for r in rs)
                                          * (1 if k == "padded" else 1000), 1)
                                 for k in rs[0]} for mode, rs in runs.items()}
         row = results[name]
-        for mode in ("batched", "chunked"):
+        for mode in modes[1:]:
             row[f"x_{mode}"] = {k: round(row["single"][k] / max(row[mode][k], 1e-6), 2)
                                 for k in row["single"] if k != "padded"}
     print(f"{'scenario':<17} {'mode':<9} {'wall ms':>8} {'encode':>8} {'generate':>9} "
           f"{'align':>7} {'other':>7} {'padded':>6}")
     for name, row in results.items():
-        for mode in (*MODES, "x_batched", "x_chunked"):
+        for mode in row:
             r = row[mode]
             print(f"{name:<17} {mode:<9} {r['wall']:>8} {r['encode']:>8} {r['generate']:>9} "
                   f"{r['align']:>7} {r['other']:>7} {r.get('padded', ''):>6}")

@@ -47,6 +47,10 @@ from engine.remote.client import RemoteLiveEngine, RemoteOptions  # noqa: E402
 
 log = logging.getLogger("bench.server")
 SYSTEMS = ("ours_batched", "ours_unbatched", "whisperlive")
+# Extra `sottovoce serve` flags per system; ablations can be asked for with --systems.
+OURS = {"ours_batched": [], "ours_unbatched": ["--no-batching"],
+        "ours_batched_wide": ["--encode-frames", "0"],  # one encoder call per batch
+        "ours_batched_nosplit": ["--max-pad-ratio", "100"]}  # no length bucketing
 GAP_S = 0.6
 KEEP_UP_S = 5.0
 
@@ -80,9 +84,7 @@ def start_server(system: str, port: int, model: str, streams: int) -> subprocess
         cmd = [str(python), "-c", code]
     else:
         cmd = [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--model", model,
-               "--max-sessions", str(streams + 1)]
-        if system == "ours_unbatched":
-            cmd.append("--no-batching")
+               "--max-sessions", str(streams + 1), *OURS[system]]
     log_path = Path(f"/tmp/bench-server-{system}-{streams}.log")
     with open(log_path, "wb") as log_file:  # the server's own log, for post-mortems
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log_file)
@@ -131,6 +133,7 @@ def run_once(system: str, n: int, clips: list[tuple[np.ndarray, str]], seconds: 
     server_stats: dict[str, object]
     port = free_port()
     proc = start_server(system, port, model, n)
+    cpu_at_start = cpu_seconds(proc.pid)  # model loading is not serving
     scheme = "whisperlive" if system == "whisperlive" else "ws"
     streams = [Stream(f"{scheme}://127.0.0.1:{port}", *stream_audio(clips, seconds, i * 3))
                for i in range(n)]
@@ -143,10 +146,10 @@ def run_once(system: str, n: int, clips: list[tuple[np.ndarray, str]], seconds: 
         for stream in streams:
             stream.engine.wait(seconds * 4 + 120)
         last = max((s.last_final_at for s in streams), default=time.monotonic())
-        server_stats = {}
+        server_stats = {"server_cpu_s": round(cpu_seconds(proc.pid) - cpu_at_start, 2)}
         if system != "whisperlive":
             try:
-                server_stats = scheduler_stats(port)
+                server_stats.update(scheduler_stats(port))
             except OSError as exc:
                 print(f"   no server metrics ({exc}); server exit code {proc.poll()}", flush=True)
     finally:
@@ -155,6 +158,7 @@ def run_once(system: str, n: int, clips: list[tuple[np.ndarray, str]], seconds: 
     latencies = [x for s in streams for x in s.latencies_ms]
     wall = max(last, audio_end) - started
     audio_s = sum(len(s.audio) for s in streams) / 16_000
+    server_stats["cpu_s_per_audio_s"] = round(float(server_stats["server_cpu_s"]) / audio_s, 3)
     drain = max(0.0, last - audio_end)
     p95 = float(np.percentile(latencies, 95)) if latencies else float("nan")
     wer = error_rate([" ".join(s.texts) for s in streams], [" ".join(s.finals) for s in streams])
@@ -172,17 +176,38 @@ def run_once(system: str, n: int, clips: list[tuple[np.ndarray, str]], seconds: 
     }
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (all its threads) so far, from /proc (Linux)."""
+    import os
+
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def scheduler_stats(port: int) -> dict[str, object]:
-    """Our server's own view: mean batch size, and decode capacity = audio seconds decoded
-    (partials re-decode growing utterances, so this counts audio more than once) per second
-    the inference thread was busy."""
+    """Our server's own view, from /metrics:
+    - ``mean_batch``: requests per decode call;
+    - ``decode_capacity_x``: audio seconds decoded (partials re-decode growing utterances, so
+      audio counts more than once) per second the inference thread was busy;
+    - ``final_capacity_x``: audio seconds *finalized* per busy second, partial work included:
+      the speech rate the server could finalize with the thread always busy at this mix;
+    - ``busy_share_partials``: share of the busy time spent on partials;
+    - ``final_wait_ms`` / ``partial_wait_ms``: mean time a request waited in the queue;
+    - ``withdrawn``: stale partials taken back before they were decoded."""
     import urllib.request
 
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
         stats = json.loads(response.read())["scheduler"]
     busy = float(stats["decode_seconds"]) or 1e-9
+    finals, partials = stats["finals"], stats["partials"]
     return {"mean_batch": stats["mean_batch_size"],
-            "decode_capacity_x": round(float(stats["audio_seconds"]) / busy, 2)}
+            "decode_capacity_x": round(float(stats["audio_seconds"]) / busy, 2),
+            "final_capacity_x": round(float(finals["audio_seconds"]) / busy, 2),
+            "busy_s": round(busy, 2),
+            "busy_share_partials": round(float(partials["decode_seconds"]) / busy, 3),
+            "final_wait_ms": finals["mean_wait_ms"], "partial_wait_ms": partials["mean_wait_ms"],
+            "partials": partials["requests"], "withdrawn": stats["withdrawn"],
+            "kinds": {"finals": finals, "partials": partials}}
 
 
 def plot(results: dict[str, dict[str, dict[str, object]]], path: Path) -> None:
@@ -193,7 +218,8 @@ def plot(results: dict[str, dict[str, dict[str, object]]], path: Path) -> None:
 
     ns = sorted(int(n) for n in results)
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    for system in SYSTEMS:
+    systems = sorted({s for row in results.values() for s in row if not s.startswith("ratio")})
+    for system in systems:
         rows = [results[str(n)].get(system) for n in ns]
         xs = [n for n, r in zip(ns, rows, strict=True) if r]
         if not xs:
@@ -212,18 +238,27 @@ def plot(results: dict[str, dict[str, dict[str, object]]], path: Path) -> None:
 
 
 def print_table(results: dict[str, dict[str, dict[str, object]]]) -> None:
-    print(f"{'N':>3} {'system':<15} {'p50 ms':>8} {'p95 ms':>8} {'audio s/s':>9} "
-          f"{'drain s':>7} {'keeps up':>8} {'WER':>6} {'batch':>5} {'capacity':>8}")
+    print(f"{'N':>3} {'system':<20} {'p50 ms':>8} {'p95 ms':>8} {'audio s/s':>9} "
+          f"{'drain s':>7} {'keeps up':>8} {'WER':>6} {'cpu/aud':>7} {'batch':>5} "
+          f"{'dec cap':>7} {'fin cap':>7} {'part %':>6} {'f wait':>6}")
     for n, row in sorted(results.items(), key=lambda kv: int(kv[0])):
         for system, r in row.items():
             if system.startswith("ratio"):
                 continue
-            print(f"{n:>3} {system:<15} {r['p50_ms']!s:>8} {r['p95_ms']!s:>8} "
+            share = r.get("busy_share_partials")
+            print(f"{n:>3} {system:<20} {r['p50_ms']!s:>8} {r['p95_ms']!s:>8} "
                   f"{r['audio_s_per_s']:>9} {r['drain_s']:>7} {r['keeps_up']!s:>8} "
-                  f"{r['wer']:>6} {r.get('mean_batch', '-')!s:>5} "
-                  f"{r.get('decode_capacity_x', '-')!s:>8}")
+                  f"{r['wer']:>6} {r.get('cpu_s_per_audio_s', '-')!s:>7} "
+                  f"{r.get('mean_batch', '-')!s:>5} {r.get('decode_capacity_x', '-')!s:>7} "
+                  f"{r.get('final_capacity_x', '-')!s:>7} "
+                  f"{'-' if share is None else round(100 * float(share))!s:>6} "  # type: ignore[arg-type]
+                  f"{r.get('final_wait_ms', '-')!s:>6}")
         if "ratio_batched_vs_unbatched" in row:
             print(f"{n:>3} throughput batched/unbatched = {row['ratio_batched_vs_unbatched']}")
+    for system in {s for row in results.values() for s in row if not s.startswith("ratio")}:
+        kept = [int(n) for n, row in results.items() if row.get(system, {}).get("keeps_up")]
+        print(f"largest N that keeps up, {system}: {max(kept) if kept else 'none'} "
+              f"(of {sorted(int(n) for n in results)})")
 
 
 def main(argv: list[str] | None = None) -> int:

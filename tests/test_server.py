@@ -406,6 +406,19 @@ def test_finals_go_before_partials_queued_earlier_and_stale_partials_are_withdra
     assert isinstance(partials, dict) and partials["requests"] == 3
 
 
+def test_prompts_of_a_batch_are_cut_to_a_common_word_count() -> None:
+    from engine.asr.base import DecodeOptions
+    from engine.server.scheduler import trim_prompts
+
+    audio = np.zeros(1600, dtype=np.float32)
+    prompts = ("one two three four", "a b", None, "   ")
+    requests = [DecodeRequest(audio, DecodeOptions(prompt=x), tag=i) for i, x in enumerate(prompts)]
+    trimmed = trim_prompts(requests)
+    assert [r.options.prompt for r in trimmed] == ["three four", "a b", None, "   "]
+    assert [r.tag for r in trimmed] == [0, 1, 2, 3] and trimmed[0].audio is audio
+    assert trim_prompts(requests[1:]) == requests[1:]  # one prompt: nothing to align
+
+
 def test_batches_are_split_into_runs_of_similar_length() -> None:
     from engine.server.scheduler import Ticket, split_by_length
 

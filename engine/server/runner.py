@@ -55,6 +55,8 @@ class Ct2Runner:
 
         self._backend = FasterWhisperTranscriber(model, device=device, compute_type=compute_type,
                                                  cpu_threads=cpu_threads)
+        if encode_frames < 0:
+            raise ValueError("encode_frames must be >= 0")
         self._batcher: Any = None
         self._encode_frames = encode_frames
 
