@@ -144,6 +144,9 @@ class ImportFlow(QObject):
     def _on_started(self, total: int) -> None:
         assert self.current is not None
         c = self.controller
+        if c.session.finals and c.session.source is None:
+            # Live text leaves the view, not the disk: its journal has it.
+            self.window.show_message("Earlier text is in File → History", 10000)
         c.session.clear()
         c.session.source = self.current.path.name
         c.session.duration = total

@@ -3,9 +3,9 @@
     python bench/app_import.py --manifest ../shared/audio/manifest.jsonl --out import.json
 
 The app cuts a file into sections (60 s on the CPU; app.file_import) so text appears, and is
-journalled, as it is made. This measures what that costs against one `transcribe_long` over the whole file
-(same model, same decode options, interleaved, ``--repeats`` times): wall and CPU RTF (median,
-p95), WER after Whisper's English normaliser, and the time until the first text is shown.
+journalled, as it is made. This measures what that costs against one `transcribe_long` over the
+whole file (same model, same decode options, interleaved, ``--repeats`` times): wall and CPU RTF
+(median, p95), WER after Whisper's English normaliser, and the time until the first text shows.
 Files: the manifest's English ``long`` files plus a mix of its English short clips joined with
 1-2 s pauses. Runs `FileImport` itself (journal writes included), without Qt.
 """

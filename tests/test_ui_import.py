@@ -288,6 +288,27 @@ def test_cancel_while_opening_changes_nothing(shared_tiny, jfk_wav):
     assert result.cancelled and not result.started and not result.transcript.segments
 
 
+def test_journal_failure_is_reported_and_the_import_goes_on(shared_tiny, jfk_wav, tmp_path):
+    from app.file_import import FileImport
+
+    calls: list[tuple[str, tuple]] = []
+
+    class Listener:
+        def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+            return lambda *args: calls.append((name, args))
+
+    not_a_folder = tmp_path / "journal"
+    not_a_folder.write_text("a file where the journal folder should be")
+    job = FileImport(jfk_wav, lambda: shared_tiny, Listener(), journal_dir=not_a_folder)
+    job.start()
+    assert job.wait(60)
+    names = [name for name, _ in calls]
+    assert names.count("import_warning") == 1 and names[-1] == "import_finished"
+    assert "not autosaved" in calls[names.index("import_warning")][1][0]
+    result = calls[-1][1][0]
+    assert result.journal_path is None and "country" in result.transcript.text
+
+
 def test_sections_cut_at_the_quietest_spot_and_cover_the_file():
     rng = np.random.default_rng(1)
     audio = rng.normal(0, 0.1, 35 * SAMPLE_RATE).astype(np.float32)
