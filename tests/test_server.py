@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -311,9 +311,11 @@ class RecordingRunner:
     """Returns an empty transcript per request and records batch sizes; the first batch waits
     for ``release`` so later requests pile up behind it, as they do behind a real decode."""
 
-    def __init__(self, fail: bool = False) -> None:
+    def __init__(self, fail: bool = False,
+                 on_batch: Callable[[int], None] | None = None) -> None:
         self.batches: list[int] = []
         self.tags: list[list[object]] = []
+        self.on_batch = on_batch  # called on the inference thread with the batch's index
         self.entered = threading.Event()
         self.release = threading.Event()
         self.fail = fail
@@ -331,6 +333,8 @@ class RecordingRunner:
         if not self.batches:
             self.entered.set()
             self.release.wait(10)
+        if self.on_batch is not None:
+            self.on_batch(len(self.batches))
         self.batches.append(len(requests))
         self.tags.append([r.tag for r in requests])
         if self.fail:
@@ -404,6 +408,39 @@ def test_finals_go_before_partials_queued_earlier_and_stale_partials_are_withdra
     finals, partials = stats["finals"], stats["partials"]
     assert isinstance(finals, dict) and finals["requests"] == 2
     assert isinstance(partials, dict) and partials["requests"] == 3
+
+
+def test_a_final_arriving_during_a_partial_round_goes_before_its_remaining_runs() -> None:
+    loops: list[asyncio.AbstractEventLoop] = []
+    late: list[object] = []
+
+    def submit_final(index: int) -> None:  # while the round's first run decodes
+        if index == 1:
+            async def submit() -> None:
+                late.append(scheduler.submit(request("f1", 1.0), urgent=True))
+            asyncio.run_coroutine_threadsafe(submit(), loops[0]).result(10)
+
+    runner = RecordingRunner(on_batch=submit_final)
+    scheduler = BatchScheduler(runner, SchedulerOptions(max_batch=8))
+
+    def request(tag: str, seconds: float) -> DecodeRequest:
+        return DecodeRequest(audio=np.zeros(int(seconds * 16_000), dtype=np.float32), tag=tag)
+
+    async def main() -> None:
+        loops.append(asyncio.get_running_loop())
+        first = scheduler.submit(request("p0", 1.0))
+        await asyncio.to_thread(runner.entered.wait, 10)
+        tickets = [scheduler.submit(request("short", 1.0)), scheduler.submit(request("long", 9.0))]
+        runner.release.set()
+        await asyncio.gather(first.future, *(t.future for t in tickets))
+        await late[0].future  # type: ignore[attr-defined]
+
+    scheduler.start()
+    try:
+        asyncio.run(main())
+    finally:
+        scheduler.stop()
+    assert runner.tags == [["p0"], ["short"], ["f1"], ["long"]]
 
 
 def test_prompts_of_a_batch_are_cut_to_a_common_word_count() -> None:

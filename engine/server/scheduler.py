@@ -8,7 +8,9 @@ in-flight batching) and an idle server adds at most ``window_ms`` to a lone requ
 
 Finals first: a final ("urgent") is what a user waits for, a partial is a preview. A round
 takes only finals while any are waiting, so a final never queues behind partials that came
-before it, only behind the decode already running; partials go in a round of their own. Under
+before it, only behind the decode already running (a partial round is split into runs of
+similar length, and the runs not yet started give way to a final that comes in meanwhile);
+partials go in a round of their own. Under
 overload partials therefore wait longer, and each session's policy, seeing the longer round
 trip, asks for them less often (``busy_factor``). A session takes back (`withdraw`) a queued
 partial of an utterance that has ended meanwhile: its result would be thrown away, and it
@@ -204,8 +206,24 @@ class BatchScheduler:
 
     def _run(self) -> None:
         while (batch := self._take()) is not None:
-            for group in split_by_length(batch, self.options.max_pad_ratio):
+            groups = split_by_length(batch, self.options.max_pad_ratio)
+            for i, group in enumerate(groups):
+                if i and not group[0].urgent and self._yield_to_finals(
+                        [t for g in groups[i:] for t in g]):
+                    break
                 self._decode(group)
+
+    def _yield_to_finals(self, rest: list[Ticket]) -> bool:
+        """When a final came in while a partial round decodes, its partials not yet started
+        go back to the front of the queue, so the final waits for one run at most. (The
+        queue may then briefly hold up to ``max_batch`` more than ``queue_size``.)"""
+        with self._ready:
+            if not self._urgent:
+                return False
+            for ticket in reversed(rest):
+                ticket.state = "queued"
+                self._normal.appendleft(ticket)
+            return True
 
     def _requests(self, batch: list[Ticket]) -> list[DecodeRequest]:
         if len(batch) == 1:
