@@ -47,15 +47,16 @@ def make_controller(qtbot, tmp_path, monkeypatch, shared_tiny):
     monkeypatch.setenv("SOTTOVOCE_CONTROL_SOCKET", str(tmp_path / "control.sock"))
     made = []
 
-    def make(options: ImportOptions | None = None):
+    def make(options: ImportOptions | None = None, **settings_changes):
         engines: list[FakeLiveEngine] = []
 
         def factory(config, sink):
             engines.append(FakeLiveEngine(sink, ("live words",)))
             return engines[-1]
 
-        controller = Controller(with_changes(Settings(), inject_mode="off"),
-                                LaunchOptions(enable_hotkey=False), engine_factory=factory,
+        settings = with_changes(Settings(), inject_mode="off", **settings_changes)
+        controller = Controller(settings, LaunchOptions(enable_hotkey=False),
+                                engine_factory=factory,
                                 transcriber_factory=lambda model, device: shared_tiny)
         if options is not None:
             controller.imports.options = options
@@ -201,7 +202,8 @@ def test_unreadable_file_is_reported_and_changes_nothing(qtbot, make_controller,
 
     from engine.journal import list_sessions
 
-    controller, engines = make_controller()
+    # Remote backend: files are still transcribed here, and the user is told so.
+    controller, engines = make_controller(backend="remote", remote_url="ws://127.0.0.1:9")
     controller.on_ptt("press")
     controller.on_ptt("release")
     qtbot.waitUntil(lambda: len(controller.session.finals) == 1)
@@ -213,6 +215,7 @@ def test_unreadable_file_is_reported_and_changes_nothing(qtbot, make_controller,
                                            Qt.MouseButton.LeftButton,
                                            Qt.KeyboardModifier.NoModifier))  # dragged in
     assert controller.imports.running
+    assert "transcribed on this computer with tiny.en" in _status(controller)
     _wait_import(qtbot, controller)
     assert "Could not import" in _status(controller) and "broken.mp3" in _status(controller)
     assert "not a readable audio file" in _status(controller)
