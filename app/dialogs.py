@@ -60,7 +60,7 @@ class DialogActions(QObject):
         self.controller = controller
         self.window = controller.window
 
-    def connect(self) -> None:
+    def connect_window(self) -> None:
         self.window.open_file_requested.connect(self.open_file)
         self.window.export_requested.connect(self.save_as)
         self.window.history_requested.connect(self.show_history)

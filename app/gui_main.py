@@ -64,7 +64,7 @@ def run_gui(args: argparse.Namespace) -> int:
                             exit_after_input=bool(getattr(args, "exit_after_input", False)),
                             model=getattr(args, "model", None))
     controller = Controller(load_settings(), options)
-    DialogActions(controller).connect()
+    DialogActions(controller).connect_window()
     control = ControlServer(controller.control_command, controller)
     try:
         control.start()

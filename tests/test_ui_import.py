@@ -110,7 +110,7 @@ def test_import_shows_stamped_text_exports_and_journals(qtbot, make_controller, 
     from engine.evaluation import error_rate
 
     controller, _ = make_controller()
-    DialogActions(controller).connect()  # no reference kept, as in gui_main: it must live on
+    DialogActions(controller).connect_window()  # no reference kept, as in gui_main: it must live on
     gc.collect()
     progress: list[tuple[int, int]] = []
     controller.imports.bridge.progress.connect(lambda d, t: progress.append((d, t)))
