@@ -184,8 +184,8 @@ class Controller(QObject):
         elif state == "ready" and self.settings.backend == "remote":
             # The server decides model and device; show what it announced.
             self.window.model_label.setText(f"remote · {detail or self.settings.remote_url}")
-        if state == "stopped" and self.options.exit_after_input:
-            self.quit()
+        if state == "stopped" and self.options.exit_after_input and not self.imports.running:
+            self.quit()  # (an import pauses the engine: that stop is not the input's end)
 
     # -- push-to-talk --------------------------------------------------------------------------
     @Slot(str)
