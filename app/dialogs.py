@@ -42,12 +42,14 @@ def journal_sessions() -> list[tuple[str, Path, str]]:
     return sessions
 
 
-def journal_finals(path: Path) -> list[FinalText]:
+def journal_finals(path: Path) -> list[tuple[FinalText, tuple[str, ...]]]:
+    """Each journalled utterance with the hallucination flags it was saved with."""
     from engine.journal import read_journal
 
-    return [FinalText(utterance_id=e.utterance_id, text=e.text, words=e.words,
-                      start=seconds_to_samples(e.start_s), end=seconds_to_samples(e.end_s),
-                      latency_ms=0.0, language=e.language) for e in read_journal(path)]
+    return [(FinalText(utterance_id=e.utterance_id, text=e.text, words=e.words,
+                       start=seconds_to_samples(e.start_s), end=seconds_to_samples(e.end_s),
+                       latency_ms=0.0, language=e.language), e.flags)
+            for e in read_journal(path)]
 
 
 class DialogActions(QObject):
@@ -105,9 +107,9 @@ class DialogActions(QObject):
         session.clear()
         session.source = source_name(path.stem)  # an imported file: "Save as" offers its name
         self.window.transcript.clear_transcript()
-        for final in finals:
-            session.add(final)
-            self.window.transcript.add_final(final.start, final.text)
+        for final, flags in finals:
+            session.add(final, flags)
+            self.window.transcript.add_final(final.start, final.text, flags)
         self.window.show_message(f"Reopened {path.name} ({len(finals)} utterances)", 5000)
 
     def show_settings(self) -> None:

@@ -292,7 +292,8 @@ class FileImport:
             for number, segment in enumerate(segments, first_id):
                 journal.append(FinalText(utterance_id=number, text=segment.text.strip(),
                                          words=segment.words, start=segment.start,
-                                         end=segment.end, latency_ms=0.0, language=language))
+                                         end=segment.end, latency_ms=0.0, language=language),
+                               segment.flags)
         except JournalError as exc:
             # As in live dictation: say so once and keep transcribing without the journal.
             self._journal_ok = False

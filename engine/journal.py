@@ -40,6 +40,7 @@ class JournalEntry:
     language: str | None
     written_at: str  # ISO 8601, UTC
     words: tuple[Word, ...] = ()
+    flags: tuple[str, ...] = ()  # hallucination checks the text failed; absent from most lines
 
 
 def journal_dir(root: Path | None = None) -> Path:
@@ -73,8 +74,9 @@ class Journal:
         except OSError as exc:
             raise JournalError(f"cannot open journal {self.path}: {exc.strerror or exc}") from exc
 
-    def append(self, final: FinalText) -> None:
-        """Write one utterance and force it to disk."""
+    def append(self, final: FinalText, flags: tuple[str, ...] = ()) -> None:
+        """Write one utterance and force it to disk. `flags` (an imported file's suspect text)
+        is an optional key, so older readers still read the line."""
         if self._file is None:
             self.open()
         assert self._file is not None
@@ -85,6 +87,8 @@ class Journal:
             "written_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
             "words": [[w.text, w.start, w.end, round(w.probability, 3)] for w in final.words],
         }
+        if flags:
+            record["flags"] = list(flags)
         try:
             self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
             self._file.flush()
@@ -129,4 +133,5 @@ def _entry(row: dict[str, Any]) -> JournalEntry:
         utterance_id=int(row["utterance_id"]), text=str(row["text"]),
         start_s=float(row["start_s"]), end_s=float(row["end_s"]), language=row.get("language"),
         written_at=str(row["written_at"]), words=words,
+        flags=tuple(str(f) for f in row.get("flags", [])),
     )

@@ -270,6 +270,30 @@ def test_import_panel_shows_audio_time_and_eta(qtbot):
     assert cancels == [True] and not panel.cancel_button.isEnabled()
 
 
+@gui
+def test_reopened_import_keeps_its_markers_and_file_name(qtbot, make_controller):
+    from app.dialogs import DialogActions, journal_sessions
+    from app.file_import import journal_id
+    from engine.events import FinalText
+    from engine.journal import Journal
+
+    journal = Journal(journal_id(Path("lecture.mp3")))
+    journal.append(FinalText(1, "Real words.", (), 0, SAMPLE_RATE, 0.0, language="en"))
+    journal.append(FinalText(2, "Thank you. Thank you.", (), SAMPLE_RATE, 2 * SAMPLE_RATE, 0.0),
+                   ("repetition",))
+    journal.close()
+    line = journal.path.read_text().splitlines()[0]
+    assert "flags" not in line  # unflagged lines are exactly the live journal's format
+    (label, path, _), = journal_sessions()
+    assert label.endswith("· lecture")
+    controller, _ = make_controller()
+    DialogActions(controller).reopen(path)
+    assert controller.window.transcript.flagged_lines == [
+        (SAMPLE_RATE, "Thank you. Thank you.", ("repetition",))]
+    assert controller.session.transcript().segments[1].flags == ("repetition",)
+    assert controller.session.source == "lecture"
+
+
 def test_cancel_while_opening_changes_nothing(shared_tiny, jfk_wav):
     from app.file_import import FileImport
 
