@@ -95,6 +95,18 @@ def test_text_only_and_timed_requests_share_a_batch(runner, shared_audio):
     assert all(a.start <= b.start for a, b in zip(words, words[1:], strict=False))
 
 
+def test_log_mel_matches_faster_whispers_features(tiny_transcriber, shared_audio):
+    from engine.asr.ct2_passes import log_mel
+
+    whisper = tiny_transcriber.model
+    audio = clip(shared_audio, "ami-es2011a-headset0-40s-46s.wav")
+    for piece in (audio, audio[:1601], audio[:399], audio[3000:3000 + 2 * SAMPLE_RATE]):
+        expected = whisper.feature_extractor(piece)[:, :len(piece) // 160]
+        got = log_mel(whisper, piece)
+        assert got.shape == expected.shape and got.dtype == np.float32
+        assert float(np.abs(got - expected).max()) < 1e-5
+
+
 def test_per_item_prompts_are_honoured_in_one_batch(runner, shared_audio):
     audio = clip(shared_audio, "speechrecognition-english-one-two-three.wav")
     spelled = "Counting aloud: one, two, three, four, five."

@@ -41,11 +41,37 @@ REPEAT_SHARE = 0.8
 
 
 def log_mel(whisper_model: Any, audio: Audio) -> Features:
-    """Log-mel features of ``audio`` (n_mels x frames, 100 frames/s), as faster-whisper computes
-    them. Never passes ``chunk_length``: that argument mutates the shared feature extractor."""
-    features = whisper_model.feature_extractor(audio)
-    frames = len(audio) // whisper_model.feature_extractor.hop_length
-    return np.ascontiguousarray(features[:, :frames], dtype=np.float32)
+    """Log-mel features of ``audio`` (n_mels x frames, 100 frames/s), the same numbers as
+    faster-whisper's feature extractor (within float32 rounding), computed faster.
+
+    faster-whisper projects the power spectrum onto the mel bank with a dense matmul, which
+    NumPy hands to multi-threaded OpenBLAS; next to CTranslate2's own threads on a busy 2-core
+    machine that took 16-60 ms per 10 s of audio. Each mel filter covers only a few FFT bins,
+    so a gather and a segmented sum of those bins (no BLAS) does the same in about 6 ms.
+    """
+    extractor = whisper_model.feature_extractor
+    n_fft, hop = int(extractor.n_fft), int(extractor.hop_length)
+    frames = len(audio) // hop
+    if len(audio) <= n_fft:  # too short to reflect-pad like the extractor; not worth a fast path
+        features = extractor(audio)
+        return np.ascontiguousarray(features[:, :frames], dtype=np.float32)
+    # As faster-whisper: `hop` zeros appended, centred frames (reflect padding), periodic Hann
+    # window, power spectrum without the last frame, log10 clamped to 8 below the maximum.
+    padded = np.pad(np.pad(np.asarray(audio, dtype=np.float32), (0, hop)), n_fft // 2,
+                    mode="reflect")
+    windows = np.lib.stride_tricks.sliding_window_view(padded, n_fft)[::hop][:-1]
+    spectrum = np.fft.rfft(windows * np.hanning(n_fft + 1)[:-1].astype(np.float32), axis=1)
+    power = spectrum.real ** 2 + spectrum.imag ** 2
+    filters = np.asarray(extractor.mel_filters, dtype=np.float32)
+    rows, bins = np.nonzero(filters)  # row-major: each filter's bins are contiguous here
+    if np.unique(rows).size == filters.shape[0]:
+        starts = np.searchsorted(rows, np.arange(filters.shape[0]))
+        mel = np.add.reduceat(power[:, bins] * filters[rows, bins], starts, axis=1)
+    else:  # an empty filter would break the segmented sum
+        mel = power @ filters.T
+    log_spec = np.log10(np.maximum(mel, 1e-10))
+    log_spec = np.maximum(log_spec, log_spec.max() - 8.0)
+    return np.ascontiguousarray(((log_spec[:frames] + 4.0) / 4.0).T, dtype=np.float32)
 
 
 def no_features(whisper_model: Any) -> Features:
