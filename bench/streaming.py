@@ -2,6 +2,7 @@
 
     python bench/streaming.py --manifest ../shared/audio/manifest.jsonl \
         --out bench/results/streaming.json [--realtime] [--model tiny.en] [--limit N]
+        [--compare OLD.json]
 
 Each English short file of the manifest is played through `FileSource` (0.5 s of silence
 before, 1.5 s after, so end of speech is detected as it would be live) into `LocalLiveEngine`
@@ -16,7 +17,9 @@ plays at real speed. Measured per decode and utterance:
   wer_streaming / wer_offline  corpus WER of the streamed finals / of faster-whisper on the
                             whole file (beam 5), both normalised (engine.evaluation)
   silence_words             words emitted on 60 s of digital silence + 60 s of noise
-Prints a table (median, p95, ratios), writes JSON and a latency CDF PNG next to it.
+Prints a table (median, p95, ratios) and the files where streaming and offline differ (with an
+earlier run's figures beside them, ``--compare``, both re-scored with today's normaliser), writes
+JSON and a latency CDF PNG next to it.
 """
 
 from __future__ import annotations
@@ -217,6 +220,7 @@ def main() -> int:
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda")
     parser.add_argument("--realtime", action="store_true", help="play files at real speed")
     parser.add_argument("--limit", type=int, default=0, help="only the first N files")
+    parser.add_argument("--compare", type=Path, help="an earlier result JSON to diff per file")
     args = parser.parse_args()
 
     from engine.asr.ct2_decoder import FastChunkTranscriber
@@ -260,6 +264,7 @@ def main() -> int:
               "padded final chunk RTT (peer)": padded_ms,
               "final after speech end": res["after"], "first partial": res["first"]}, png)
     print_table(result, fast_final_ms, padded_ms)
+    print_file_diffs(entries, result, json.loads(args.compare.read_text()) if args.compare else None)
     print(f"wrote {args.out} and {png}")
     return 0
 
@@ -280,6 +285,39 @@ def print_table(result: dict[str, Any], fast_ms: list[float], padded_ms: list[fl
     print(f"silence/noise words {result['silence_words']}; first words lost "
           f"{result['first_words_lost']}, last words lost {result['last_words_lost']}; "
           f"decode paths {result['decode_paths']}")
+
+
+def word_errors(ref: str, hyp: str) -> int:
+    import jiwer
+
+    r = normalize(ref)
+    if not r:
+        return 0
+    out = jiwer.process_words(r, normalize(hyp))
+    return int(out.substitutions + out.deletions + out.insertions)
+
+
+def print_file_diffs(entries: list[Any], result: dict[str, Any],
+                     before: dict[str, Any] | None) -> None:
+    """Word errors per file, streaming vs offline, where they differ (now or before)."""
+    refs = {e.path.name: e.text for e in entries}
+    old = {f["file"]: f for f in (before or {}).get("per_file", [])}
+    rows, totals = [], [0, 0, 0, 0]
+    for f in result["per_file"]:
+        ref, prev = refs[f["file"]], old.get(f["file"])
+        now = [word_errors(ref, f["streaming"]), word_errors(ref, f["offline"])]
+        then = [word_errors(ref, prev["streaming"]), word_errors(ref, prev["offline"])] if prev else []
+        for i, n in enumerate(now + then):
+            totals[i] += n
+        if now[0] != now[1] or (then and then[0] != then[1]):
+            rows.append(f"  {f['file'][:40]:40s} {now[0]:4d} {now[1]:4d} {now[0] - now[1]:+5d}"
+                        + (f"   {then[0]:4d} {then[1]:4d} {then[0] - then[1]:+5d}" if then else ""))
+    words = sum(len(normalize(refs[f["file"]]).split()) for f in result["per_file"])
+    print(f"\nword errors per file ({words} reference words): streaming, offline, diff"
+          + ("   | before: streaming, offline, diff" if old else ""))
+    print("\n".join(rows))
+    print(f"  {'total':40s} {totals[0]:4d} {totals[1]:4d} {totals[0] - totals[1]:+5d}"
+          + (f"   {totals[2]:4d} {totals[3]:4d} {totals[2] - totals[3]:+5d}" if old else ""))
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,10 @@ from engine.errors import missing_dependency
 
 CER_LANGUAGES = frozenset({"zh", "ja", "ko"})
 FILLERS = frozenset({"uh", "um", "uhm", "umm", "hmm", "mm", "mhm", "ah", "er", "erm", "yknow"})
+DIGIT_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+# A lone digit: not part of a longer number, a decimal, a time, an amount or a percentage.
+_WORDLIKE = re.compile(r"\w")
+_LONE_DIGIT = re.compile(r"(?<![\w.,:$£€-])(\d)(?![\w%]|[.,:]\d)")
 
 
 @dataclass(frozen=True)
@@ -46,8 +51,9 @@ def read_manifest(manifest: str | os.PathLike[str]) -> list[ManifestEntry]:
 
 
 def normalize(text: str, language: str = "en") -> str:
-    """Whisper's English normaliser (case, punctuation, numbers, spellings), minus fillers;
-    a basic normaliser for other languages."""
+    """Whisper's English normaliser (case, punctuation, numbers, spellings), minus fillers and
+    leftover punctuation, with lone digits spelled out first (`spell_lone_digits`); a basic
+    normaliser for other languages."""
     try:
         if language == "en":
             from whisper_normalizer.english import EnglishTextNormalizer as Norm
@@ -55,8 +61,19 @@ def normalize(text: str, language: str = "en") -> str:
             from whisper_normalizer.basic import BasicTextNormalizer as Norm
     except ImportError as exc:
         raise missing_dependency("whisper-normalizer", "dev") from exc
+    if language == "en":
+        text = spell_lone_digits(text)
     words = Norm()(text).split()
-    return " ".join(w for w in words if w not in FILLERS)
+    # Whisper's normaliser leaves an ellipsis as a "." word: punctuation is not a word.
+    return " ".join(w for w in words if w not in FILLERS and _WORDLIKE.search(w))
+
+
+def spell_lone_digits(text: str) -> str:
+    """"1, 2, 3" -> "one, two, three" before Whisper's English normaliser, which joins spoken
+    digits into one number ("one two three" -> "123") but leaves written ones apart
+    ("1, 2, 3" -> "one 2 3"): the same words would otherwise score as errors depending on how
+    the decoder chose to write them. Applied to reference and hypothesis alike."""
+    return _LONE_DIGIT.sub(lambda m: DIGIT_WORDS[int(m.group(1))], text)
 
 
 def error_rate(references: Sequence[str], hypotheses: Sequence[str], language: str = "en") -> float:

@@ -114,7 +114,7 @@ def test_end_of_speech_gives_one_final_with_offset_words_and_latency() -> None:
     final = policy.next_request(2.0)
     assert final is not None and final.kind == "final"
     assert len(final.audio) == int(1.7 * SR)  # cut back to the padded end
-    assert final.options.word_timestamps and final.options.beam_size == 5
+    assert final.options.word_timestamps and final.options.beam_size == 1  # greedy first
     assert final.options.temperatures == (0.0, 0.4)
     assert final.options.prompt is None
     assert final.audio_arrived_at == pytest.approx(1.5)
@@ -210,6 +210,7 @@ def test_looping_final_with_a_prompt_is_retried_once_without_it() -> None:
     retry = policy.next_request(3.2)
     assert retry is not None and retry.kind == "final" and retry.options.prompt is None
     assert first.options.short_context and not retry.options.short_context  # padded, robust
+    assert (first.options.beam_size, retry.options.beam_size) == (1, 5)  # the hard case: beam
     events = policy.on_result(retry.request_id, transcript("the train was late", seconds=3.0),
                               3.4)
     final = [e for e in events if isinstance(e, FinalText)][0]
@@ -343,7 +344,7 @@ def test_more_in_flight_for_a_batching_server() -> None:
 
 @pytest.mark.parametrize("kwargs", [
     {"min_partial_audio_s": -1}, {"busy_factor": 0.5}, {"max_lag_s": 0}, {"max_in_flight": 0},
-    {"final_beam_size": 0}, {"language": "e1"}, {"task": "summarise"}, {"final_temperatures": ()},
+    {"final_beam_size": 0}, {"retry_beam_size": 0}, {"soft_no_speech": 0.0}, {"language": "e1"}, {"task": "summarise"}, {"final_temperatures": ()},
 ])
 def test_options_are_validated(kwargs: dict) -> None:
     with pytest.raises(ValueError):
@@ -450,3 +451,18 @@ def test_early_end_needs_words_and_a_risky_first_attempt() -> None:
     assert request is not None and not request.options.short_context
     events = policy.on_result(request.request_id, transcript("so this"), 3.2)
     assert [e for e in events if isinstance(e, FinalText)][0].text == "so this"
+
+
+def test_a_soft_utterance_keeps_only_what_the_model_calls_speech() -> None:
+    """The segmenter's soft path (energy, weak VAD score) asks the decoder to confirm: its
+    segments must have a no-speech probability under soft_no_speech, whatever the log-prob."""
+    for soft, no_speech, expected in [(True, 0.7, ""), (True, 0.3, "hello there"),
+                                      (False, 0.7, "hello there")]:
+        policy = StreamingPolicy(PolicyOptions(partials=False))
+        started(policy, seconds=2.0, now=2.0)
+        policy.handle(SegmentEnded(16000 + 2 * SR, 16000 + 2 * SR, 20, soft=soft), 2.0)
+        request = policy.next_request(2.0)
+        assert request is not None
+        result = transcript("hello there", seconds=2.0, no_speech=no_speech, logprob=-0.3)
+        events = policy.on_result(request.request_id, result, 2.2)
+        assert [e.text for e in events if isinstance(e, FinalText)] == [expected]

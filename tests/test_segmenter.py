@@ -59,7 +59,8 @@ def test_a_click_is_not_speech() -> None:
 
 
 def test_hysteresis_keeps_soft_endings_and_ends_after_min_silence() -> None:
-    opts = SegmenterOptions(min_silence_ms=320, end_pad_ms=64)  # 10 windows, 2 windows
+    # short_ms=0: every utterance ends after min_silence_ms (short ones are tested below)
+    opts = SegmenterOptions(min_silence_ms=320, end_pad_ms=64, short_ms=0)  # 10 + 2 windows
     seg = SpeechSegmenter(opts)
     feed(seg, [0.9] * 10)
     # 0.4 is below start but above end threshold: still speech
@@ -79,14 +80,15 @@ def test_hysteresis_keeps_soft_endings_and_ends_after_min_silence() -> None:
 
 
 def test_end_pad_never_goes_past_the_audio() -> None:
-    seg = SpeechSegmenter(SegmenterOptions(min_silence_ms=0, end_pad_ms=1000))
+    seg = SpeechSegmenter(SegmenterOptions(min_silence_ms=0, end_pad_ms=1000, short_ms=0))
     feed(seg, [0.9] * 3)
     ended = of(SegmentEnded, feed(seg, [0.0]))
     assert ended[0].end == seg.position
 
 
 def test_next_preroll_never_reaches_into_the_previous_utterance() -> None:
-    opts = SegmenterOptions(min_silence_ms=64, end_pad_ms=32, preroll_ms=640, start_windows=1)
+    opts = SegmenterOptions(min_silence_ms=64, end_pad_ms=32, preroll_ms=640, start_windows=1,
+                            short_ms=0)
     seg = SpeechSegmenter(opts)
     feed(seg, [0.9] * 5)
     first_end = of(SegmentEnded, feed(seg, [0.0, 0.0]))[0].end
@@ -171,7 +173,8 @@ def test_rejects_wrong_window_size() -> None:
 @pytest.mark.parametrize("kwargs", [
     {"mode": "always"}, {"start_threshold": 0.3, "end_threshold": 0.5}, {"start_windows": 0},
     {"min_silence_ms": -1}, {"end_pad_ms": -1}, {"max_ms": 1000}, {"end_threshold": 0.0},
-    {"ptt_threshold": 0.0},
+    {"ptt_threshold": 0.0}, {"short_ms": -1}, {"short_silence_ms": -1}, {"soft_threshold": 0.0},
+    {"soft_threshold": 0.4}, {"soft_snr_db": -1}, {"soft_windows": 0}, {"noise_floor_ms": 10},
 ])
 def test_options_are_validated(kwargs: dict) -> None:
     with pytest.raises(ValueError):
@@ -208,3 +211,73 @@ def test_ptt_counts_soft_voices_as_speech() -> None:
     assert [e.speech for e in of(SegmentAudio, events)] == [True, False]
     ended = seg.end()[0]
     assert isinstance(ended, SegmentEnded) and ended.speech_windows == 1
+
+
+def soft_feed(seg: SpeechSegmenter, steps: list[tuple[float, float]]) -> list[SegmentEvent]:
+    """Feed (level, probability) pairs: the soft path looks at both."""
+    events: list[SegmentEvent] = []
+    for level, p in steps:
+        events.extend(seg.push(window(level), p))
+    return events
+
+
+QUIET = (0.0001, 0.0)  # -80 dBFS room tone
+FALSETTO = (0.05, 0.05)  # -26 dBFS, Silero unsure: mfa-falsetto2 scores 0.02-0.26
+
+
+def test_a_loud_voice_silero_scores_low_starts_a_soft_utterance() -> None:
+    seg = SpeechSegmenter(SegmenterOptions(preroll_ms=320))
+    assert soft_feed(seg, [QUIET] * 20 + [FALSETTO] * 7 + [(0.05, 0.2)]) != []
+    assert seg.active
+    events = soft_feed(seg, [FALSETTO] * 20)  # carried by its energy, not its VAD score
+    assert of(SegmentEnded, events) == []
+    assert all(e.speech for e in of(SegmentAudio, events))
+    ended = of(SegmentEnded, soft_feed(seg, [QUIET] * 40))
+    assert len(ended) == 1 and ended[0].soft and ended[0].speech_windows == 28
+
+
+def test_the_soft_path_keeps_the_lead_of_a_silero_start() -> None:
+    seg = SpeechSegmenter(SegmenterOptions(preroll_ms=320, start_windows=3))
+    started = of(SegmentStarted, soft_feed(seg, [QUIET] * 40 + [FALSETTO] * 15 + [(0.05, 0.2)]))
+    assert len(started) == 1
+    assert len(started[0].audio) == (10 + 3) * WINDOW  # pre-roll + start windows, not the run
+
+
+def test_the_soft_path_needs_a_vad_hint_a_long_run_and_a_rise_above_the_floor() -> None:
+    # loud but Silero never above soft_threshold (a fan switched on, music)
+    assert soft_feed(SpeechSegmenter(), [QUIET] * 20 + [FALSETTO] * 60) == []
+    # a click: loud and scored, but shorter than soft_windows
+    assert soft_feed(SpeechSegmenter(), [QUIET] * 20 + [(0.3, 0.3)] * 7 + [QUIET] * 20) == []
+    # steady noise as loud as the voice: it is its own floor
+    assert soft_feed(SpeechSegmenter(), [(0.05, 0.2)] * 200) == []
+    # turned off
+    off = SpeechSegmenter(SegmenterOptions(soft_snr_db=0))
+    assert soft_feed(off, [QUIET] * 20 + [(0.05, 0.2)] * 40) == []
+
+
+def test_a_silero_start_is_not_soft_and_not_carried_by_energy() -> None:
+    seg = SpeechSegmenter(SegmenterOptions(min_silence_ms=320))
+    soft_feed(seg, [QUIET] * 20 + [(0.05, 0.9)] * 50)  # 1.6 s of speech: not a short one
+    events = soft_feed(seg, [FALSETTO] * 10)  # loud, but Silero says no: silence
+    ended = of(SegmentEnded, events)
+    assert len(ended) == 1 and not ended[0].soft
+
+
+def test_a_split_soft_utterance_stays_soft() -> None:
+    seg = SpeechSegmenter(SegmenterOptions(max_ms=2048))
+    soft_feed(seg, [QUIET] * 20 + [FALSETTO] * 7 + [(0.05, 0.2)])
+    events = soft_feed(seg, [FALSETTO] * 70)
+    assert len(of(SegmentStarted, events)) == 1 and seg.active
+    assert of(SegmentEnded, events)[0].soft
+    assert of(SegmentEnded, seg.flush())[0].soft
+
+
+def test_short_utterances_wait_longer_for_the_next_word() -> None:
+    opts = SegmenterOptions(min_silence_ms=320, short_ms=1000, short_silence_ms=640)
+    seg = SpeechSegmenter(opts)
+    feed(seg, [0.9] * 10)  # 320 ms: a lone word
+    assert of(SegmentEnded, feed(seg, [0.0] * 19)) == []  # 608 ms of silence: still waiting
+    feed(seg, [0.9] * 25)  # the next word arrives: one utterance, now 1.7 s long
+    assert of(SegmentEnded, feed(seg, [0.0] * 9)) == []
+    ended = of(SegmentEnded, feed(seg, [0.0]))  # 320 ms end it now
+    assert len(ended) == 1 and ended[0].speech_windows == 35

@@ -69,7 +69,12 @@ class PolicyOptions:
     max_lag_s: float = 1.5
     max_in_flight: int = 1
     partial_beam_size: int = 1
-    final_beam_size: int = 5
+    # Greedy finals: on the 26 English clips (bench/streaming.py, tiny.en int8, 2-core CPU)
+    # beam 1/2/3/5 gave 45/49/47/45 errors in 415 words, and a greedy 2-5 s final takes 0.58x
+    # the time of a beam-5 one (interleaved runs). A final that failed a loop check is retried
+    # with ``retry_beam_size`` instead: retries are rare and are the hard cases.
+    final_beam_size: int = 1
+    retry_beam_size: int = 5
     # One sampled fallback, not faster-whisper's six: a long fallback chain costs seconds, and
     # a looping final is retried by this policy anyway (padded window, no prompt).
     final_temperatures: tuple[float, ...] = (0.0, 0.4)
@@ -78,6 +83,10 @@ class PolicyOptions:
     # window is where the fast path hallucinates most.
     short_context_max_s: float = 10.0
     retry_on_loop: bool = True
+    # An utterance only the segmenter's soft path heard (energy and a weak VAD score) keeps
+    # a decoded segment only if the model agrees there is speech: no-speech probability below
+    # this, whatever its log-probability (falsetto scores 0.2-0.4, a cough or a door higher).
+    soft_no_speech: float = 0.5
     prompt: PromptOptions = field(default_factory=PromptOptions)
     quality: QualityThresholds = field(default_factory=QualityThresholds)
 
@@ -88,10 +97,13 @@ class PolicyOptions:
             raise ValueError("busy_factor must be >= 1 (a worker cannot be more than fully busy)")
         if self.max_lag_s <= 0 or self.max_in_flight < 1:
             raise ValueError("max_lag_s must be > 0 and max_in_flight >= 1")
+        if not 0.0 < self.soft_no_speech <= 1.0:
+            raise ValueError("soft_no_speech must be within (0, 1]")
         # DecodeOptions validates language, task and beam sizes.
         DecodeOptions(language=self.language, task=self.task, beam_size=self.partial_beam_size)
-        DecodeOptions(language=self.language, task=self.task, beam_size=self.final_beam_size,
-                      temperatures=self.final_temperatures)
+        for beam_size in (self.final_beam_size, self.retry_beam_size):
+            DecodeOptions(language=self.language, task=self.task, beam_size=beam_size,
+                          temperatures=self.final_temperatures)
 
 
 @dataclass(frozen=True)
@@ -124,6 +136,7 @@ class _Utterance:
     speech_end_at: float = 0.0
     speech_end: int = 0  # session sample where the last speech window ended
     attempts: int = 0
+    soft: bool = False  # only the segmenter's soft path heard speech (see soft_no_speech)
 
     def audio(self) -> Audio:
         if not self.chunks:
@@ -256,6 +269,7 @@ class StreamingPolicy:
         received_after = max(0, utt.start + utt.samples - event.speech_end)
         utt.speech_end_at = now - received_after / SAMPLE_RATE
         utt.speech_end = event.speech_end
+        utt.soft = event.soft
         keep = max(0, min(utt.samples, event.end - utt.start))
         utt.chunks = [utt.audio()[:keep]]
         utt.samples = keep
@@ -319,7 +333,8 @@ class StreamingPolicy:
         prompt = self.prompt.prompt(now, max(1, int(PROMPT_CHARS_PER_S * seconds)))
         options = DecodeOptions(
             language=o.language, task=o.task, prompt=prompt if first else None,
-            word_timestamps=True, beam_size=1 if behind else o.final_beam_size,
+            word_timestamps=True,
+            beam_size=1 if behind else o.final_beam_size if first else o.retry_beam_size,
             temperatures=o.final_temperatures,
             short_context=o.short_context and first and seconds <= o.short_context_max_s,
         )
@@ -332,7 +347,8 @@ class StreamingPolicy:
         text = transcript.text
         flags = set(check_text(text, seconds, thresholds=o.quality)) | _word_loop(text, seconds)
         flags |= _prompt_echo(request.options.prompt, text)
-        kept = [s for s in transcript.segments if "no_speech" not in _flags(s, o.quality)]
+        kept = [s for s in transcript.segments if "no_speech" not in _flags(s, o.quality)
+                and not (utt.soft and s.no_speech_prob > o.soft_no_speech)]
         flags |= _early_end([w for s in kept for w in s.words], request, utt.speech_end)
         if flags & LOOP_FLAGS and utt.attempts == 1 and o.retry_on_loop:
             # A prompt or a short window can start a loop or stop early: retry with neither.

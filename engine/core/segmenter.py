@@ -5,12 +5,22 @@ Rules, each there to prevent a complaint users make about peer apps:
   ``end_threshold``, one of them at or above ``start_threshold`` (a click is not speech), and
   continues while windows stay at or above ``end_threshold`` (soft endings are not cut);
 - it ends after ``min_silence_ms`` below ``end_threshold``, keeping ``end_pad_ms`` after the last
-  speech window (trailing consonants are quiet);
+  speech window (trailing consonants are quiet); an utterance with less than ``short_ms`` of
+  speech so far waits ``short_silence_ms`` instead, so words said one at a time ("one ... two
+  ... three") reach the decoder together: Whisper loops or misreads a lone 1 s word, and
+  loses the context between them;
 - every utterance starts ``preroll_ms`` (>= 300 ms) before the first speech window, so the
   first word's onset is never cut;
 - `flush()` (stop) ends the utterance in flight, so the last words are never lost;
 - an utterance longer than ``max_ms`` is split at its quietest window in the second half,
-  so the decoder never gets more than Whisper's 30 s window.
+  so the decoder never gets more than Whisper's 30 s window;
+- a second chance for voices Silero scores low (falsetto, whispering: 0.1-0.3, below any
+  threshold that keeps noise out): a run of ``soft_windows`` windows at least ``soft_snr_db``
+  above the noise floor (the quietest window of the last ``noise_floor_ms``), with a VAD score
+  of at least ``soft_threshold`` somewhere in it, starts a *soft* utterance, which the energy
+  carries while it lasts. Stationary noise never rises above its own floor and a click is
+  shorter than the run; `SegmentEnded.soft` tells the policy to let the decoder's no-speech
+  probability have the last word.
 
 Push-to-talk ("ptt" mode) ignores the VAD for start and end: `begin()` opens an utterance
 (with the pre-roll ring) and `end()` closes it; speech windows are still counted so a press
@@ -38,12 +48,20 @@ class SegmenterOptions:
     end_threshold: float = 0.35
     start_windows: int = 3
     min_silence_ms: int = 500
+    short_ms: int = 2000
+    short_silence_ms: int = 800
     preroll_ms: int = 400
     end_pad_ms: int = 200
     max_ms: int = 30_000
     # Push-to-talk: the user said there is speech, so a lower bar decides whether a press held
     # anything worth decoding (Silero scores falsetto or whispering around 0.2).
     ptt_threshold: float = 0.15
+    # The soft path (module docstring); soft_snr_db = 0 turns it off.
+    soft_threshold: float = 0.15
+    soft_snr_db: float = 25.0
+    soft_windows: int = 8  # 256 ms: longer than a click or a key press
+    noise_floor_ms: int = 3000
+    min_floor_db: float = -70.0  # digital silence: speech must still be audible (>= -45 dBFS)
 
     def __post_init__(self) -> None:
         if self.mode not in ("vad", "ptt"):
@@ -56,10 +74,14 @@ class SegmenterOptions:
             raise ValueError("start_windows must be >= 1")
         if self.preroll_ms < 300:
             raise ValueError("preroll_ms must be >= 300 so first words are not cut")
-        if self.min_silence_ms < 0 or self.end_pad_ms < 0:
-            raise ValueError("min_silence_ms and end_pad_ms must be >= 0")
+        if min(self.min_silence_ms, self.short_silence_ms, self.short_ms, self.end_pad_ms) < 0:
+            raise ValueError("min_silence_ms, short_ms, short_silence_ms, end_pad_ms must be >= 0")
         if self.max_ms < 2_000:
             raise ValueError("max_ms must be >= 2000")
+        if not 0.0 < self.soft_threshold <= self.end_threshold or self.soft_snr_db < 0:
+            raise ValueError("need 0 < soft_threshold <= end_threshold and soft_snr_db >= 0")
+        if self.soft_windows < 1 or self.noise_floor_ms < WINDOW * 1000 // SAMPLE_RATE:
+            raise ValueError("soft_windows must be >= 1 and noise_floor_ms >= one window")
 
     def windows(self, ms: int) -> int:
         return max(0, -(-ms * SAMPLE_RATE // 1000 // WINDOW))  # ceil
@@ -88,11 +110,13 @@ class SegmentAudio:
 class SegmentEnded:
     """The utterance ends at sample ``end`` (padded); ``speech_end`` is the end of the last
     speech window (latency is measured from there); ``speech_windows`` counts windows the VAD
-    called speech (0 means a push-to-talk press held over silence)."""
+    called speech (0 means a push-to-talk press held over silence); ``soft`` says it was
+    started by the soft path (energy and a weak VAD score: the decoder should confirm it)."""
 
     end: int
     speech_end: int
     speech_windows: int
+    soft: bool = False
 
 
 SegmentEvent = SegmentStarted | SegmentAudio | SegmentEnded
@@ -118,6 +142,11 @@ class SpeechSegmenter:
         self._last_speech_end = 0
         self._speech_windows = 0
         self._floor = 0  # end of the previous utterance: pre-roll never reaches back past it
+        self._recent_db: deque[float] = deque(maxlen=max(1, o.windows(o.noise_floor_ms)))
+        self._loud = False  # the newest window stands soft_snr_db above the noise floor
+        self._soft_run = 0  # consecutive loud windows while idle
+        self._soft_peaked = False  # ... one of which had a VAD score >= soft_threshold
+        self._soft = False  # the utterance in flight was started by the soft path
 
     @property
     def position(self) -> int:
@@ -133,6 +162,7 @@ class SpeechSegmenter:
             raise ValueError(f"window must have {WINDOW} samples, got {len(window)}")
         self._position += WINDOW
         self._ring.append(window)
+        self._track_level(window)
         if not self._active:
             return self._push_idle(probability)
         return self._push_active(window, probability)
@@ -162,10 +192,27 @@ class SpeechSegmenter:
         o = self.options
         self._run = self._run + 1 if probability >= o.end_threshold else 0
         self._peaked = (self._peaked and self._run > 0) or probability >= o.start_threshold
-        if self._run < o.start_windows or not self._peaked:
-            return []
-        # Keep the whole run that led here plus `preroll` windows before it.
-        return [self._open(self._preroll + self._run, speech_windows=self._run)]
+        self._soft_run = self._soft_run + 1 if self._loud else 0
+        self._soft_peaked = (self._soft_peaked and self._soft_run > 0) or (
+            self._loud and probability >= o.soft_threshold)
+        if self._run >= o.start_windows and self._peaked:
+            # Keep the whole run that led here plus `preroll` windows before it.
+            return [self._open(self._preroll + self._run, speech_windows=self._run)]
+        if self._soft_run >= o.soft_windows and self._soft_peaked:
+            # The same lead as a Silero start: background noise well above digital silence
+            # can make a long run loud, and more leading noise changes what Whisper writes.
+            started = self._open(self._preroll + o.start_windows, speech_windows=self._soft_run)
+            self._soft = True
+            return [started]
+        return []
+
+    def _track_level(self, window: Audio) -> None:
+        """Update the noise floor and whether this window is loud above it (the soft path)."""
+        o = self.options
+        level = 20.0 * float(np.log10(max(_rms(window), 1e-10)))
+        self._recent_db.append(level)
+        floor = max(o.min_floor_db, min(self._recent_db))
+        self._loud = o.soft_snr_db > 0 and level >= floor + o.soft_snr_db
 
     def _open(self, ring_windows: int, speech_windows: int) -> SegmentStarted:
         # Never re-send audio that already belonged to the previous utterance.
@@ -181,6 +228,8 @@ class SpeechSegmenter:
         self._last_speech_end = self._position
         self._run = 0
         self._peaked = False
+        self._soft_run = 0
+        self._soft_peaked = False
         audio = np.concatenate(windows) if windows else np.zeros(0, dtype=np.float32)
         return SegmentStarted(start=self._start, audio=audio, speech=speech_windows > 0)
 
@@ -189,6 +238,7 @@ class SpeechSegmenter:
         self._windows.append(window)
         self._levels.append(_rms(window))
         is_speech = probability >= (o.end_threshold if o.mode == "vad" else o.ptt_threshold)
+        is_speech |= self._soft and self._loud
         events: list[SegmentEvent] = [SegmentAudio(audio=window, speech=is_speech)]
         if is_speech:
             self._silence = 0
@@ -196,12 +246,18 @@ class SpeechSegmenter:
             self._last_speech_end = self._position
         else:
             self._silence += 1
-        if o.mode == "vad" and self._silence * WINDOW * 1000 >= o.min_silence_ms * SAMPLE_RATE:
+        if o.mode == "vad" and self._silence * WINDOW * 1000 >= self._min_silence() * SAMPLE_RATE:
             end = min(self._position, self._last_speech_end + o.windows(o.end_pad_ms) * WINDOW)
             events.append(self._close(end, self._last_speech_end))
         elif len(self._windows) * WINDOW * 1000 >= o.max_ms * SAMPLE_RATE:
             events.extend(self._split())
         return events
+
+    def _min_silence(self) -> int:
+        """Milliseconds of silence that end the utterance in flight."""
+        o = self.options
+        spoken = (self._last_speech_end - self._start) * 1000 // SAMPLE_RATE
+        return o.min_silence_ms if spoken >= o.short_ms else max(o.min_silence_ms, o.short_silence_ms)
 
     def _split(self) -> list[SegmentEvent]:
         """Cut the over-long utterance at its quietest window in the second half."""
@@ -210,9 +266,10 @@ class SpeechSegmenter:
         split = self._start + quietest * WINDOW
         rest = self._windows[quietest:]
         rest_levels = self._levels[quietest:]
-        speech_windows = self._speech_windows
+        speech_windows, soft = self._speech_windows, self._soft
         ended = self._close(split, min(self._last_speech_end, split))
         self._active = True
+        self._soft = soft
         self._start = split
         self._windows = rest
         self._levels = rest_levels
@@ -222,9 +279,11 @@ class SpeechSegmenter:
         return [ended, SegmentStarted(start=split, audio=audio)]
 
     def _close(self, end: int, speech_end: int) -> SegmentEnded:
-        ended = SegmentEnded(end=end, speech_end=speech_end, speech_windows=self._speech_windows)
+        ended = SegmentEnded(end=end, speech_end=speech_end, speech_windows=self._speech_windows,
+                             soft=self._soft)
         self._floor = end
         self._active = False
+        self._soft = False
         self._windows = []
         self._levels = []
         self._silence = 0
