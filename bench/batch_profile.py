@@ -126,6 +126,33 @@ def measure(runner: Ct2WhisperRunner, timed: TimedModel, requests: list[DecodeRe
     return {"wall": wall, **parts, "other": wall - sum(parts.values()), "padded": padded}
 
 
+def decoder_scaling(whisper: Any, audio: np.ndarray, repeats: int) -> list[dict[str, float]]:
+    """generate() alone on k copies of one encoded 4 s chunk: ms per item at k = 1..16, greedy
+    and beam 5. Flat per-item cost means the decoder does not batch on this machine."""
+    import ctranslate2
+    from faster_whisper.tokenizer import Tokenizer
+
+    model = whisper.model
+    features = whisper.feature_extractor(audio[:4 * SR])[:, :400]
+    features = np.pad(features, ((0, 0), (0, 100)))[None].astype(np.float32)
+    encoded = np.asarray(model.encode(ctranslate2.StorageView.from_array(features)))
+    prompt = list(Tokenizer(whisper.hf_tokenizer, False, task="transcribe",
+                            language="en").sot_sequence)
+    rows = []
+    for beam in (1, 5):
+        for k in (1, 2, 4, 8, 16):
+            batch = ctranslate2.StorageView.from_array(np.ascontiguousarray(
+                np.repeat(encoded, k, axis=0)))
+            times = []
+            for _ in range(repeats):
+                started = time.perf_counter()
+                model.generate(batch, [prompt] * k, beam_size=beam, max_length=64)
+                times.append(time.perf_counter() - started)
+            rows.append({"beam": beam, "k": k, "ms_per_item": round(
+                statistics.median(times) * 1000 / k, 1)})
+    return rows
+
+
 def encoder_scaling(model: Any, frames: int, n: int, repeats: int) -> dict[str, float]:
     """The encoder alone: one call on n x frames against n calls on 1 x frames (ms)."""
     import ctranslate2
@@ -194,6 +221,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"encoder only, {args.n} x {row['frames']} frames: single {row['single_ms']} ms, "
               f"batched {row['batched_ms']} ms")
     results["encoder_scaling"] = {str(r["frames"]): r for r in scaling}  # type: ignore[misc]
+    decoder = decoder_scaling(backend.model, clips[0], args.repeats)
+    for beam in (1, 5):
+        print(f"generate only, beam {beam}, ms per item at k = 1, 2, 4, 8, 16: "
+              + ", ".join(str(r["ms_per_item"]) for r in decoder if r["beam"] == beam))
+    results["decoder_scaling"] = decoder  # type: ignore[assignment]
     if args.out:
         args.out.write_text(json.dumps(results, indent=2))
     return 0

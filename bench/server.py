@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import socket
 import statistics
 import subprocess
@@ -172,14 +173,14 @@ def run_once(system: str, n: int, clips: list[tuple[np.ndarray, str]], seconds: 
         "wer": round(wer, 3),
         # A server that drops audio "keeps up" cheaply; discount by what it got right.
         "effective_audio_s_per_s": round(audio_s / wall * max(0.0, 1.0 - wer), 3),
+        # Other work on the machine slows every system: say how loaded it was (1 min avg).
+        "loadavg": round(os.getloadavg()[0], 2),
         **server_stats,
     }
 
 
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process (all its threads) so far, from /proc (Linux)."""
-    import os
-
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 

@@ -92,8 +92,13 @@ class Connection:
         except ConnectionClosed:
             log.info("client went away")
         finally:
-            if self._decoder is not None and not self._decoder.done():
-                self._decoder.cancel()
+            self._stop_decoding()
+
+    def _stop_decoding(self) -> None:
+        if self._queued is not None:  # nobody will read it: do not spend a decode on it
+            self._scheduler.withdraw(self._queued[1])
+        if self._decoder is not None and not self._decoder.done():
+            self._decoder.cancel()
 
     async def _receive_loop(self) -> None:
         while self._protocol.state not in ("closed", "failed"):
@@ -141,8 +146,7 @@ class Connection:
             return True
         else:  # Cancel
             session.cancel()
-            if self._decoder is not None:
-                self._decoder.cancel()
+            self._stop_decoding()
             await self._send([p.Bye(upto=session.position)])
             await self._ws.close(CLOSE_NORMAL, "cancelled")
             return True
