@@ -61,11 +61,6 @@ class AppEngine:
         self._transcriber = transcriber
 
     @property
-    def transcriber(self) -> Any:
-        """The loaded local model (None for remote): File > Open file… decodes with it."""
-        return self._transcriber
-
-    @property
     def model_info(self) -> ModelInfo | None:
         info = getattr(self._transcriber, "info", None) or getattr(self.engine, "model_info", None)
         return info if isinstance(info, ModelInfo) else None

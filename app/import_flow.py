@@ -6,9 +6,12 @@ push-to-talk hotkey are refused with a status message; when the import ends (don
 failed) listening starts again if it was on. One model decodes at a time, so the import gets the
 whole CPU (or GPU) and dictation never competes with it.
 
-The import always runs on this computer with the app's model (the live engine's, when it is
-loaded; else the same model is loaded once and kept for the next import). With the remote
-backend that is the model chosen in the selector row; the status line says so.
+The import always runs on this computer with the app's model (the one in the selector row;
+with the remote backend too, and the status line says so). Each import loads its own copy on
+its worker thread (about a second for tiny.en) and drops it at the end. Why not reuse the live
+engine's loaded model: a CTranslate2 model loaded on a thread that has since ended (the live
+engine's, once stopped; an earlier import's) decoded 4-6x slower here, measured (likely
+libgomp's thread team, which belongs to the loading thread), so no model is kept either.
 
 The view and session are replaced by the file's transcript only once the file has decoded and
 the model has loaded, so an unreadable file changes nothing. Earlier live text is not lost: it
@@ -59,7 +62,6 @@ class ImportFlow(QObject):
         self.current: FileImport | None = None
         self.last_result: ImportResult | None = None
         self._factory = transcriber_factory
-        self._cached: tuple[tuple[str, str], Any] | None = None  # (model, device), transcriber
         self._resume = False
         self._done = 0
         self._connect()
@@ -94,14 +96,14 @@ class ImportFlow(QObject):
         if self.refuse_live():
             return False
         c = self.controller
-        backend = self._backend()  # before stop_engine: it may take the live engine's model
         self._resume = c.engine is not None
         c.stop_engine()
         stopped = c.stopped_engines()
         options = self.options
         if options.language is None and c.settings.language:
             options = dataclasses.replace(options, language=c.settings.language)
-        self.current = FileImport(path, backend, self.bridge, options,
+        transcriber = self._factory(c.model_name(), c.settings.device)  # loads on the worker
+        self.current = FileImport(path, lambda: transcriber, self.bridge, options,
                                   before_decode=lambda: _wait_all(stopped))
         self._done = 0
         self.window.set_importing(True)
@@ -127,18 +129,6 @@ class ImportFlow(QObject):
             self.current.cancel()
             if not self.current.wait(timeout):
                 log.warning("import still busy after %.0f s; quitting anyway", timeout)
-
-    def _backend(self) -> Callable[[], Any]:
-        """The transcriber to decode with, as a call the worker makes (loading takes time)."""
-        c = self.controller
-        key = (c.model_name(), c.settings.device)
-        live = getattr(c.engine, "transcriber", None)
-        if c.settings.backend == "local" and live is not None:
-            self._cached = (key, live)  # the live engine's model is loaded already
-        if self._cached is None or self._cached[0] != key:
-            self._cached = (key, self._factory(*key))
-        transcriber = self._cached[1]
-        return lambda: transcriber
 
     # -- worker reports (GUI thread) -----------------------------------------------------------
     def _on_started(self, total: int) -> None:
