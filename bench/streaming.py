@@ -2,7 +2,7 @@
 
     python bench/streaming.py --manifest ../shared/audio/manifest.jsonl \
         --out bench/results/streaming.json [--realtime] [--model tiny.en] [--limit N]
-        [--compare OLD.json]
+        [--compare OLD.json] [--final-beam N] [--beam-sweep 1,2,3,5]
 
 Each English short file of the manifest is played through `FileSource` (0.5 s of silence
 before, 1.5 s after, so end of speech is detected as it would be live) into `LocalLiveEngine`
@@ -19,7 +19,10 @@ plays at real speed. Measured per decode and utterance:
   silence_words             words emitted on 60 s of digital silence + 60 s of noise
 Prints a table (median, p95, ratios) and the files where streaming and offline differ (with an
 earlier run's figures beside them, ``--compare``, both re-scored with today's normaliser), writes
-JSON and a latency CDF PNG next to it.
+JSON and a latency CDF PNG next to it. ``--final-beam`` sets the policy's final beam for the
+run (accuracy per beam: one run each); ``--beam-sweep`` re-decodes the run's 2-5 s first-attempt
+finals with each beam size, interleaved, and reports wall and process CPU milliseconds (a fair
+comparison on a shared machine).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from engine.asr.base import Audio, DecodeOptions, ModelInfo, Transcriber  # noqa
 from engine.asr.faster_whisper_backend import FasterWhisperTranscriber  # noqa: E402
 from engine.audio.decode import load_audio  # noqa: E402
 from engine.audio.sources import FileSource  # noqa: E402
+from engine.core.policy import PolicyOptions  # noqa: E402
 from engine.evaluation import english, error_rate, normalize, read_manifest  # noqa: E402
 from engine.events import Event, FinalText, Metrics, PartialText, SpeechStarted  # noqa: E402
 from engine.live import LiveOptions, LocalLiveEngine  # noqa: E402
@@ -99,10 +103,12 @@ class Collector:
             self.metrics.append(event)
 
 
+OPTIONS = LiveOptions(journal=False)  # main() may change the final beam
+
+
 def stream(transcriber: Transcriber, source: FileSource) -> Collector:
     collector = Collector()
-    engine = LocalLiveEngine(collector, source=source, transcriber=transcriber,
-                             options=LiveOptions(journal=False))
+    engine = LocalLiveEngine(collector, source=source, transcriber=transcriber, options=OPTIONS)
     collector.engine = engine
     engine.start()
     if not engine.wait(timeout=600):
@@ -178,6 +184,32 @@ def padded_rtts(chunks: list[tuple[Audio, DecodeOptions]], padded: Transcriber) 
     return out
 
 
+def beam_sweep(chunks: list[tuple[Audio, DecodeOptions]], fast: Transcriber,
+               beams: list[int], repeats: int = 3) -> dict[str, Any]:
+    """The 2-5 s first-attempt finals (short path) re-decoded with each beam, interleaved."""
+    from dataclasses import replace
+
+    picked = [(a, o) for a, o in chunks if o.short_context and
+              2 * SAMPLE_RATE <= len(a) <= 5 * SAMPLE_RATE]
+    wall: dict[int, list[float]] = {b: [] for b in beams}
+    cpu: dict[int, list[float]] = {b: [] for b in beams}
+    for _ in range(repeats):
+        for audio, options in picked:
+            for beam in beams:
+                w, c = time.perf_counter(), time.process_time()
+                fast.transcribe(audio, replace(options, beam_size=beam))
+                wall[beam].append((time.perf_counter() - w) * 1000)
+                cpu[beam].append((time.process_time() - c) * 1000)
+    out = {str(b): {"wall_ms": pct(wall[b]), "cpu_ms": pct(cpu[b])} for b in beams}
+    print(f"\nfinal beam sweep: {len(picked)} chunks of 2-5 s x {repeats}, interleaved")
+    for b in beams:
+        ratio = np.median(wall[b]) / np.median(wall[beams[-1]])
+        print(f"  beam {b}: wall p50 {out[str(b)]['wall_ms']['p50']} p95 "
+              f"{out[str(b)]['wall_ms']['p95']} ms, CPU p50 {out[str(b)]['cpu_ms']['p50']} ms, "
+              f"wall p50 {ratio:.2f}x beam {beams[-1]}")
+    return out
+
+
 def silence_words(fast: Transcriber) -> int:
     rng = np.random.default_rng(2026)
     white = rng.normal(0, 0.03, 30 * SAMPLE_RATE)
@@ -221,7 +253,12 @@ def main() -> int:
     parser.add_argument("--realtime", action="store_true", help="play files at real speed")
     parser.add_argument("--limit", type=int, default=0, help="only the first N files")
     parser.add_argument("--compare", type=Path, help="an earlier result JSON to diff per file")
+    parser.add_argument("--final-beam", type=int, help="the policy's final beam for this run")
+    parser.add_argument("--beam-sweep", default="", help="e.g. 1,2,3,5: time finals per beam")
     args = parser.parse_args()
+    global OPTIONS
+    if args.final_beam:
+        OPTIONS = LiveOptions(journal=False, policy=PolicyOptions(final_beam_size=args.final_beam))
 
     from engine.asr.ct2_decoder import FastChunkTranscriber
 
@@ -237,6 +274,8 @@ def main() -> int:
     padded_ms = padded_rtts(fast.finals, padded)
     fast_final_ms = res["rtts_final"]
     silent = silence_words(fast)
+    sweep = beam_sweep(fast.finals, fast.inner, [int(b) for b in args.beam_sweep.split(",")]) \
+        if args.beam_sweep else None
 
     result = {
         "chunk_rtt_ms": pct(res["rtts"]),
@@ -255,6 +294,8 @@ def main() -> int:
                   "compute_type": padded.info.compute_type, "realtime": args.realtime,
                   "files": len(entries), "cpu_count": os.cpu_count(),
                   "load_average_end": round(os.getloadavg()[0], 2)},
+        "final_beam": OPTIONS.policy.final_beam_size,
+        "beam_sweep": sweep,
         "per_file": res["per_file"],
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
