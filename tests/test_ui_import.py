@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import threading
 import wave
 from pathlib import Path
 
@@ -37,6 +38,21 @@ def shared_tiny():  # type: ignore[no-untyped-def]
     return transcriber
 
 
+class _LoadRecorder:
+    """The shared model, noting which thread loads it: each import must load its own copy on
+    its worker (a model loaded on a thread that has ended decoded 4-6x slower, measured)."""
+
+    def __init__(self, inner, loads: list[str]) -> None:  # type: ignore[no-untyped-def]
+        self._inner, self._loads = inner, loads
+
+    def load(self) -> None:
+        self._loads.append(threading.current_thread().name)
+        self._inner.load()
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        return getattr(self._inner, name)
+
+
 @pytest.fixture
 def make_controller(qtbot, tmp_path, monkeypatch, shared_tiny):
     from ui_fake_engine import FakeLiveEngine
@@ -55,9 +71,15 @@ def make_controller(qtbot, tmp_path, monkeypatch, shared_tiny):
             return engines[-1]
 
         settings = with_changes(Settings(), inject_mode="off", **settings_changes)
+        loads: list[str] = []
+
+        def transcriber_factory(model: str, device: str) -> _LoadRecorder:
+            loads.append(f"made {model} {device}")
+            return _LoadRecorder(shared_tiny, loads)
+
         controller = Controller(settings, LaunchOptions(enable_hotkey=False),
-                                engine_factory=factory,
-                                transcriber_factory=lambda model, device: shared_tiny)
+                                engine_factory=factory, transcriber_factory=transcriber_factory)
+        controller.test_loads = loads
         if options is not None:
             controller.imports.options = options
         qtbot.addWidget(controller.window)
@@ -154,6 +176,12 @@ def test_import_shows_stamped_text_exports_and_journals(qtbot, make_controller, 
     sessions = journal_sessions()  # saved as it was made, in the live journal's format
     assert len(sessions) == 1 and sessions[0][0].endswith(jfk_wav.stem)
     assert sessions[0][2] == view.plain_text()
+
+    controller.window.open_file_action.trigger()  # again: a fresh model, loaded on its worker
+    _wait_import(qtbot, controller)
+    loads = controller.test_loads
+    assert loads.count("made tiny.en auto") == 2 and loads[0] == "made tiny.en auto"
+    assert set(loads) == {"made tiny.en auto", "file-import"}
 
 
 @gui
