@@ -1,4 +1,5 @@
-"""Wiring: engine <-> UI <-> hotkeys/control socket <-> text injection <-> export.
+"""Wiring: engine <-> UI <-> hotkeys/control socket <-> text injection <-> export; File > Open
+file… is delegated to app.import_flow (which pauses live listening while it runs).
 
 The controller owns the session: it creates the live engine from the settings (through an
 injectable factory, so tests can hand in a fake), routes engine events from the bridge to the

@@ -102,8 +102,9 @@ class ImportFlow(QObject):
         options = self.options
         if options.language is None and c.settings.language:
             options = dataclasses.replace(options, language=c.settings.language)
-        transcriber = self._factory(c.model_name(), c.settings.device)  # loads on the worker
-        self.current = FileImport(path, lambda: transcriber, self.bridge, options,
+        model, device, factory = c.model_name(), c.settings.device, self._factory
+        # Built and loaded on the worker: importing the ASR libraries takes a moment too.
+        self.current = FileImport(path, lambda: factory(model, device), self.bridge, options,
                                   before_decode=lambda: _wait_all(stopped))
         self._done = 0
         self.window.set_importing(True)
