@@ -344,7 +344,7 @@ def test_more_in_flight_for_a_batching_server() -> None:
 
 @pytest.mark.parametrize("kwargs", [
     {"min_partial_audio_s": -1}, {"busy_factor": 0.5}, {"max_lag_s": 0}, {"max_in_flight": 0},
-    {"final_beam_size": 0}, {"retry_beam_size": 0}, {"soft_no_speech": 0.0}, {"language": "e1"}, {"task": "summarise"}, {"final_temperatures": ()},
+    {"final_beam_size": 0}, {"careful_beam_size": 0}, {"greedy_final_max_s": -1.0}, {"soft_no_speech": 0.0}, {"language": "e1"}, {"task": "summarise"}, {"final_temperatures": ()},
 ])
 def test_options_are_validated(kwargs: dict) -> None:
     with pytest.raises(ValueError):
@@ -466,3 +466,13 @@ def test_a_soft_utterance_keeps_only_what_the_model_calls_speech() -> None:
         result = transcript("hello there", seconds=2.0, no_speech=no_speech, logprob=-0.3)
         events = policy.on_result(request.request_id, result, 2.2)
         assert [e.text for e in events if isinstance(e, FinalText)] == [expected]
+
+
+def test_long_finals_take_the_careful_beam() -> None:
+    policy = StreamingPolicy(PolicyOptions(partials=False))
+    for seconds, beam in [(5.0, 1), (6.0, 5)]:
+        started(policy, seconds=seconds, now=10.0)
+        policy.handle(SegmentEnded(16000 + int(seconds * SR), 16000 + int(seconds * SR), 50), 10.0)
+        request = policy.next_request(10.0)
+        assert request is not None and request.options.beam_size == beam
+        policy.on_result(request.request_id, transcript("fine words here", seconds=seconds), 10.2)

@@ -69,12 +69,14 @@ class PolicyOptions:
     max_lag_s: float = 1.5
     max_in_flight: int = 1
     partial_beam_size: int = 1
-    # Greedy finals: on the 26 English clips (bench/streaming.py, tiny.en int8, 2-core CPU)
-    # beam 1/2/3/5 gave 45/49/47/45 errors in 415 words, and a greedy 2-5 s final takes 0.58x
-    # the time of a beam-5 one (interleaved runs). A final that failed a loop check is retried
-    # with ``retry_beam_size`` instead: retries are rare and are the hard cases.
+    # Greedy finals up to greedy_final_max_s: on the 26 English clips (bench/streaming.py,
+    # tiny.en int8, 2-core CPU) beam 1/2/3/5 on every final gave 45/49/47/45 errors in 415
+    # words, and a greedy 2-5 s final takes 0.58x the time of a beam-5 one (interleaved).
+    # Longer finals (beam 5 there: 42 errors) and retries of a final that failed a loop check
+    # (rare, and the hard cases) take careful_beam_size.
     final_beam_size: int = 1
-    retry_beam_size: int = 5
+    greedy_final_max_s: float = 5.0
+    careful_beam_size: int = 5
     # One sampled fallback, not faster-whisper's six: a long fallback chain costs seconds, and
     # a looping final is retried by this policy anyway (padded window, no prompt).
     final_temperatures: tuple[float, ...] = (0.0, 0.4)
@@ -101,7 +103,9 @@ class PolicyOptions:
             raise ValueError("soft_no_speech must be within (0, 1]")
         # DecodeOptions validates language, task and beam sizes.
         DecodeOptions(language=self.language, task=self.task, beam_size=self.partial_beam_size)
-        for beam_size in (self.final_beam_size, self.retry_beam_size):
+        if self.greedy_final_max_s < 0:
+            raise ValueError("greedy_final_max_s must be >= 0")
+        for beam_size in (self.final_beam_size, self.careful_beam_size):
             DecodeOptions(language=self.language, task=self.task, beam_size=beam_size,
                           temperatures=self.final_temperatures)
 
@@ -334,7 +338,8 @@ class StreamingPolicy:
         options = DecodeOptions(
             language=o.language, task=o.task, prompt=prompt if first else None,
             word_timestamps=True,
-            beam_size=1 if behind else o.final_beam_size if first else o.retry_beam_size,
+            beam_size=1 if behind else o.final_beam_size
+            if first and seconds <= o.greedy_final_max_s else o.careful_beam_size,
             temperatures=o.final_temperatures,
             short_context=o.short_context and first and seconds <= o.short_context_max_s,
         )

@@ -48,6 +48,9 @@ class SegmenterOptions:
     end_threshold: float = 0.35
     start_windows: int = 3
     min_silence_ms: int = 500
+    # Less speech than short_ms so far: wait short_silence_ms (one word at a time; docstring).
+    # On the shared set 2000/800 merges the AMI clip's halves and "one two three" (one decode
+    # instead of three lone words that looped, "1 1 1 1 1 1", and were retried padded).
     short_ms: int = 2000
     short_silence_ms: int = 800
     preroll_ms: int = 400
