@@ -48,8 +48,7 @@ class Session:
                     flags=flags)
             for f, flags in zip(self.finals, self._flags, strict=True))
         language = next((f.language for f in self.finals if f.language), None)
-        duration = max((f.end for f in self.finals), default=self.duration)
-        duration = max(duration, self.duration)
+        duration = max([f.end for f in self.finals] + [self.duration])
         return Transcript(segments=segments, language=language, duration=duration)
 
 

@@ -269,6 +269,8 @@ def test_flagged_text_is_marked_in_view_and_json(qtbot, make_controller):
     view = controller.window.transcript
     assert view.flagged_lines == [(SAMPLE_RATE, bad.text.strip(), ("repetition",))]
     assert SUSPECT_MARKER in view.toPlainText() and SUSPECT_MARKER not in view.plain_text()
+    cursor = view.document().find("Thank you")
+    assert cursor.charFormat().toolTip() == "may be hallucinated: repetition"  # on hover
     data = json.loads(export_text(controller.session.transcript(), "json"))
     assert [s["flags"] for s in data["segments"]] == [[], ["repetition"]]
     flow._on_finished(ImportResult(Path("talk.wav"), Transcript((good, bad), duration=48000),
