@@ -14,8 +14,18 @@ through `RemoteLiveEngine`, as a microphone would. Per system and N it reports:
 - ``keeps_up``: drain under 5 s and p95 under 5 s; ``wer``: word error rate of the finals;
 - ``effective_audio_s_per_s``: ``audio_s_per_s`` x (1 - WER), since a server that drops audio
   it cannot handle would otherwise look fast (plotted);
-- ours only, from its /metrics: ``mean_batch`` and ``decode_capacity_x`` (audio seconds decoded
-  per busy second of the inference thread).
+- ``server_cpu_s`` / ``cpu_s_per_audio_s``: the server process's CPU time while serving (all
+  threads: VAD, protocol, decoding), total and per second of streamed audio: the figure least
+  disturbed by other work on a shared machine;
+- ``loadavg``: the machine's 1-minute load average at the end of the run;
+- ours only, from its /metrics: ``mean_batch``, ``decode_capacity_x``, ``final_capacity_x``,
+  the partials' share of the busy time, queue waits, fallbacks, withdrawn stale partials and
+  per-kind cost by batch size (see `scheduler_stats`).
+Capacity: with real-time streams ``audio_s_per_s`` saturates at N x real time, so the summary
+also prints the largest N that keeps up; under overload (N past that) ``audio_s_per_s`` and
+``final_capacity_x`` measure how much the server gets through.
+Extra systems for ablations (``--systems``): ``ours_batched_wide`` (one encoder call per batch),
+``ours_batched_nosplit`` / ``ours_batched_pad13`` / ``ours_batched_pad25`` (length bucketing).
 Servers run as separate processes (ours via ``sottovoce serve``, WhisperLive from
 .venv-whisperlive) so clients and server do not share a GIL.
 """
@@ -51,7 +61,9 @@ SYSTEMS = ("ours_batched", "ours_unbatched", "whisperlive")
 # Extra `sottovoce serve` flags per system; ablations can be asked for with --systems.
 OURS = {"ours_batched": [], "ours_unbatched": ["--no-batching"],
         "ours_batched_wide": ["--encode-frames", "0"],  # one encoder call per batch
-        "ours_batched_nosplit": ["--max-pad-ratio", "100"]}  # no length bucketing
+        "ours_batched_nosplit": ["--max-pad-ratio", "100"],  # no length bucketing
+        "ours_batched_pad13": ["--max-pad-ratio", "1.3"],  # tighter length bucketing
+        "ours_batched_pad25": ["--max-pad-ratio", "2.5"]}
 GAP_S = 0.6
 KEEP_UP_S = 5.0
 
