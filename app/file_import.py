@@ -255,6 +255,8 @@ class FileImport:
         bounds = section_bounds(audio, int(seconds * SAMPLE_RATE), int(opts.search_s * SAMPLE_RATE))
         segments: list[Segment] = []
         language: str | None = opts.language
+        # Only the documented arguments unless asked: the pipeline's internals are moving.
+        extra = {"batch_size": opts.batch_size} if opts.batch_size else {}
         for start, end in bounds:
             if self._cancel.is_set():
                 return segments, language, True
@@ -262,8 +264,8 @@ class FileImport:
             def progress(done: int, _total: int, offset: int = start) -> None:
                 self._report(offset + done, total)
 
-            part = transcribe_long(audio[start:end], backend, decode, batch_size=opts.batch_size,
-                                   progress=progress, cancel=self._cancel)  # checked per batch
+            part = transcribe_long(audio[start:end], backend, decode, progress=progress,
+                                   cancel=self._cancel, **extra)  # cancel: checked per batch
             new = tuple(shift_segment(s, start) for s in part.segments if s.text.strip())
             language = language or part.language
             dropped = part.extra.get("dropped")
