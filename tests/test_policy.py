@@ -463,6 +463,9 @@ def test_a_soft_utterance_keeps_only_what_the_model_calls_speech() -> None:
         policy.handle(SegmentEnded(16000 + 2 * SR, 16000 + 2 * SR, 20, soft=soft), 2.0)
         request = policy.next_request(2.0)
         assert request is not None
+        # a soft utterance is decoded carefully: padded window, beam search
+        careful = (request.options.beam_size, request.options.short_context) == (5, False)
+        assert careful == soft
         result = transcript("hello there", seconds=2.0, no_speech=no_speech, logprob=-0.3)
         events = policy.on_result(request.request_id, result, 2.2)
         assert [e.text for e in events if isinstance(e, FinalText)] == [expected]

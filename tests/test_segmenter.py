@@ -281,3 +281,12 @@ def test_short_utterances_wait_longer_for_the_next_word() -> None:
     assert of(SegmentEnded, feed(seg, [0.0] * 9)) == []
     ended = of(SegmentEnded, feed(seg, [0.0]))  # 320 ms end it now
     assert len(ended) == 1 and ended[0].speech_windows == 35
+
+
+def test_a_soft_utterance_silero_becomes_sure_of_is_not_doubted() -> None:
+    seg = SpeechSegmenter(SegmenterOptions(min_silence_ms=320, short_ms=0))
+    soft_feed(seg, [QUIET] * 20 + [FALSETTO] * 7 + [(0.05, 0.2)] + [(0.05, 0.9)] * 5)
+    events = soft_feed(seg, [FALSETTO] * 10)  # energy still carries it ...
+    assert of(SegmentEnded, events) == []
+    ended = of(SegmentEnded, soft_feed(seg, [QUIET] * 10))
+    assert len(ended) == 1 and not ended[0].soft  # ... but it is not decoded as doubtful

@@ -72,8 +72,8 @@ class PolicyOptions:
     # Greedy finals up to greedy_final_max_s: on the 26 English clips (bench/streaming.py,
     # tiny.en int8, 2-core CPU) beam 1/2/3/5 on every final gave 45/49/47/45 errors in 415
     # words, and a greedy 2-5 s final takes 0.58x the time of a beam-5 one (interleaved).
-    # Longer finals (beam 5 there: 42 errors) and retries of a final that failed a loop check
-    # (rare, and the hard cases) take careful_beam_size.
+    # Longer finals (beam 5 there: 42 errors), retries of a final that failed a loop check and
+    # soft utterances (rare, and the hard cases) take careful_beam_size.
     final_beam_size: int = 1
     greedy_final_max_s: float = 5.0
     careful_beam_size: int = 5
@@ -335,13 +335,17 @@ class StreamingPolicy:
         # does not fit in it: keep the prompt in proportion to the audio.
         seconds = utt.samples / SAMPLE_RATE
         prompt = self.prompt.prompt(now, max(1, int(PROMPT_CHARS_PER_S * seconds)))
+        # Careful (beam search): long finals, retries, and soft utterances, whose audio the
+        # VAD doubted; those also take the padded window (mfa-falsetto2: 3 errors in 10 words
+        # greedy on the short window, none padded with beam 5). Both are rare.
+        careful = not first or utt.soft or seconds > o.greedy_final_max_s
         options = DecodeOptions(
             language=o.language, task=o.task, prompt=prompt if first else None,
             word_timestamps=True,
-            beam_size=1 if behind else o.final_beam_size
-            if first and seconds <= o.greedy_final_max_s else o.careful_beam_size,
+            beam_size=1 if behind else o.careful_beam_size if careful else o.final_beam_size,
             temperatures=o.final_temperatures,
-            short_context=o.short_context and first and seconds <= o.short_context_max_s,
+            short_context=(o.short_context and first and not utt.soft
+                           and seconds <= o.short_context_max_s),
         )
         return self._issue(utt, "final", options, now, arrived_at=utt.speech_end_at)
 

@@ -19,7 +19,8 @@ Rules, each there to prevent a complaint users make about peer apps:
   above the noise floor (the quietest window of the last ``noise_floor_ms``), with a VAD score
   of at least ``soft_threshold`` somewhere in it, starts a *soft* utterance, which the energy
   carries while it lasts. Stationary noise never rises above its own floor and a click is
-  shorter than the run; `SegmentEnded.soft` tells the policy to let the decoder's no-speech
+  shorter than the run. Unless Silero later scores a window of it >= ``start_threshold``,
+  `SegmentEnded.soft` tells the policy to decode it carefully and let the decoder's no-speech
   probability have the last word.
 
 Push-to-talk ("ptt" mode) ignores the VAD for start and end: `begin()` opens an utterance
@@ -149,7 +150,8 @@ class SpeechSegmenter:
         self._loud = False  # the newest window stands soft_snr_db above the noise floor
         self._soft_run = 0  # consecutive loud windows while idle
         self._soft_peaked = False  # ... one of which had a VAD score >= soft_threshold
-        self._soft = False  # the utterance in flight was started by the soft path
+        self._soft = False  # the utterance in flight was started by the soft path ...
+        self._doubted = False  # ... and Silero has not been sure of any window of it since
 
     @property
     def position(self) -> int:
@@ -205,7 +207,7 @@ class SpeechSegmenter:
             # The same lead as a Silero start: background noise well above digital silence
             # can make a long run loud, and more leading noise changes what Whisper writes.
             started = self._open(self._preroll + o.start_windows, speech_windows=self._soft_run)
-            self._soft = True
+            self._soft = self._doubted = True
             return [started]
         return []
 
@@ -241,6 +243,10 @@ class SpeechSegmenter:
         self._windows.append(window)
         self._levels.append(_rms(window))
         is_speech = probability >= (o.end_threshold if o.mode == "vad" else o.ptt_threshold)
+        # Energy carries a soft-started utterance to its end (on the shared set, also through
+        # a pause in the JFK clip that Whisper needs to hear as one); only one Silero never
+        # became sure of is decoded as doubtful.
+        self._doubted &= probability < o.start_threshold
         is_speech |= self._soft and self._loud
         events: list[SegmentEvent] = [SegmentAudio(audio=window, speech=is_speech)]
         if is_speech:
@@ -269,10 +275,10 @@ class SpeechSegmenter:
         split = self._start + quietest * WINDOW
         rest = self._windows[quietest:]
         rest_levels = self._levels[quietest:]
-        speech_windows, soft = self._speech_windows, self._soft
+        speech_windows, soft, doubted = self._speech_windows, self._soft, self._doubted
         ended = self._close(split, min(self._last_speech_end, split))
         self._active = True
-        self._soft = soft
+        self._soft, self._doubted = soft, doubted
         self._start = split
         self._windows = rest
         self._levels = rest_levels
@@ -283,10 +289,10 @@ class SpeechSegmenter:
 
     def _close(self, end: int, speech_end: int) -> SegmentEnded:
         ended = SegmentEnded(end=end, speech_end=speech_end, speech_windows=self._speech_windows,
-                             soft=self._soft)
+                             soft=self._doubted)
         self._floor = end
         self._active = False
-        self._soft = False
+        self._soft = self._doubted = False
         self._windows = []
         self._levels = []
         self._silence = 0
