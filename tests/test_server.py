@@ -135,6 +135,9 @@ def test_concurrent_sessions_all_correct(server: ServerThread, shared_audio: Pat
         assert error_rate([clip.text], [final_text(results[clip.path.name])]) < 0.25, clip.path.name
     stats = http_json(f"http://127.0.0.1:{server.port}/metrics")["scheduler"]
     assert isinstance(stats, dict) and stats["requests"] >= len(clips)
+    finals = stats["finals"]
+    assert isinstance(finals, dict) and finals["requests"] >= len(clips)
+    assert stats["queued"] == 0  # every session has finished
 
 
 # -- kill -9 mid-stream ------------------------------------------------------------------------

@@ -175,7 +175,8 @@ class TranscriptionServer:
 
     def metrics(self) -> dict[str, object]:
         return {**self.health(), "uptime_s": round(self._clock() - self.started_at, 1),
-                "counters": dict(self.counters), "scheduler": self.scheduler.stats.as_dict(),
+                "counters": dict(self.counters),
+                "scheduler": {**self.scheduler.stats.as_dict(), "queued": self.scheduler.waiting},
                 "batching": self.options.scheduler.max_batch > 1}
 
     # -- WebSocket side ----------------------------------------------------------------
