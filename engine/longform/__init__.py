@@ -5,8 +5,9 @@ what ``sottovoce transcribe`` and the app's "Open file..." use. See `engine.long
 """
 
 from engine.longform.chunking import Chunk, ChunkingOptions
-from engine.longform.pipeline import LongFormOptions, choose_batch_size, transcribe_long
+from engine.longform.pipeline import LongFormOptions, transcribe_long
 from engine.longform.retry import RetryPolicy
+from engine.longform.runners import choose_batch_size
 from engine.longform.workers import ProcessPoolRunner, WorkerSettings
 
 __all__ = [

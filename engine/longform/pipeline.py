@@ -21,7 +21,7 @@ import logging
 import os
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -41,6 +41,13 @@ from engine.longform.chunking import (
     split_at_quiet,
 )
 from engine.longform.retry import RetryPolicy, Step, Verdict
+from engine.longform.runners import (
+    BatchRunner,
+    as_runner,
+    choose_batch_size,
+    free_memory_bytes,
+    runner_device,
+)
 from engine.longform.stitch import (
     ChunkResult,
     covered_until,
@@ -54,16 +61,12 @@ log = logging.getLogger(__name__)
 
 ProgressCallback = Callable[[int, int], None]
 
-# Greedy, short-context decoding: on tiny.en int8 it measured within ~0.5 WER point of
-# faster-whisper's beam-5 batched pipeline on the shared long-form reading, and below it on a
-# 20 min mix of the corpus, at about half its CPU time (bench/longform.py). Beam search mostly
-# re-ranks near-identical hypotheses here, and the encoder cost grows faster than linearly with
-# the window, so short windows and one hypothesis are where the time goes away.
+# Greedy, short-context decoding (first decodes text-only, see LongFormOptions): on tiny.en
+# int8 it measured at or below the WER of faster-whisper's beam-5 batched pipeline on the
+# shared long-form reading and on a 20 min mix of the corpus, at about a third of its CPU time
+# (bench/longform.py). Beam search mostly re-ranks near-identical hypotheses here, and short
+# windows cost the encoder only what they hold, so that is where the time goes away.
 DEFAULT_DECODE = DecodeOptions(beam_size=1, short_context=True, word_timestamps=True)
-
-
-class BatchRunner(Protocol):
-    def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]: ...
 
 
 class CancelToken(Protocol):
@@ -77,8 +80,11 @@ class LongFormOptions:
     Attributes:
       decode: options of every chunk's first decode (greedy and short-context by default).
       chunking: how VAD speech is cut and packed. 8-12 s chunks measured best with the
-        short-context encoder (its cost grows faster than linearly with the window; much shorter
-        chunks lose context and cost more decoder calls); bench/longform.py.
+        short-context encoder: 20-28 s chunks took 1.6x the CPU time on the 231 s reading (each
+        decoder step attends over the whole window), 6-10 s chunks lost 1 WER point there and
+        fell back to the padded window twice as often on the 20 min mix. Lower VAD thresholds
+        (0.35/0.15) win back part of the whispered and falsetto clips of the mix (WER 14.0 ->
+        12.7 %) but cost 8 % more CPU and 0.5 point on the reading; bench/longform.py.
       retry: hallucination thresholds and the retry ladder.
       continue_early_end: decode the tail of a chunk whose text stopped while speech went on.
       min_tail_speech_s: how much VAD speech the undecoded tail must hold to be continued.
@@ -136,69 +142,6 @@ class _Job:
     options: DecodeOptions
     continuations: int = 0
     timestamps: bool = True
-
-
-class TranscriberRunner:
-    """Adapts any `Transcriber` (one chunk per call) to the batch-runner interface, so the
-    pipeline also runs over the scripted fake or a remote backend; no batching gain there."""
-
-    def __init__(self, transcriber: Any) -> None:
-        self._transcriber = transcriber
-
-    def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]:
-        return [self._transcriber.transcribe(r.audio, r.options) for r in requests]
-
-
-def as_runner(backend: Any) -> BatchRunner:
-    """A batch runner for ``backend``: itself if it batches, a `Ct2WhisperRunner` over a
-    faster-whisper model (``FasterWhisperTranscriber``), else a one-by-one adapter."""
-    if hasattr(backend, "decode_batch"):
-        return backend  # type: ignore[no-any-return]
-    if hasattr(backend, "load"):
-        backend.load()  # idempotent on every backend; the CLI hands over an unloaded one
-    inner = getattr(backend, "runner", None)  # FastChunkTranscriber
-    if inner is not None and hasattr(inner, "decode_batch"):
-        return inner  # type: ignore[no-any-return]
-    model = getattr(backend, "model", None)
-    if model is not None and hasattr(model, "feature_extractor"):
-        from engine.asr.ct2_decoder import Ct2WhisperRunner
-
-        return Ct2WhisperRunner(model)
-    return TranscriberRunner(backend)
-
-
-def runner_device(runner: Any) -> str:
-    """"cuda" or "cpu": where the runner's CTranslate2 model lives (cpu when unknown)."""
-    device = getattr(runner, "device", "cpu")
-    return "cuda" if str(device).startswith("cuda") else "cpu"
-
-
-def choose_batch_size(device: str, cpu_count: int | None = None,
-                      free_memory_bytes: int | None = None) -> int:
-    """Chunks per decode call.
-
-    CPU: the runner encodes items one by one and batches only the decoder, whose int8 steps
-    are bound by reading the 20 MB vocabulary projection, so larger batches amortise it: on
-    the 2-core test machine 8 -> 16 -> 32 took the 231 s reading from 5.0-5.4 s to 4.3-4.5 s
-    to 4.1-4.3 s at the same WER. 16 keeps most of that gain with half the padding and the
-    latency to the first result of 32; 4 on a machine with little free memory. CUDA: large
-    batches keep the GPU fed; 16 per ~4 GiB free, capped at 32.
-    """
-    if device == "cuda":
-        if free_memory_bytes is None:
-            return 16
-        return max(1, min(32, 16 * int(free_memory_bytes // (4 << 30)) or 4))
-    cores = cpu_count or os.cpu_count() or 1
-    if free_memory_bytes is not None and free_memory_bytes < (1 << 30):
-        return 4
-    return 16 if cores <= 8 else 32
-
-
-def _free_memory_bytes() -> int | None:
-    try:
-        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-    except (ValueError, OSError, AttributeError):
-        return None
 
 
 class _Run:
@@ -353,7 +296,7 @@ def transcribe_long(
     runner = as_runner(runner_or_transcriber)
     total = int(len(audio))
     size = batch_size or choose_batch_size(runner_device(runner),
-                                           free_memory_bytes=_free_memory_bytes())
+                                           free_memory_bytes=free_memory_bytes())
     if size < 1:
         raise ValueError("batch_size must be >= 1")
     if progress is not None:
