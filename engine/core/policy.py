@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine.asr.base import Audio, DecodeOptions
-from engine.core.agreement import LocalAgreement, comparable, tokens
+from engine.core.agreement import LocalAgreement, tokens
+from engine.core.loops import prompt_echo, word_loop
 from engine.core.prompt import PromptOptions, PromptTracker
 from engine.core.quality import QualityThresholds, check_text
 from engine.core.segmenter import SegmentAudio, SegmentEnded, SegmentEvent, SegmentStarted
@@ -47,13 +48,6 @@ LOOP_FLAGS = frozenset({"compression", "repeats", "wpm_high", "word_loop", "prom
                         "early_end"})
 EARLY_END_S = 0.8  # the last word ending this long before the speech did: words were dropped
 PROMPT_CHARS_PER_S = 40  # about 10 tokens per second of audio
-ECHO_WORDS = 6  # a final repeating this many words of its prompt in a row is suspect
-# One word repeated back to back faster than anyone says it ("1 1 1 1 1 1", "three three" on
-# a 1 s chunk), while "words, words, words, words" over 4 s is speech: a run counts as a loop
-# when it has more than WORD_LOOP_PER_S words per second of audio, or >= WORD_LOOP_MAX at all.
-# A false alarm only costs a retry on the padded window, whose text is then kept.
-WORD_LOOP_PER_S = 1.5
-WORD_LOOP_MAX = 8
 MAX_BACKOFF = 8.0
 
 
@@ -317,7 +311,7 @@ class StreamingPolicy:
             return []  # the utterance ended meanwhile; its final supersedes this
         seconds = len(request.audio) / SAMPLE_RATE
         kept = [s for s in transcript.segments if not (
-            _flags(s, o.quality) | _word_loop(s.text, seconds)) & (LOOP_FLAGS | {"no_speech"})]
+            _flags(s, o.quality) | word_loop(s.text, seconds)) & (LOOP_FLAGS | {"no_speech"})]
         committed, tentative = utt.agreement.update(tokens(" ".join(s.text for s in kept)))
         return [PartialText(utterance_id=utt.id, committed=committed, tentative=tentative,
                             start=utt.start)]
@@ -354,8 +348,8 @@ class StreamingPolicy:
         o = self.options
         seconds = len(request.audio) / SAMPLE_RATE
         text = transcript.text
-        flags = set(check_text(text, seconds, thresholds=o.quality)) | _word_loop(text, seconds)
-        flags |= _prompt_echo(request.options.prompt, text)
+        flags = set(check_text(text, seconds, thresholds=o.quality)) | word_loop(text, seconds)
+        flags |= prompt_echo(request.options.prompt, text)
         kept = [s for s in transcript.segments if "no_speech" not in _flags(s, o.quality)
                 and not (utt.soft and s.no_speech_prob > o.soft_no_speech)]
         flags |= _early_end([w for s in kept for w in s.words], request, utt.speech_end)
@@ -402,27 +396,6 @@ class StreamingPolicy:
             self._backoff = max(1.0, self._backoff / 2)
 
 
-def _word_loop(text: str, seconds: float) -> set[str]:
-    """Loops the generic checks miss: one word repeated faster than anyone speaks, a phrase of
-    3+ words said twice back to back ("what are you what are you"), or 6+ words said twice."""
-    words = [comparable(w) for w in text.split()]
-    run = longest = 1
-    for previous, word in zip(words, words[1:], strict=False):
-        run = run + 1 if word and word == previous else 1
-        longest = max(longest, run)
-    if longest >= WORD_LOOP_MAX or (longest >= 2 and longest > WORD_LOOP_PER_S * seconds):
-        return {"word_loop"}
-    for n in range(3, len(words) // 2 + 1):
-        for i in range(len(words) - 2 * n + 1):
-            if words[i:i + n] == words[i + n:i + 2 * n]:
-                return {"word_loop"}
-    # A passage recited again further on (a long window's hallucination) repeats a 6-gram.
-    grams = [tuple(words[i:i + ECHO_WORDS]) for i in range(len(words) - ECHO_WORDS + 1)]
-    if len(set(grams)) < len(grams):
-        return {"word_loop"}
-    return set()
-
-
 def _early_end(words: list[Word], request: DecodeRequest, speech_end: int) -> set[str]:
     """A short window sometimes stops decoding before the audio does (the last words of the
     utterance are lost): the last word ends well before the VAD's end of speech."""
@@ -430,18 +403,6 @@ def _early_end(words: list[Word], request: DecodeRequest, speech_end: int) -> se
         return set()
     if speech_end - (request.start + words[-1].end) > EARLY_END_S * SAMPLE_RATE:
         return {"early_end"}
-    return set()
-
-
-def _prompt_echo(prompt: str | None, text: str) -> set[str]:
-    """Short windows sometimes make Whisper recite its prompt instead of the audio."""
-    if not prompt:
-        return set()
-    said = [comparable(w) for w in prompt.split()]
-    grams = {tuple(said[i:i + ECHO_WORDS]) for i in range(len(said) - ECHO_WORDS + 1)}
-    words = [comparable(w) for w in text.split()]
-    if any(tuple(words[i:i + ECHO_WORDS]) in grams for i in range(len(words) - ECHO_WORDS + 1)):
-        return {"prompt_echo"}
     return set()
 
 
