@@ -147,6 +147,14 @@ def test_silence_and_noise_give_no_words(fast_transcriber: Transcriber) -> None:
     rec = run(FileSource(audio=np.concatenate([silence, noise])), fast_transcriber)
     assert rec.text == ""
     assert all(not f.words for f in rec.of(FinalText))
+    # A mains hum switched on in a silent room is loud above the floor and Silero gives it a
+    # weak score: the segmenter's soft path opens an utterance, and the decoder must say no.
+    hum = 0.1 * np.sin(2 * np.pi * 120 * np.arange(5 * SAMPLE_RATE) / SAMPLE_RATE)
+    rec = run(FileSource(audio=np.concatenate([silence[:SAMPLE_RATE], hum]).astype(np.float32)),
+              fast_transcriber)
+    assert rec.of(SpeechStarted), "the hum no longer reaches the decoder: test the guard anew"
+    assert rec.text == ""
+    assert all(not f.words for f in rec.of(FinalText))
 
 
 def test_push_to_talk_keeps_the_preroll(manifest: list[ManifestEntry],
