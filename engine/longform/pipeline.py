@@ -6,10 +6,12 @@ the 2 CPU cores (or the GPU) stay busy with large matrix work rather than Python
 every result is judged (`engine.longform.retry`): accepted, re-decoded hotter, split, or given
 up on; follow-up jobs go to the front of the queue so progress keeps moving along the file.
 
-First decodes are text-only (no timestamp tokens: fewer tokens, cheaper steps, and on the
-shared reading more accurate). Whisper sometimes stops early on a chunk; a text-only decode cannot
-say where, so a chunk whose text is too short for the speech VAD heard in it is decoded again
-with timestamps. A timed decode that stops early (text ends while VAD still hears speech in the
+First decodes are text-only (no timestamp tokens: fewer tokens and cheaper steps; against timed
+first decodes, interleaved on the busy 2-core machine: 7-10 % less CPU, WER 5.4 vs 6.1 % on the
+231 s reading with fewer errors at chunk borders, but 14.0 vs 12.8 % on the 20 min mix, where
+spontaneous speech loops more often without timestamps). Whisper sometimes stops early on a
+chunk; a text-only decode cannot say where, so a chunk whose text is too short for the speech
+VAD heard in it is decoded again with timestamps. A timed decode that stops early (text ends while VAD still hears speech in the
 rest of the chunk) gets a *continuation* job for the undecoded tail, like Whisper's own seek
 loop; the border duplicates that may create are removed when stitching.
 """
