@@ -47,7 +47,7 @@ from engine.asr.faster_whisper_backend import FasterWhisperTranscriber  # noqa: 
 from engine.audio.decode import load_audio  # noqa: E402
 from engine.evaluation import english, read_manifest  # noqa: E402
 from engine.server.runner import CPU_ENCODE_FRAMES, RowChunkedEncoder  # noqa: E402
-from engine.server.scheduler import SchedulerOptions, split_by_length, trim_prompts  # noqa: E402
+from engine.server.scheduler import SchedulerOptions, split_by_length, without_prompts  # noqa: E402
 
 SR = 16_000
 # What "ms" means in the tables: process CPU time (default; other processes on a shared
@@ -121,7 +121,7 @@ def measure(runner: Ct2WhisperRunner, timed: TimedModel, requests: list[DecodeRe
     if mode == "scheduler":  # as one scheduler round: runs of similar length, in turn
         results = [r for group in split_by_length(
             [SimpleNamespace(request=q) for q in requests], MAX_PAD_RATIO)  # type: ignore[misc]
-            for r in runner.decode_batch(trim_prompts([g.request for g in group]))]
+            for r in runner.decode_batch(without_prompts([g.request for g in group]))]
     elif mode != "single":
         results = runner.decode_batch(requests)
     else:

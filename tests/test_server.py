@@ -446,17 +446,17 @@ def test_a_final_arriving_during_a_partial_round_goes_before_its_remaining_runs(
     assert runner.tags == [["p0"], ["short"], ["f1"], ["long"]]
 
 
-def test_prompts_of_a_batch_are_cut_to_a_common_word_count() -> None:
+def test_batched_requests_leave_their_prompts_out() -> None:
     from engine.asr.base import DecodeOptions
-    from engine.server.scheduler import trim_prompts
+    from engine.server.scheduler import without_prompts
 
     audio = np.zeros(1600, dtype=np.float32)
-    prompts = ("one two three four", "a b", None, "   ")
-    requests = [DecodeRequest(audio, DecodeOptions(prompt=x), tag=i) for i, x in enumerate(prompts)]
-    trimmed = trim_prompts(requests)
-    assert [r.options.prompt for r in trimmed] == ["three four", "a b", None, "   "]
-    assert [r.tag for r in trimmed] == [0, 1, 2, 3] and trimmed[0].audio is audio
-    assert trim_prompts(requests[1:]) == requests[1:]  # one prompt: nothing to align
+    requests = [DecodeRequest(audio, DecodeOptions(prompt=x, beam_size=5), tag=i)
+                for i, x in enumerate(("one two three four", None))]
+    batched = without_prompts(requests)
+    assert [r.options.prompt for r in batched] == [None, None]
+    assert [r.tag for r in batched] == [0, 1] and batched[0].audio is audio
+    assert batched[0].options.beam_size == 5 and batched[1] is requests[1]
 
 
 def test_batches_are_split_into_runs_of_similar_length() -> None:
