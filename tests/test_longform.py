@@ -309,6 +309,19 @@ def test_pipeline_runs_over_any_transcriber_with_the_scripted_fake(shared_audio)
     assert transcript.segments[-1].end <= len(audio)
 
 
+def test_a_text_only_decode_that_repeats_a_phrase_is_decoded_again_timed(shared_audio):
+    # The scripted fake stands in for a text-only decode that said a phrase twice (the real
+    # model does so on some spontaneous speech, not on demand); the timed re-decode is kept.
+    audio = load_audio(shared_audio / "jfk-inaugural-1961-excerpt.wav")
+    looped = ("and so my fellow americans ask not what your country can do for you "
+              "ask not what your country can do for you ask what you can do for your country")
+    fake = ScriptedTranscriber([looped, "And so my fellow Americans, ask not what your country "
+                                        "can do for you, ask what you can do for your country."])
+    transcript = transcribe_long(audio, fake, LongFormOptions())
+    assert transcript.extra["repeats_redecoded"] == 1 and len(fake.calls) == 2
+    assert transcript.text.count("ask not") == 1
+
+
 def test_silent_or_empty_audio_decodes_nothing():
     fake = ScriptedTranscriber(["Thank you."])
     calls: list[tuple[int, int]] = []

@@ -8,10 +8,11 @@ up on; follow-up jobs go to the front of the queue so progress keeps moving alon
 
 First decodes are text-only (no timestamp tokens: fewer tokens and cheaper steps; against timed
 first decodes, interleaved on the busy 2-core machine: 7-10 % less CPU, WER 5.4 vs 6.1 % on the
-231 s reading with fewer errors at chunk borders, but 14.0 vs 12.8 % on the 20 min mix, where
-spontaneous speech loops more often without timestamps). Whisper sometimes stops early on a
-chunk; a text-only decode cannot say where, so a chunk whose text is too short for the speech
-VAD heard in it is decoded again with timestamps. A timed decode that stops early (text ends while VAD still hears speech in the
+231 s reading with fewer errors at chunk borders, 12.9 vs 12.8 % on the 20 min mix). Two
+weaknesses of text-only decoding are sent back for a timed decode: a chunk whose text is too
+short for the speech VAD heard in it (Whisper stopped early, and a text-only decode cannot say
+where), and text that says a phrase twice back to back (spontaneous speech loops more often
+without timestamps; without this check the mix scored 14.0 %). A timed decode that stops early (text ends while VAD still hears speech in the
 rest of the chunk) gets a *continuation* job for the undecoded tail, like Whisper's own seek
 loop; the border duplicates that may create are removed when stitching.
 """
@@ -31,7 +32,7 @@ import numpy as np
 
 from engine.asr.base import Audio, DecodeOptions
 from engine.asr.ct2_decoder import DecodeRequest
-from engine.core.quality import words_of
+from engine.core.quality import max_ngram_repeats, words_of
 from engine.longform import retry
 from engine.longform.chunking import (
     VAD_WINDOW,
@@ -62,6 +63,7 @@ from engine.types import SAMPLE_RATE, Transcript
 log = logging.getLogger(__name__)
 
 ProgressCallback = Callable[[int, int], None]
+PHRASE_SIZES = tuple(range(4, 13))  # phrases (in words) whose back-to-back repeat sends a chunk to timed
 
 # Greedy, short-context decoding (first decodes text-only, see LongFormOptions): on tiny.en
 # int8 it measured at or below the WER of faster-whisper's beam-5 batched pipeline on the
@@ -163,15 +165,23 @@ class _Run:
         return float(np.count_nonzero(window >= self.options.chunking.threshold)) * (
             VAD_WINDOW / SAMPLE_RATE)
 
-    def too_sparse(self, job: _Job, transcript: Transcript) -> bool:
-        """Did a text-only decode leave out speech? Its words are too few for the VAD speech
-        of its chunk (Whisper stopped early; a timed decode can be continued)."""
+    def timed_redecode_reason(self, job: _Job, transcript: Transcript) -> str | None:
+        """Why a text-only decode should be decoded again with timestamps, or None.
+
+        "sparse": its words are too few for the VAD speech of its chunk (Whisper stopped early;
+        a timed decode can be continued). "repeats": a phrase of 4+ words said twice back to
+        back, which text-only decodes of spontaneous speech produce more often than timed ones
+        (and which passes the looser loop checks).
+        """
         if job.timestamps:
-            return False
+            return None
+        if max_ngram_repeats(transcript.text, PHRASE_SIZES) >= 2:
+            return "repeats"
         speech = self.speech_seconds(job.chunk)
         if speech < self.options.min_sparse_check_s:
-            return False
-        return len(words_of(transcript.text)) < self.options.min_words_per_speech_s * speech
+            return None
+        words = len(words_of(transcript.text))
+        return "sparse" if words < self.options.min_words_per_speech_s * speech else None
 
     def max_prob(self, chunk: Chunk) -> float:
         window = self.probs[chunk.start // VAD_WINDOW: -(-chunk.end // VAD_WINDOW)]
@@ -211,8 +221,9 @@ class _Run:
                                      "flags": list(flags)})
             self.results.append(ChunkResult(job.chunk, transcript, () if dropped else flags))
             return []
-        if self.too_sparse(job, transcript):
-            self.counts["sparse_redecoded"] += 1
+        reason = self.timed_redecode_reason(job, transcript)
+        if reason is not None:
+            self.counts[f"{reason}_redecoded"] += 1
             return [dataclasses.replace(job, timestamps=True)]
         transcript, follow_ups = self.continuation(job, transcript)
         self.results.append(ChunkResult(job.chunk, transcript))
