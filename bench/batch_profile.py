@@ -12,9 +12,9 @@ Scenarios (N = 8 by default, real English speech from the manifest):
 - ``mixed``: half partials, half finals (what one gather window holds under load);
 - ``finals_overload``: 16 whole utterances (<= 12 s) as finals with prompts: the work of an
   overloaded server, whose policies have backed partials off.
-Modes: ``single`` (N calls), ``batched`` (one call), ``chunked`` (one call whose encoder runs
-in row chunks of at most ``--encode-frames`` frames, `RowChunkedEncoder`), ``scheduler`` (as
-the server's round: runs of similar length, `split_by_length`, each one chunked call).
+Modes: ``single`` (N calls), ``batched`` (one call; on a CPU its items are still encoded one
+by one, see `engine.asr.ct2_passes.EncodedBatch`), ``scheduler`` (as the server's round: runs
+of similar length, `split_by_length`, each one call, without prompts).
 Batched and single runs are interleaved in every repeat, so load from other processes hits
 both alike; medians are reported, in milliseconds of process CPU time by default (``--clock
 wall`` for wall time): on a shared machine the wall clock mostly measures the neighbours.
@@ -46,15 +46,14 @@ from engine.asr.ct2_decoder import Ct2WhisperRunner, DecodeRequest  # noqa: E402
 from engine.asr.faster_whisper_backend import FasterWhisperTranscriber  # noqa: E402
 from engine.audio.decode import load_audio  # noqa: E402
 from engine.evaluation import english, read_manifest  # noqa: E402
-from engine.server.runner import CPU_ENCODE_FRAMES, RowChunkedEncoder  # noqa: E402
 from engine.server.scheduler import SchedulerOptions, split_by_length, without_prompts  # noqa: E402
 
 SR = 16_000
 # What "ms" means in the tables: process CPU time (default; other processes on a shared
 # machine slow the wall clock far more than they change the work done) or wall time.
 CLOCK: list[Any] = [time.process_time]
-# N calls; one call; one call, encoder row-chunked; the server's way (split by length, chunked)
-MODES = ("single", "batched", "chunked", "scheduler")
+# N calls; one call; the server's way (split by length, no prompts)
+MODES = ("single", "batched", "scheduler")
 MAX_PAD_RATIO = SchedulerOptions().max_pad_ratio
 PARTIAL = DecodeOptions(language="en", word_timestamps=False, beam_size=1, temperatures=(0.0,),
                         short_context=True)
@@ -68,11 +67,10 @@ class TimedModel:
 
     def __init__(self, model: Any) -> None:
         self._model = model
-        self.target = model  # the model, or the same model behind a RowChunkedEncoder
         self.seconds: dict[str, float] = defaultdict(float)
 
     def __getattr__(self, name: str) -> Any:
-        attr = getattr(self.target, name)
+        attr = getattr(self._model, name)
         if name not in ("encode", "generate", "align", "detect_language"):
             return attr
 
@@ -113,10 +111,8 @@ def scenarios(clips: list[np.ndarray], whole: list[tuple[np.ndarray, str]], n: i
 
 
 def measure(runner: Ct2WhisperRunner, timed: TimedModel, requests: list[DecodeRequest],
-            mode: str, encode_frames: int) -> dict[str, float]:
+            mode: str) -> dict[str, float]:
     timed.seconds.clear()
-    timed.target = (RowChunkedEncoder(timed._model, encode_frames)
-                    if mode in ("chunked", "scheduler") else timed._model)
     started = CLOCK[0]()
     if mode == "scheduler":  # as one scheduler round: runs of similar length, in turn
         results = [r for group in split_by_length(
@@ -185,8 +181,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--model", default="tiny.en")
     parser.add_argument("--threads", type=int, default=0, help="CTranslate2 intra threads")
-    parser.add_argument("--encode-frames", type=int, default=CPU_ENCODE_FRAMES,
-                        help="row-chunk size of the 'chunked' mode's encoder calls, in frames")
     parser.add_argument("--only", help="comma-separated scenario names")
     parser.add_argument("--clock", choices=("cpu", "wall"), default="cpu")
     parser.add_argument("--modes", default=",".join(MODES), help="single first, then others")
@@ -210,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         runs: dict[str, list[dict[str, float]]] = {m: [] for m in modes}
         for _ in range(args.repeats):
             for mode in modes:
-                runs[mode].append(measure(runner, timed, requests, mode, args.encode_frames))
+                runs[mode].append(measure(runner, timed, requests, mode))
         results[name] = {mode: {k: round(statistics.median(r[k] for r in rs)
                                          * (1 if k == "padded" else 1000), 1)
                                 for k in rs[0]} for mode, rs in runs.items()}

@@ -60,7 +60,6 @@ log = logging.getLogger("bench.server")
 SYSTEMS = ("ours_batched", "ours_unbatched", "whisperlive")
 # Extra `sottovoce serve` flags per system; ablations can be asked for with --systems.
 OURS = {"ours_batched": [], "ours_unbatched": ["--no-batching"],
-        "ours_batched_wide": ["--encode-frames", "0"],  # one encoder call per batch
         "ours_batched_nosplit": ["--max-pad-ratio", "100"],  # no length bucketing
         "ours_batched_pad13": ["--max-pad-ratio", "1.3"],  # tighter length bucketing
         "ours_batched_pad25": ["--max-pad-ratio", "2.5"]}

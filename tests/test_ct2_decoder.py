@@ -107,6 +107,19 @@ def test_log_mel_matches_faster_whispers_features(tiny_transcriber, shared_audio
         assert float(np.abs(got - expected).max()) < 1e-5
 
 
+def test_cpu_batch_encoded_item_by_item_equals_one_batched_encode(tiny_transcriber):
+    import ctranslate2
+
+    from engine.asr.ct2_passes import EncodedBatch
+
+    model = tiny_transcriber.model.model  # the CTranslate2 Whisper model, on the CPU here
+    features = np.random.default_rng(3).standard_normal((3, 80, 400)).astype(np.float32)
+    whole = np.asarray(model.encode(ctranslate2.StorageView.from_array(features)))
+    stacked = EncodedBatch(model, features)
+    assert np.allclose(np.asarray(stacked.output), whole, atol=1e-4)
+    assert np.allclose(np.asarray(stacked.subset([2, 0])), whole[[2, 0]], atol=1e-4)
+
+
 def test_per_item_prompts_are_honoured_in_one_batch(runner, shared_audio):
     audio = clip(shared_audio, "speechrecognition-english-one-two-three.wav")
     spelled = "Counting aloud: one, two, three, four, five."

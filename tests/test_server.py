@@ -478,20 +478,6 @@ def test_batches_are_split_into_runs_of_similar_length() -> None:
         loop.close()
 
 
-def test_row_chunked_encoder_gives_the_same_encoder_output(runner: Ct2Runner) -> None:
-    import ctranslate2
-
-    from engine.server.runner import RowChunkedEncoder
-
-    model = runner._backend.model.model  # the CTranslate2 Whisper model of the shared fixture
-    features = np.random.default_rng(3).standard_normal((3, 80, 400)).astype(np.float32)
-    whole = np.asarray(model.encode(ctranslate2.StorageView.from_array(features)))
-    chunked = RowChunkedEncoder(model, max_frames=800)  # 2 rows per call: calls of 2 and 1
-    parts = np.asarray(chunked.encode(ctranslate2.StorageView.from_array(features)))
-    assert parts.shape == whole.shape and np.allclose(parts, whole, atol=1e-4)
-    assert chunked.is_multilingual == model.is_multilingual  # everything else is delegated
-
-
 def test_tensorrt_runner_says_what_it_needs(tmp_path: Path) -> None:
     pytest.importorskip("engine.server.runner")
     trt = TensorRTLLMRunner(tmp_path / "whisper-engine")

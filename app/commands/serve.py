@@ -2,7 +2,7 @@
 
     sottovoce serve [--host 127.0.0.1] [--port 8765] [--model M] [--device auto|cpu|cuda]
                     [--max-sessions N] [--tls-cert FILE --tls-key FILE] [--api-key-env VAR]
-                    [--no-batching] [--max-pad-ratio R] [--encode-frames F]
+                    [--no-batching] [--max-pad-ratio R]
 
 The API key is read from the environment variable named by ``--api-key-env`` (never from the
 command line, where other users could see it in the process list). Binding anything but
@@ -42,16 +42,13 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--max-pad-ratio", type=float, default=1.6, metavar="R",
                         help="split a batch into runs whose padded audio is within R x the "
                              "real audio (raise it on a GPU)")
-    parser.add_argument("--encode-frames", type=int, default=None, metavar="F",
-                        help="CPU: most mel frames per encoder call, a batch is encoded in "
-                             "row chunks (0 = one call; default 1000)")
     parser.add_argument("--idle-timeout", type=float, default=30.0, metavar="S")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from engine.errors import EngineError
-    from engine.server.runner import CPU_ENCODE_FRAMES, Ct2Runner
+    from engine.server.runner import Ct2Runner
     from engine.server.scheduler import SchedulerOptions
     from engine.server.server import ServerOptions, TranscriptionServer
 
@@ -62,10 +59,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"error: environment variable {args.api_key_env} is empty or unset",
                   file=sys.stderr)
             return 2
-    frames = CPU_ENCODE_FRAMES if args.encode_frames is None else args.encode_frames
     try:
-        if frames < 0:
-            raise ValueError("--encode-frames must be >= 0")
         options = ServerOptions(
             host=args.host, port=args.port, max_sessions=args.max_sessions, api_key=api_key,
             tls_cert=args.tls_cert, tls_key=args.tls_key, idle_timeout_s=args.idle_timeout,
@@ -76,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    runner = Ct2Runner(args.model, device=args.device, encode_frames=frames)
+    runner = Ct2Runner(args.model, device=args.device)
     try:
         runner.load()
     except EngineError as exc:

@@ -28,10 +28,7 @@ from engine.types import SAMPLE_RATE, Segment, Transcript
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Runner", "Ct2Runner", "TensorRTLLMRunner", "DecodeRequest", "RowChunkedEncoder"]
-
-# Most mel frames (10 ms each) one CPU encoder call gets; 0 = no limit. See RowChunkedEncoder.
-CPU_ENCODE_FRAMES = 1000
+__all__ = ["Runner", "Ct2Runner", "TensorRTLLMRunner", "DecodeRequest"]
 
 
 class Runner(Protocol):
@@ -49,25 +46,22 @@ class Ct2Runner:
     """`Runner` over a faster-whisper model: loads it, then batches with `Ct2WhisperRunner`."""
 
     def __init__(self, model: str | None = None, *, device: str = "auto",
-                 compute_type: str = "auto", cpu_threads: int = 0,
-                 encode_frames: int = CPU_ENCODE_FRAMES) -> None:
+                 compute_type: str = "auto", cpu_threads: int = 0) -> None:
         from engine.asr.faster_whisper_backend import FasterWhisperTranscriber
 
         self._backend = FasterWhisperTranscriber(model, device=device, compute_type=compute_type,
                                                  cpu_threads=cpu_threads)
-        if encode_frames < 0:
-            raise ValueError("encode_frames must be >= 0")
         self._batcher: Any = None
-        self._encode_frames = encode_frames
 
     @classmethod
-    def from_loaded(cls, backend: Any, *, encode_frames: int = 0) -> Ct2Runner:
-        """Share an already loaded `FasterWhisperTranscriber` (tests, the desktop app); its
-        model is left as it is unless ``encode_frames`` is set (see `RowChunkedEncoder`)."""
+    def from_loaded(cls, backend: Any) -> Ct2Runner:
+        """Share an already loaded `FasterWhisperTranscriber` (tests, the desktop app).
+
+        On a CPU the decoder encodes a batch's items one by one and batches only the decoder
+        steps (`engine.asr.ct2_passes.EncodedBatch` says why), so nothing here needs tuning."""
         runner = cls.__new__(cls)
         runner._backend = backend
         runner._batcher = None
-        runner._encode_frames = encode_frames
         return runner
 
     @property
@@ -79,11 +73,7 @@ class Ct2Runner:
         from engine.asr.ct2_decoder import Ct2WhisperRunner
 
         self._backend.load()
-        model = self._backend.model
-        if self._encode_frames and not isinstance(model.model, RowChunkedEncoder) \
-                and str(model.model.device).startswith("cpu"):
-            model.model = RowChunkedEncoder(model.model, self._encode_frames)
-        self._batcher = Ct2WhisperRunner(model)
+        self._batcher = Ct2WhisperRunner(self._backend.model)
 
     def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]:
         if self._batcher is None:
@@ -185,35 +175,3 @@ class TensorRTLLMRunner:
 
 def audio_seconds(requests: Sequence[DecodeRequest]) -> float:
     return sum(len(r.audio) for r in requests) / SAMPLE_RATE
-
-
-class RowChunkedEncoder:
-    """The CTranslate2 Whisper model with an ``encode`` that runs a big batch as several
-    smaller ones (at most ``max_frames`` mel frames in all per call) and stacks the outputs.
-
-    Why: on a CPU the encoder does not batch. Measured on the 2-core test machine (tiny.en
-    int8): 8 x 1000 frames take 440 ms as eight calls and 717 ms as one; 4 x 1000, 222 vs
-    467 ms (the activations of a big batch no longer fit the caches). The decoder does batch
-    (greedy ~2x, beam 5 ~2x at 8 items), and it only needs the stacked encoder output, so a
-    batch keeps that gain without paying for a wide encode. Everything else is delegated.
-    """
-
-    def __init__(self, model: Any, max_frames: int) -> None:
-        self._model = model
-        self._max_frames = max_frames
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._model, name)
-
-    def encode(self, features: Any, *args: Any, **kwargs: Any) -> Any:
-        import ctranslate2
-
-        array = np.asarray(features)
-        rows_per_call = max(1, self._max_frames // max(1, array.shape[2]))
-        if array.shape[0] <= rows_per_call:
-            return self._model.encode(features, *args, **kwargs)
-        parts = [np.asarray(self._model.encode(
-            ctranslate2.StorageView.from_array(np.ascontiguousarray(array[i:i + rows_per_call])),
-            *args, **kwargs)) for i in range(0, array.shape[0], rows_per_call)]
-        # from_array shares the memory and keeps the array alive for the StorageView's life.
-        return ctranslate2.StorageView.from_array(np.ascontiguousarray(np.concatenate(parts)))
