@@ -43,9 +43,11 @@ TranscriberFactory = Callable[[str, str], Any]  # (model, device) -> an unloaded
 
 
 def local_transcriber(model: str, device: str) -> Any:
-    from engine.live import local_transcriber as make
+    """The import's backend: loaded as the long-form pipeline wants it (two decode streams on
+    the CPU, see `engine.longform.long_form_backend`)."""
+    from engine.longform import long_form_backend
 
-    return make(model, device=device)
+    return long_form_backend(model, device=device)
 
 
 class ImportFlow(QObject):

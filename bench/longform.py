@@ -4,13 +4,19 @@
 
 For every English ``long`` file of the manifest, plus a >= 20 min concatenation of all the
 manifest's English audio with real-length pauses (and a few long silences), the three systems
-decode the same audio with the same loaded model, interleaved, ``--repeats`` times:
+decode the same audio with the same model weights, interleaved, ``--repeats`` times:
 
 - ``ours``: `engine.longform.transcribe_long` with its defaults (VAD chunks, greedy, text-only first,
-  batched CTranslate2 decoding, hallucination retries); word timings only with
+  batched CTranslate2 decoding on two decode streams, hallucination retries), over the model as
+  ``sottovoce transcribe`` loads it (`engine.longform.long_form_backend`: on the CPU two
+  replicas of cores // 2 threads, sharing the weights); word timings only with
   ``--ours-word-timestamps``, since neither peer computes them by default;
 - ``faster_whisper_default``: ``WhisperModel.transcribe(audio)`` with its defaults;
 - ``faster_whisper_batched``: ``BatchedInferencePipeline(model).transcribe(audio, batch_size=8)``.
+
+The peers share one model loaded as faster-whisper loads it by default (one replica, all cores
+as CTranslate2 threads): that is what they are built for, since both decode one batch at a time
+(one thread per core measured 1.3-1.5x slower for the batched pipeline on 2 cores).
 
 RTF is decode wall time / audio time (median and p95 over repeats), also reported as process CPU
 time / audio time, which stays meaningful when other work shares the cores. WER is after Whisper's
@@ -85,7 +91,8 @@ def build_concatenation(entries: list[ManifestEntry], minutes: float, seed: int 
 
 def make_systems(model: Any, transcriber: Any, word_timestamps: bool,
                  ours_extra: dict[int, dict[str, Any]]) -> dict[str, Callable[[np.ndarray], str]]:
-    """The three systems; ``ours_extra`` gets our pipeline's counters per audio length."""
+    """The three systems: the peers over ``model`` (a faster-whisper ``WhisperModel``), ours
+    over ``transcriber``; ``ours_extra`` gets our pipeline's counters per audio length."""
     import dataclasses
 
     from faster_whisper import BatchedInferencePipeline
@@ -237,17 +244,21 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("faster_whisper").setLevel(logging.WARNING)
 
     from engine.asr.faster_whisper_backend import FasterWhisperTranscriber
+    from engine.longform import long_form_backend
 
-    transcriber = FasterWhisperTranscriber(args.model, device=args.device,
-                                           compute_type=args.compute_type)
+    transcriber = long_form_backend(args.model, device=args.device,
+                                    compute_type=args.compute_type)
     transcriber.load()
+    peer = FasterWhisperTranscriber(args.model, device=args.device,
+                                    compute_type=args.compute_type)
+    peer.load()
     entries = read_manifest(args.manifest)
     english = [e for e in entries if e.language == "en"]
     items = [Item(e.path.name, load_audio(e.path), e.text) for e in english if e.kind == "long"]
     if args.concat_minutes > 0:
         items.append(build_concatenation(english, args.concat_minutes))
     ours_extra: dict[int, dict[str, Any]] = {}
-    systems = make_systems(transcriber.model, transcriber, args.ours_word_timestamps, ours_extra)
+    systems = make_systems(peer.model, transcriber, args.ours_word_timestamps, ours_extra)
     load_at_start = os.getloadavg()
     systems["ours"](items[0].audio[: 30 * SAMPLE_RATE])  # warm-up: VAD session, CT2 kernels
     runs = measure(items, systems, args.repeats)
@@ -258,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
     summary["setup"] = {
         "model": info.name, "device": info.device, "compute_type": info.compute_type,
         "repeats": args.repeats, "ours_word_timestamps": args.ours_word_timestamps,
+        "ours_streams_x_threads": list(transcriber.layout),
+        "peers_streams_x_threads": list(peer.layout),
         "cpu_count": os.cpu_count(), "machine": platform.machine(),
         "load_average_at_start": load_at_start, "load_average_at_end": os.getloadavg(),
     }

@@ -35,6 +35,7 @@ from app.commands.transcribe import (  # noqa: E402
     decode_options,
     long_form_entry,
     make_decoder,
+    make_transcriber,
 )
 from engine.asr.faster_whisper_backend import FasterWhisperTranscriber  # noqa: E402
 from engine.audio.decode import load_audio  # noqa: E402
@@ -50,7 +51,7 @@ Pass = Callable[[Path], str]
 
 def ours_pass(model: str, device: str, compute_type: str,
               engine: str) -> tuple[Pass, FasterWhisperTranscriber, float]:
-    transcriber = FasterWhisperTranscriber(model, device=device, compute_type=compute_type)
+    transcriber = make_transcriber(model, device, compute_type, engine)
     started = time.perf_counter()
     transcriber.load()
     load_s = time.perf_counter() - started

@@ -38,6 +38,7 @@ from engine.longform.chunking import (
     speech_probabilities,
     split_at_quiet,
 )
+from engine.longform.pipeline import _Job, _next_wave
 from engine.longform.retry import RetryPolicy, Step, Verdict, chunk_flags, give_up, verdict
 from engine.longform.stitch import (
     ChunkResult,
@@ -502,6 +503,117 @@ def test_cli_argument_order_and_plain_decode_options_are_accepted(shared_audio, 
     transcript = transcribe_long(tiny_transcriber, audio, options)
     assert "fellow americans" in transcript.text.lower()
     assert transcript.duration == len(audio)
+
+
+def test_a_wave_gives_each_stream_a_batch_and_shares_a_short_queue_evenly():
+    from collections import deque
+
+    def jobs(n: int) -> deque[_Job]:
+        return deque(_Job(Chunk(i * SR, i * SR + SR), Step.FIRST, DecodeOptions())
+                     for i in range(n))
+
+    full = _next_wave(jobs(40), size=16, streams=2, lookahead=3)
+    assert [len(b) for b in full] == [16, 16]
+    assert full[0][0].chunk.start == 0 and full[1][0].chunk.start > 0  # oldest first
+    assert [len(b) for b in _next_wave(jobs(5), size=16, streams=2, lookahead=3)] == [3, 2]
+    assert [len(b) for b in _next_wave(jobs(1), size=16, streams=2, lookahead=3)] == [1]
+    one = _next_wave(jobs(40), size=16, streams=1, lookahead=3)
+    assert [len(b) for b in one] == [16]
+
+
+class _MeetingRunner:
+    """Wraps a real two-stream runner; the first two calls must meet at a barrier before they
+    decode, which only happens when the pipeline has both in flight at once."""
+
+    def __init__(self, inner: Ct2WhisperRunner) -> None:
+        self.inner = inner
+        self.barrier = threading.Barrier(2, timeout=60)
+        self.calls = 0
+        self.threads: set[int] = set()
+        self._lock = threading.Lock()
+
+    @property
+    def streams(self) -> int:
+        return self.inner.streams
+
+    def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]:
+        with self._lock:
+            self.calls += 1
+            first_two = self.calls <= 2
+            self.threads.add(threading.get_ident())
+        if first_two:
+            self.barrier.wait()  # BrokenBarrierError after 60 s if calls were serialised
+        return self.inner.decode_batch(requests)
+
+
+@pytest.fixture(scope="module")
+def two_streams() -> Ct2WhisperRunner:
+    from engine.longform import long_form_backend
+
+    backend = long_form_backend("tiny.en", device="cpu")
+    backend.load()
+    return Ct2WhisperRunner(backend.model)
+
+
+@pytest.mark.model
+def test_two_decode_streams_run_batches_at_once_deterministically(long_file, two_streams,
+                                                                   result):
+    if two_streams.streams < 2:
+        pytest.skip("a single-core machine gets one decode stream")
+    meeting = _MeetingRunner(two_streams)
+    transcript = transcribe_long(long_file.audio, meeting, batch_size=2)
+    assert transcript.extra["streams"] == 2
+    assert meeting.calls >= 3 and len(meeting.threads) == 2
+    # In file order and as accurate as one stream; judged in batch order, so a second run (other
+    # thread timings) gives the very same text.
+    text = transcript.text.lower()
+    order = [text.find(k) for k in ("sorrow", "fellow americans", "reader", "apostle", "greasy")]
+    assert -1 not in order and order == sorted(order)
+    assert error_rate([long_file.reference], [transcript.text]) < 0.2, transcript.text
+    one_stream, _ = result
+    assert error_rate([one_stream.text], [transcript.text]) < 0.1
+    again = transcribe_long(long_file.audio, two_streams, batch_size=2)
+    assert again.text == transcript.text
+    starts = [s.start for s in transcript.segments]
+    assert starts == sorted(starts)
+
+
+class _FailingRunner:
+    """A real two-stream runner whose second call fails (a stand-in for a decode error)."""
+
+    def __init__(self, inner: Ct2WhisperRunner) -> None:
+        self.inner = inner
+        self.calls = 0
+        self.active = 0
+        self.after_error: list[int] = []
+        self._lock = threading.Lock()
+
+    @property
+    def streams(self) -> int:
+        return 2
+
+    def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]:
+        with self._lock:
+            self.calls += 1
+            number = self.calls
+            self.active += 1
+        try:
+            if number == 2:
+                raise EngineError("planted decode failure")
+            return self.inner.decode_batch(requests)
+        finally:
+            with self._lock:
+                self.active -= 1
+
+
+@pytest.mark.model
+def test_a_failing_stream_stops_the_run_with_its_error_and_nothing_left_running(
+        long_file, two_streams):
+    failing = _FailingRunner(two_streams)
+    with pytest.raises(EngineError, match="planted"):
+        transcribe_long(long_file.audio, failing, batch_size=2)
+    assert failing.active == 0  # the other stream's decode had finished before the error left
+    assert failing.calls == 2  # and no new wave was started
 
 
 @pytest.mark.model

@@ -76,11 +76,8 @@ def run(args: argparse.Namespace) -> int:
         return _usage_error(str(exc))
     if args.output_dir is not None and args.output_dir.exists() and not args.output_dir.is_dir():
         return _usage_error(f"-o {args.output_dir}: exists and is not a directory")
-    from engine.asr.faster_whisper_backend import FasterWhisperTranscriber
-
     model = getattr(args, "model", None) or DEFAULT_MODEL
-    transcriber = FasterWhisperTranscriber(model, device=args.device,
-                                           compute_type=args.compute_type)
+    transcriber = make_transcriber(model, args.device, args.compute_type, args.engine)
     try:
         decoder = make_decoder(args.engine, transcriber)
     except ValueError as exc:
@@ -102,6 +99,19 @@ def decode_options(language: str | None, beam_size: int, fmt: str) -> DecodeOpti
     (subtitle cue borders, JSON words): they cost an extra alignment pass."""
     return DecodeOptions(language=(language or "").strip().lower() or None, beam_size=beam_size,
                          word_timestamps=fmt != "txt")
+
+
+def make_transcriber(model: str, device: str, compute_type: str, engine: str) -> Any:
+    """The backend (not loaded yet). With the long-form pipeline in play, loaded as it wants
+    it (`engine.longform.long_form_backend`: two decode streams on the CPU); faster-whisper's
+    own loop for short files then runs on one of them, as fast as on all cores here."""
+    from engine.asr.faster_whisper_backend import FasterWhisperTranscriber
+
+    if engine != "sequential" and long_form_entry() is not None:
+        from engine.longform import long_form_backend
+
+        return long_form_backend(model, device=device, compute_type=compute_type)
+    return FasterWhisperTranscriber(model, device=device, compute_type=compute_type)
 
 
 def make_decoder(engine: str, transcriber: Transcriber) -> Decoder:

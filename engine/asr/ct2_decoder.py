@@ -124,6 +124,12 @@ class Ct2WhisperRunner:
         return "cuda" if str(self._whisper.model.device).startswith("cuda") else "cpu"
 
     @property
+    def streams(self) -> int:
+        """How many ``decode_batch`` calls can run at the same time: the CTranslate2 model's
+        replicas (``FasterWhisperTranscriber(streams=...)``); further calls wait for one."""
+        return max(1, int(getattr(self._whisper.model, "num_workers", 1)))
+
+    @property
     def multilingual(self) -> bool:
         return bool(self._whisper.model.is_multilingual)
 

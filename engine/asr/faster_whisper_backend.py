@@ -23,8 +23,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def default_cpu_threads() -> int:
-    return max(1, os.cpu_count() or 1)
+def default_cpu_threads(streams: int = 1) -> int:
+    """CTranslate2 threads per replica: the cores shared out among ``streams`` replicas."""
+    return max(1, (os.cpu_count() or 1) // max(1, streams))
 
 
 class FasterWhisperTranscriber:
@@ -32,6 +33,12 @@ class FasterWhisperTranscriber:
 
     ``model`` (the WhisperModel) is exposed after `load()` so the fast chunk decoder and the
     batched long-form pipeline can share the same CTranslate2 weights instead of loading twice.
+
+    ``streams``: how many decode calls may run at the same time on the CPU. CTranslate2 keeps
+    that many replicas of the model (sharing one copy of the weights: same RSS) and splits the
+    cores between them (``cpu_threads`` each, by default cores // streams). The long-form
+    pipeline keeps every replica busy with a batch of its own (`engine.longform`); one call
+    alone runs on one replica. On CUDA there is always one replica.
     """
 
     def __init__(
@@ -41,13 +48,17 @@ class FasterWhisperTranscriber:
         device: str = "auto",
         compute_type: str = "auto",
         cpu_threads: int = 0,
-        num_workers: int = 1,
+        streams: int = 1,
     ) -> None:
+        if streams < 1 or cpu_threads < 0:
+            raise ValueError("streams must be >= 1 and cpu_threads >= 0")
         self._model_arg = model
         self._device_arg = device
         self._compute_arg = compute_type
-        self._cpu_threads = cpu_threads or default_cpu_threads()
-        self._num_workers = num_workers
+        self._cpu_threads = cpu_threads
+        self._streams = streams
+        # (replicas, CTranslate2 threads each): as asked until load() resolves it (0: default).
+        self.layout = (streams, cpu_threads)
         self._model: WhisperModel | None = None
         self._spec: ModelSpec | None = None
         self._device: DeviceChoice | None = None
@@ -78,18 +89,21 @@ class FasterWhisperTranscriber:
         spec = self._model_arg if isinstance(self._model_arg, ModelSpec) else resolve_model(
             self._model_arg)
         device = choose_device(self._device_arg, self._compute_arg)
+        streams = self._streams if device.device == "cpu" else 1
+        threads = self._cpu_threads or default_cpu_threads(streams)
         try:
             self._model = WhisperModel(
                 spec.load_arg, device=device.device, compute_type=device.compute_type,
-                cpu_threads=self._cpu_threads, num_workers=self._num_workers,
+                cpu_threads=threads, num_workers=streams,
                 local_files_only=spec.path is not None,
             )
         except (RuntimeError, ValueError, OSError) as exc:
             raise EngineError(f"could not load model {spec.name} on {device.device}: {exc}") from exc
         self._spec, self._device = spec, device
+        self.layout = (streams, threads)
         self.load_seconds = time.perf_counter() - started
-        log.info("loaded %s on %s/%s in %.2f s", spec.name, device.device,
-                 device.compute_type, self.load_seconds)
+        log.info("loaded %s on %s/%s in %.2f s (%d stream(s) x %d thread(s))", spec.name,
+                 device.device, device.compute_type, self.load_seconds, streams, threads)
 
     def transcribe(self, audio: Audio, options: DecodeOptions) -> Transcript:
         """Decode with faster-whisper's own loop (30 s windows, temperature fallback)."""

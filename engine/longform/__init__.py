@@ -7,7 +7,7 @@ what ``sottovoce transcribe`` and the app's "Open file..." use. See `engine.long
 from engine.longform.chunking import Chunk, ChunkingOptions
 from engine.longform.pipeline import LongFormOptions, transcribe_long
 from engine.longform.retry import RetryPolicy
-from engine.longform.runners import choose_batch_size
+from engine.longform.runners import choose_batch_size, long_form_backend
 from engine.longform.workers import ProcessPoolRunner, WorkerSettings
 
 __all__ = [
@@ -18,5 +18,6 @@ __all__ = [
     "RetryPolicy",
     "WorkerSettings",
     "choose_batch_size",
+    "long_form_backend",
     "transcribe_long",
 ]

@@ -1,10 +1,17 @@
 """The long-recording pipeline: VAD chunks -> batched decodes -> checks/retries -> one timeline.
 
-Work is a queue of chunk jobs in file order. Each round takes up to ``batch_size`` jobs and hands
-them to the runner as one ``decode_batch`` call (one batched CTranslate2 encode + generate), so
-the 2 CPU cores (or the GPU) stay busy with large matrix work rather than Python. After a round,
-every result is judged (`engine.longform.retry`): accepted, re-decoded hotter, split, or given
-up on; follow-up jobs go to the front of the queue so progress keeps moving along the file.
+Work is a queue of chunk jobs in file order. Each round (a *wave*) takes up to ``batch_size`` jobs
+per decode stream and hands each stream's batch to the runner as one ``decode_batch`` call (one
+batched CTranslate2 generate), all streams at the same time. A stream is a model replica
+(`FasterWhisperTranscriber(streams=2)` on the CPU: two replicas of one thread each, sharing the
+weights); CTranslate2 releases the GIL, so plain threads keep both cores busy. Two one-thread
+streams beat one two-thread stream here because a decoder step is too small to split well over
+two cores: on the 20 min mix, 13.0-14.2 s against 19.1-20.2 s wall, and 24-27 against 29-31 s
+of CPU (batches of 8 per stream: 16-17 s; of 24 or 32: 14-16 s). After a wave, every result is
+judged in batch order
+(`engine.longform.retry`), so the outcome does not depend on which stream finished first:
+accepted, re-decoded hotter, split, or given up on; follow-up jobs go to the front of the queue
+so progress keeps moving along the file.
 
 First decodes are text-only (no timestamp tokens: fewer tokens and cheaper steps; against timed
 first decodes, interleaved on the busy 2-core machine: 7-10 % less CPU, WER 5.4 vs 6.1 % on the
@@ -25,6 +32,7 @@ import os
 import time
 from collections import Counter, deque
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -48,6 +56,7 @@ from engine.longform.runners import (
     BatchRunner,
     as_runner,
     choose_batch_size,
+    decode_streams,
     free_memory_bytes,
     runner_device,
 )
@@ -187,15 +196,17 @@ class _Run:
         window = self.probs[chunk.start // VAD_WINDOW: -(-chunk.end // VAD_WINDOW)]
         return float(window.max()) if window.size else 0.0
 
-    def decode_round(self, runner: BatchRunner, batch: list[_Job]) -> None:
-        requests = [DecodeRequest(audio=self.audio[j.chunk.start:j.chunk.end],
-                                  options=j.options, tag=j.chunk, timestamps=j.timestamps)
-                    for j in batch]
-        transcripts = runner.decode_batch(requests)
+    def requests(self, batch: list[_Job]) -> list[DecodeRequest]:
+        return [DecodeRequest(audio=self.audio[j.chunk.start:j.chunk.end], options=j.options,
+                              tag=j.chunk, timestamps=j.timestamps) for j in batch]
+
+    def judge_wave(self, wave: list[list[_Job]], decoded: list[list[Transcript]]) -> None:
+        """Judge a wave's results in batch order; follow-ups go to the front of the queue."""
         follow_ups: list[_Job] = []
-        for job, transcript in zip(batch, transcripts, strict=True):
-            self.counts[f"path_{transcript.extra.get('path', 'unknown')}"] += 1
-            follow_ups.extend(self.judge(job, transcript))
+        for batch, transcripts in zip(wave, decoded, strict=True):
+            for job, transcript in zip(batch, transcripts, strict=True):
+                self.counts[f"path_{transcript.extra.get('path', 'unknown')}"] += 1
+                follow_ups.extend(self.judge(job, transcript))
         self.pending.extendleft(reversed(follow_ups))
 
     def judge(self, job: _Job, transcript: Transcript) -> list[_Job]:
@@ -295,9 +306,10 @@ def transcribe_long(
     ``runner_or_transcriber``: a batch runner (``decode_batch``), a ``FasterWhisperTranscriber``
     (its model is wrapped in a ``Ct2WhisperRunner``) or any ``Transcriber``. The two leading
     arguments may also come in (backend, audio) order, as the CLI passes them.
-    ``progress(done_samples, total_samples)`` is called after every batch; ``cancel.is_set()``
-    is checked before every batch, and a cancelled run returns what was decoded so far with
-    ``extra["cancelled"] = True``.
+    ``progress(done_samples, total_samples)`` is called after every wave of batches;
+    ``cancel.is_set()`` is checked before every wave, and a cancelled run returns what was
+    decoded so far with ``extra["cancelled"] = True``. A runner with ``streams`` > 1 decodes
+    that many batches at the same time, on threads that end with this call.
     """
     if isinstance(runner_or_transcriber, np.ndarray) and not isinstance(audio, np.ndarray):
         audio, runner_or_transcriber = runner_or_transcriber, audio
@@ -320,42 +332,62 @@ def transcribe_long(
     run = _Run(audio, probs, opts)
     run.pending.extend(_Job(c, Step.FIRST, opts.decode, timestamps=not opts.text_only_first)
                        for c in chunks)
-    cancelled = _drain(run, runner, size, total, progress, cancel)
+    streams = decode_streams(runner)
+    cancelled = _drain(run, runner, size, streams, progress, cancel)
     segments = stitch(run.results)
     elapsed = time.perf_counter() - started
     log.info("long-form: %.1f s audio, %d chunks, %.2f s (%s)", total / SAMPLE_RATE, len(chunks),
              elapsed, dict(run.counts))
     language = opts.decode.language or _first_language(run.results)
     extra: dict[str, object] = {
-        "engine": "longform", "chunks": len(chunks), "batch_size": size,
+        "engine": "longform", "chunks": len(chunks), "batch_size": size, "streams": streams,
         "cancelled": cancelled, "dropped": run.dropped, **dict(run.counts),
     }
     return Transcript(segments=tuple(segments), language=language, duration=total,
                       decode_ms=elapsed * 1000, extra=extra)
 
 
-def _drain(run: _Run, runner: BatchRunner, size: int, total: int,
+def _drain(run: _Run, runner: BatchRunner, size: int, streams: int,
            progress: ProgressCallback | None, cancel: CancelToken | None) -> bool:
-    """Decode the queue batch by batch; True when stopped by ``cancel``."""
+    """Decode the queue wave by wave; True when stopped by ``cancel``. One batch of a wave runs
+    on the calling thread, the others on a pool of ``streams - 1`` threads."""
+    total = len(run.audio)
+    pool = ThreadPoolExecutor(streams - 1, "longform") if streams > 1 else None
     reported = 0
-    while run.pending:
-        if cancel is not None and cancel.is_set():
-            log.info("long-form: cancelled with %d chunk jobs left", len(run.pending))
-            return True
-        batch = _next_batch(run.pending, size, run.options.lookahead_batches)
-        run.decode_round(runner, batch)
-        # Everything before the earliest unfinished job is done (silence included).
-        frontier = min((j.chunk.start for j in run.pending), default=total)
-        reported = max(reported, frontier)
-        if progress is not None:
-            progress(reported, total)
+    try:
+        while run.pending:
+            if cancel is not None and cancel.is_set():
+                log.info("long-form: cancelled with %d chunk jobs left", len(run.pending))
+                return True
+            wave = _next_wave(run.pending, size, streams, run.options.lookahead_batches)
+            requests = [run.requests(batch) for batch in wave]
+            others = [pool.submit(runner.decode_batch, r) for r in requests[1:]] if pool else []
+            decoded = [runner.decode_batch(requests[0]), *(f.result() for f in others)]
+            run.judge_wave(wave, decoded)
+            # Everything before the earliest unfinished job is done (silence included).
+            frontier = min((j.chunk.start for j in run.pending), default=total)
+            reported = max(reported, frontier)
+            if progress is not None:
+                progress(reported, total)
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True)  # no decode may outlive the call (an error in another)
     return False
+
+
+def _next_wave(pending: deque[_Job], size: int, streams: int, lookahead: int
+               ) -> list[list[_Job]]:
+    """Up to ``streams`` batches of at most ``size`` jobs. A short queue is shared out evenly,
+    so no stream idles while another decodes a full batch."""
+    per_stream = min(size, -(-len(pending) // streams))
+    return [_next_batch(pending, per_stream, lookahead) for _ in range(streams) if pending]
 
 
 def _next_batch(pending: deque[_Job], size: int, lookahead: int) -> list[_Job]:
     """Up to ``size`` jobs: the oldest, plus those of the next ``lookahead`` batches closest to
-    it in length. The short-context encoder pads a batch to its longest item, so similar
-    lengths waste less; always taking the oldest job keeps progress moving along the file."""
+    it in length. A batch is generated at its longest item's width (and encoded at it on
+    CUDA), so similar lengths waste less; always taking the oldest job keeps progress moving
+    along the file."""
     window = [pending[i] for i in range(min(len(pending), size * lookahead))]
     anchor = window[0]
     chosen = sorted(window[1:], key=lambda j: abs(j.chunk.samples - anchor.chunk.samples))

@@ -11,7 +11,12 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from engine.asr.ct2_decoder import DecodeRequest
+from engine.asr.faster_whisper_backend import FasterWhisperTranscriber
 from engine.types import Transcript
+
+# Decode streams on the CPU: model replicas of cores // 2 threads each, one batch each at a
+# time (see `engine.longform.pipeline`). Measured on the 2-core test machine only; CUDA keeps one.
+CPU_STREAMS = 2
 
 
 class BatchRunner(Protocol):
@@ -45,6 +50,26 @@ def as_runner(backend: Any) -> BatchRunner:
 
         return Ct2WhisperRunner(model)
     return TranscriberRunner(backend)
+
+
+def long_form_backend(model: Any = None, *, device: str = "auto",
+                      compute_type: str = "auto") -> FasterWhisperTranscriber:
+    """The local backend (not loaded) as the long-form pipeline wants it: `CPU_STREAMS` decode
+    streams on a CPU with that many cores, one stream on CUDA or a single core.
+
+    A single decode call (faster-whisper's own loop for a short file) then runs on one replica
+    with its share of the cores; on the 2-core test machine that was as fast as two threads
+    (a decoder step is too small to split well), so the CLI uses this backend for every file.
+    """
+    streams = max(1, min(CPU_STREAMS, os.cpu_count() or 1))
+    return FasterWhisperTranscriber(model, device=device, compute_type=compute_type,
+                                    streams=streams)
+
+
+def decode_streams(runner: Any) -> int:
+    """How many ``decode_batch`` calls ``runner`` serves at the same time (its ``streams``: the
+    model replicas of a `Ct2WhisperRunner`), 1 for runners that do not say."""
+    return max(1, int(getattr(runner, "streams", 1)))
 
 
 def runner_device(runner: Any) -> str:
