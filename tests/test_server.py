@@ -239,8 +239,11 @@ def expect_error(address: str, frames: Sequence[str | bytes], code: str) -> int:
     from websockets.sync.client import connect
 
     with connect(address, max_size=None) as ws:
-        for frame in frames:
-            ws.send(frame)
+        try:
+            for frame in frames:
+                ws.send(frame)
+        except ConnectionClosed:
+            pass  # the server may close before every frame is out (size or rate limit)
         replies = []
         try:
             while True:
