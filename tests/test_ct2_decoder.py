@@ -120,6 +120,38 @@ def test_cpu_batch_encoded_item_by_item_equals_one_batched_encode(tiny_transcrib
     assert np.allclose(np.asarray(stacked.subset([2, 0])), whole[[2, 0]], atol=1e-4)
 
 
+def test_cpu_items_are_encoded_at_their_own_width_and_padded_with_encoded_silence(
+        tiny_transcriber, shared_audio):
+    import ctranslate2
+
+    from engine.asr.ct2_passes import EncodedBatch, SilenceEncoding, log_mel, stack
+
+    whisper = tiny_transcriber.model
+    model = whisper.model
+
+    def encode(features: np.ndarray) -> np.ndarray:
+        return np.asarray(model.encode(ctranslate2.StorageView.from_array(features)))
+
+    short = log_mel(whisper, clip(shared_audio, "cmusphinx-goforward.wav"))  # 2.8 s
+    long = log_mel(whisper, clip(shared_audio, "ls-dc-2412-153948-0000.wav"))[:, :900]
+    widths = [short.shape[1] + 100, 1000]
+    features = stack([short, long], 1000)
+    silence = SilenceEncoding()
+    batch = np.asarray(EncodedBatch(model, features, widths, silence).output)
+    assert batch.shape[:2] == (2, 500)
+    own = widths[0] + widths[0] % 2
+    alone = encode(np.ascontiguousarray(features[:1, :, :own]))  # the short item by itself
+    assert np.allclose(batch[0, :own // 2], alone[0], atol=1e-4)
+    padding = encode(np.zeros((1, features.shape[1], 3000), dtype=np.float32))
+    assert np.allclose(batch[0, own // 2:], padding[0, own // 2:500], atol=1e-4)
+    assert np.allclose(batch[1], encode(features[1:2])[0], atol=1e-4)  # the widest: as before
+    # The padding's encoding is computed once and reused.
+    assert silence.positions(model, features.shape[1], 0, 1) is not None
+    first = silence._host
+    EncodedBatch(model, features, widths, silence)
+    assert silence._host is first
+
+
 def test_per_item_prompts_are_honoured_in_one_batch(runner, shared_audio):
     audio = clip(shared_audio, "speechrecognition-english-one-two-three.wav")
     spelled = "Counting aloud: one, two, three, four, five."

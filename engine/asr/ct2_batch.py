@@ -9,6 +9,8 @@ and finally aligns words for the items that want them.
 from __future__ import annotations
 
 import logging
+import threading
+import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -36,6 +38,16 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MIN_DECODE_SAMPLES = SAMPLE_RATE // 10  # 0.1 s
+
+# One encoding of padding per loaded model (faster-whisper WhisperModel), for every runner and
+# thread that shares it; dropped with the model.
+_SILENCE: weakref.WeakKeyDictionary[Any, passes.SilenceEncoding] = weakref.WeakKeyDictionary()
+_SILENCE_LOCK = threading.Lock()
+
+
+def _silence(whisper: Any) -> passes.SilenceEncoding:
+    with _SILENCE_LOCK:
+        return _SILENCE.setdefault(whisper, passes.SilenceEncoding())
 
 
 @dataclass
@@ -85,8 +97,9 @@ def decode(whisper: Any, requests: Sequence[DecodeRequest], thresholds: QualityT
             it.path = "short"
         pad_frames = int(short.pad_s * 100)
         frames = min(passes.PADDED_FRAMES, max(it.frames for it in short_items) + pad_frames)
+        widths = [it.frames + pad_frames for it in short_items]
         encoded = _run_pass(whisper, short_items, frames + frames % 2, thresholds,
-                            short_pass=True)
+                            short_pass=True, widths=widths)
         kept = []
         for row, it in enumerate(short_items):
             reason = _short_verdict(it, thresholds, short.timestamp_cues)
@@ -117,11 +130,14 @@ def _short_verdict(item: _Item, thresholds: QualityThresholds, timestamp_cues: b
 
 
 def _run_pass(whisper: Any, items: list[_Item], frames: int, thresholds: QualityThresholds,
-              *, short_pass: bool) -> passes.EncodedBatch:
-    """Encode ``items`` as one batch and generate (with temperature fallback on the padded
-    pass); each item's chosen attempt is set. Returns the encoder output for alignment."""
+              *, short_pass: bool, widths: list[int] | None = None) -> passes.EncodedBatch:
+    """Encode ``items`` as one batch (each at its ``widths`` on the CPU, see
+    `passes.EncodedBatch`) and generate (with temperature fallback on the padded pass); each
+    item's chosen attempt is set. Returns the encoder output for alignment."""
     model = whisper.model
-    encoded = passes.EncodedBatch(model, passes.stack([it.features for it in items], frames))
+    features = passes.stack([it.features for it in items], frames)
+    encoded = passes.EncodedBatch(model, features, widths,
+                                  _silence(whisper) if widths is not None else None)
     _set_tokenizers(whisper, items, encoded)
     pending = list(range(len(items)))
     step = 0
