@@ -182,6 +182,28 @@ def test_a_looping_short_decode_is_caught(runner, shared_audio):
     assert result.extra["path"] == "padded" or result.extra["loop_trimmed"], result.extra
 
 
+def test_padded_decodes_can_take_their_padding_from_encoded_silence(runner, shared_audio, manifest):
+    # The long-form pipeline's padded decodes encode only their audio (plus 1 s) and take the
+    # rest of the 30 s window from an encoding of silence; the text must hold up.
+    texts = {e.path.name: e.text for e in manifest}
+    names = ["jfk-inaugural-1961-excerpt.wav", "ls-dc-1272-128104-0000.wav", "mfa-words.wav"]
+    audios = [clip(shared_audio, n) for n in names]
+    padded = DecodeOptions(beam_size=1, short_context=False, word_timestamps=True)
+    cheap = runner.decode_batch([DecodeRequest(a, padded, padding="silence") for a in audios])
+    full = runner.decode_batch([DecodeRequest(a, padded) for a in audios])
+    assert {r.extra["path"] for r in cheap} == {"padded"}
+    refs = [texts[n] for n in names]
+    assert error_rate(refs, [r.text for r in cheap]) <= error_rate(refs, [r.text for r in full]) + 0.05
+    for result, audio in zip(cheap, audios, strict=True):  # word times stay within the audio
+        assert result.words and all(0 <= w.start <= w.end <= len(audio) for w in result.words)
+    # A short decode that falls back does so the same way (the "word word word" clip loops).
+    no_pad = Ct2WhisperRunner(runner.whisper_model, short=ShortContextSettings(pad_s=0.0))
+    looped = no_pad.decode_batch([DecodeRequest(audios[2], SHORT, padding="silence")])[0]
+    assert max_ngram_repeats(looped.text) <= 3
+    with pytest.raises(ValueError):
+        DecodeRequest(audios[0], padded, padding="zeros")
+
+
 @pytest.mark.parametrize("beam", [1, 5])
 def test_silence_and_noise_give_no_text(runner, beam):
     rng = np.random.default_rng(0)

@@ -111,8 +111,12 @@ def decode(whisper: Any, requests: Sequence[DecodeRequest], thresholds: QualityT
         _build_segments(whisper.model, encoded, short_items, kept)
     padded_items = [it for it in items if it.path == "padded"]
     if padded_items:
+        pad_frames = int(short.pad_s * 100)
+        widths = [it.frames + pad_frames if it.request.padding == "silence"
+                  else passes.PADDED_FRAMES for it in padded_items]
         encoded = _run_pass(whisper, padded_items, passes.PADDED_FRAMES, thresholds,
-                            short_pass=False)
+                            short_pass=False,
+                            widths=widths if min(widths) < passes.PADDED_FRAMES else None)
         _build_segments(whisper.model, encoded, padded_items, range(len(padded_items)))
     return [_outcome(it, len(items)) for it in items]
 

@@ -197,8 +197,10 @@ class _Run:
         return float(window.max()) if window.size else 0.0
 
     def requests(self, batch: list[_Job]) -> list[DecodeRequest]:
+        # padding="silence": padded decodes encode only their audio (see DecodeRequest).
         return [DecodeRequest(audio=self.audio[j.chunk.start:j.chunk.end], options=j.options,
-                              tag=j.chunk, timestamps=j.timestamps) for j in batch]
+                              tag=j.chunk, timestamps=j.timestamps, padding="silence")
+                for j in batch]
 
     def judge_wave(self, wave: list[list[_Job]], decoded: list[list[Transcript]]) -> None:
         """Judge a wave's results in batch order; follow-ups go to the front of the queue."""
