@@ -130,6 +130,20 @@ def test_a_voice_silero_scores_low_is_still_transcribed(manifest: list[ManifestE
     assert error_rate([item.text], [rec.text]) <= 0.5, rec.text
 
 
+def test_a_new_speaker_after_a_minute_of_another_is_transcribed(
+        manifest: list[ManifestEntry], shared_audio: Path, fast_transcriber: Transcriber) -> None:
+    """Silero's state drifts towards the voice it hears: after a minute of the LJ reading, one
+    continuous state scored the "cold" speaker as non-speech (83 % WER); the VAD's refreshed
+    second state (engine.vad) hears the new voice."""
+    reading = load_audio(shared_audio / "long-ljspeech-LJ001-0001-0032.wav")[:60 * SAMPLE_RATE]
+    item = entry(manifest, "mfa-cold-corpus.wav")
+    gap = np.zeros(SAMPLE_RATE, dtype=np.float32)
+    audio = np.concatenate([reading, gap, load_audio(item.path), gap])
+    rec = run(FileSource(audio=audio, tail_silence_s=1.0), fast_transcriber)
+    tail = " ".join(f.text for f in rec.of(FinalText) if f.start >= len(reading) + len(gap) // 2)
+    assert error_rate([item.text], [tail]) < 0.3, tail
+
+
 def test_words_said_one_at_a_time_reach_the_decoder_together(
         manifest: list[ManifestEntry], fast_transcriber: Transcriber) -> None:
     """ "one ... two ... three" with 0.6 s pauses: decoded word by word, Whisper looped

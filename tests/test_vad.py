@@ -35,15 +35,43 @@ def test_silence_and_noise_are_not_speech(vad: SileroVad) -> None:
     assert vad.probabilities(noise).max() < 0.5
 
 
-def test_streaming_in_odd_blocks_matches_one_call(vad: SileroVad, shared_audio: Path) -> None:
-    audio = load_audio(shared_audio / "arctic-aew-a0001.wav")
+@pytest.mark.parametrize(("name", "block"), [
+    ("arctic-aew-a0001.wav", 700),
+    ("mfa-acoustic-corpus.wav", 1300),  # 25 s: the fresh state is rebuilt three times
+])
+def test_streaming_in_odd_blocks_matches_one_call(vad: SileroVad, shared_audio: Path, name: str,
+                                                  block: int) -> None:
+    audio = load_audio(shared_audio / name)
     vad.reset()
     whole = vad.probabilities(audio)
     vad.reset()
     pieces: list[float] = []
-    for i in range(0, len(audio), 700):
-        pieces += [p for _, p in vad.feed(audio[i:i + 700])]
+    for i in range(0, len(audio), block):
+        pieces += [p for _, p in vad.feed(audio[i:i + block])]
     assert np.allclose(whole, np.array(pieces), atol=1e-5)
+
+
+def test_a_new_voice_after_a_minute_of_another_is_still_speech(shared_audio: Path) -> None:
+    reading = load_audio(shared_audio / "long-ljspeech-LJ001-0001-0032.wav")[:60 * 16000]
+    cold = load_audio(shared_audio / "mfa-cold-corpus.wav")
+    gap = np.zeros(16000, dtype=np.float32)
+    audio = np.concatenate([reading, gap, cold, gap])
+    start = len(reading) + len(gap)
+    span = slice(start // WINDOW, (start + len(cold)) // WINDOW)
+    scores = {}
+    for refresh in (0.0, 8.0):
+        model = SileroVad(refresh_s=refresh)
+        model.load()
+        scores[refresh] = model.probabilities(audio)
+    assert np.mean(scores[0.0][span] > 0.5) < 0.1  # one continuous state drifts off this voice
+    assert np.mean(scores[8.0][span] > 0.5) > 0.4
+    # The continuous state still votes: no window scores lower than with it alone.
+    assert np.all(scores[8.0] >= scores[0.0] - 1e-6)
+    alone = SileroVad()
+    alone.load()
+    assert np.mean(alone.probabilities(np.concatenate([gap, cold])) > 0.5) > 0.55
+    with pytest.raises(ValueError):
+        SileroVad(refresh_s=-1)
 
 
 def test_feed_returns_the_windows_it_scored(vad: SileroVad) -> None:
