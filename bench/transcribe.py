@@ -34,8 +34,8 @@ from app.commands.transcribe import (  # noqa: E402
     AUTO_BATCHED_MIN_SECONDS,
     decode_options,
     long_form_entry,
+    make_backends,
     make_decoder,
-    make_transcriber,
 )
 from engine.asr.faster_whisper_backend import FasterWhisperTranscriber  # noqa: E402
 from engine.audio.decode import load_audio  # noqa: E402
@@ -51,11 +51,12 @@ Pass = Callable[[Path], str]
 
 def ours_pass(model: str, device: str, compute_type: str,
               engine: str) -> tuple[Pass, FasterWhisperTranscriber, float]:
-    transcriber = make_transcriber(model, device, compute_type, engine)
+    transcriber, long_form = make_backends(model, device, compute_type, engine)
     started = time.perf_counter()
     transcriber.load()
+    long_form.load()  # both, as a run of short and long files loads them (one if shared)
     load_s = time.perf_counter() - started
-    decoder = make_decoder(engine, transcriber)
+    decoder = make_decoder(engine, transcriber, long_form)
     options = decode_options(None, 5, "txt")
 
     def run(path: Path) -> str:

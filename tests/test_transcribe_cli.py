@@ -412,3 +412,30 @@ def test_auto_engine_uses_batched_only_for_long_recordings(
     assert calls == [len(long)]
     command.make_decoder("batched", fake)(short, DecodeOptions(), None)
     assert calls == [len(long), len(short)]
+
+
+def test_short_and_long_files_get_the_model_laid_out_for_their_decoder(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """faster-whisper's loop gets one replica on all cores, the long-form pipeline two decode
+    streams; each backend is loaded by the first file that needs it."""
+    import app.commands.transcribe as command
+
+    sequential, long_form = command.make_backends("tiny.en", "cpu", "auto", "auto")
+    if (os.cpu_count() or 1) >= 2:
+        assert sequential.layout[0] == 1 and long_form.layout[0] == 2
+    same = command.make_backends("tiny.en", "cpu", "auto", "sequential")
+    assert same[0] is same[1] and same[0].layout[0] == 1
+
+    used: list[object] = []
+
+    def long_entry(transcriber, audio, options, *, progress):  # type: ignore[no-untyped-def]
+        used.append(transcriber)
+        return transcribe_audio(audio, transcriber, options, progress)
+
+    monkeypatch.setattr(command, "long_form_entry", lambda: long_entry)
+    short_fake, long_fake = ScriptedTranscriber(["short"]), ScriptedTranscriber(["long"])
+    decoder = command.make_decoder("auto", short_fake, long_fake)
+    assert decoder(np.full(SAMPLE_RATE, 0.1, np.float32), DecodeOptions(), None).text == "short"
+    long = np.full(int(command.AUTO_BATCHED_MIN_SECONDS * SAMPLE_RATE), 0.1, np.float32)
+    assert decoder(long, DecodeOptions(), None).text == "long"
+    assert used == [long_fake]

@@ -77,14 +77,14 @@ def run(args: argparse.Namespace) -> int:
     if args.output_dir is not None and args.output_dir.exists() and not args.output_dir.is_dir():
         return _usage_error(f"-o {args.output_dir}: exists and is not a directory")
     model = getattr(args, "model", None) or DEFAULT_MODEL
-    transcriber = make_transcriber(model, args.device, args.compute_type, args.engine)
+    sequential, long_form = make_backends(model, args.device, args.compute_type, args.engine)
     try:
-        decoder = make_decoder(args.engine, transcriber)
+        decoder = make_decoder(args.engine, sequential, long_form)
     except ValueError as exc:
         return _usage_error(str(exc))
     show_progress = not args.no_progress and sys.stderr.isatty()
     try:
-        failed = _transcribe_all(args, transcriber, decoder, options, show_progress)
+        failed = _transcribe_all(args, decoder, options, show_progress)
     except KeyboardInterrupt:
         _error("interrupted")
         return 130
@@ -101,31 +101,59 @@ def decode_options(language: str | None, beam_size: int, fmt: str) -> DecodeOpti
                          word_timestamps=fmt != "txt")
 
 
-def make_transcriber(model: str, device: str, compute_type: str, engine: str) -> Any:
-    """The backend (not loaded yet). With the long-form pipeline in play, loaded as it wants
-    it (`engine.longform.long_form_backend`: two decode streams on the CPU); faster-whisper's
-    own loop for short files then runs on one of them, as fast as on all cores here."""
+def make_backends(model: str, device: str, compute_type: str, engine: str) -> tuple[Any, Any]:
+    """The backends (neither loaded: each loads when a file first needs it) for faster-whisper's
+    own loop and for the long-form pipeline, which want the cores laid out differently.
+
+    faster-whisper decodes one window at a time: one replica on all cores (on the 2-core test
+    machine, two one-thread replicas took 1.2x as long over the 26 short clips). The long-form
+    pipeline keeps two replicas busy (`engine.longform.long_form_backend`: 7 % less wall time
+    than two two-thread replicas, which would serve both). A run with short and long files on
+    the CPU loads the model twice; where the layouts are the same (CUDA, one core), one backend
+    serves both.
+    """
     from engine.asr.faster_whisper_backend import FasterWhisperTranscriber
 
-    if engine != "sequential" and long_form_entry() is not None:
-        from engine.longform import long_form_backend
+    sequential = FasterWhisperTranscriber(model, device=device, compute_type=compute_type)
+    if engine == "sequential" or long_form_entry() is None:
+        return sequential, sequential
+    from engine.longform import long_form_backend
 
-        return long_form_backend(model, device=device, compute_type=compute_type)
-    return FasterWhisperTranscriber(model, device=device, compute_type=compute_type)
+    long_form = long_form_backend(model, device=device, compute_type=compute_type)
+    if long_form.layout[0] == 1 or not _on_cpu(device, compute_type):
+        return long_form, long_form
+    return sequential, long_form
 
 
-def make_decoder(engine: str, transcriber: Transcriber) -> Decoder:
-    """The decode call for ``--engine``; ValueError when batched is asked for but absent."""
+def _on_cpu(device: str, compute_type: str) -> bool:
+    if device != "auto":
+        return device == "cpu"
+    from engine.models import choose_device
+
+    try:
+        return choose_device(device, compute_type).device == "cpu"
+    except EngineError:
+        return False  # the error comes back, with its message, when the model loads
+
+
+def make_decoder(engine: str, transcriber: Transcriber,
+                 long_form_backend: Transcriber | None = None) -> Decoder:
+    """The decode call for ``--engine``; ValueError when batched is asked for but absent.
+
+    ``transcriber`` runs faster-whisper's own loop, ``long_form_backend`` (default: the same)
+    the long-form pipeline; each is loaded by the first decode that needs it (`_FatalError`
+    when it cannot be)."""
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}")
     long_form = long_form_entry() if engine != "sequential" else None
     if engine == "batched" and long_form is None:
         raise ValueError("--engine batched needs engine.longform.transcribe_long, which is not "
                          "available in this install; use --engine sequential")
+    batched_backend = long_form_backend or transcriber
 
     def sequential(audio: Audio, options: DecodeOptions,
                    progress: ProgressCallback | None) -> Transcript:
-        transcriber.load()
+        _load_model(transcriber, options.language)
         return transcribe_audio(audio, transcriber, options, progress)
 
     if long_form is None:
@@ -136,8 +164,9 @@ def make_decoder(engine: str, transcriber: Transcriber) -> Decoder:
                 progress: ProgressCallback | None) -> Transcript:
         if len(audio) < min_batched:
             return sequential(audio, options, progress)
+        _load_model(batched_backend, options.language)
         log.info("decoding with the batched long-form pipeline")
-        result: Transcript = long_form(transcriber, audio, options, progress=progress)
+        result: Transcript = long_form(batched_backend, audio, options, progress=progress)
         return result
 
     return batched
@@ -159,8 +188,8 @@ class _FatalError(Exception):
     """Stops the whole run (the model cannot load, so no file can be transcribed)."""
 
 
-def _transcribe_all(args: argparse.Namespace, transcriber: Transcriber, decoder: Decoder,
-                    options: DecodeOptions, show_progress: bool) -> int:
+def _transcribe_all(args: argparse.Namespace, decoder: Decoder, options: DecodeOptions,
+                    show_progress: bool) -> int:
     """Transcribe every file in turn; returns how many failed."""
     failed = printed = 0
     used_names: set[str] = set()
@@ -171,8 +200,7 @@ def _transcribe_all(args: argparse.Namespace, transcriber: Transcriber, decoder:
             _error(str(exc))
             failed += 1
             continue
-        _load_model(transcriber, options.language)  # only once a file is worth decoding
-        try:
+        try:  # the decoder loads its model once a file is worth decoding
             with _progress_bar(Path(name).name, len(audio), show_progress) as progress:
                 transcript = decoder(audio, options, progress)
             text = render(transcript, args.format)
