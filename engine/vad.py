@@ -43,6 +43,13 @@ MODEL_NAME = "silero_vad_v6.onnx"
 REFRESH_S = 8.0  # the state is rebuilt at least this often (module notes); 0 turns it off
 
 
+def window_levels_db(windows: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """The level (mean power, dB full scale; -100 for digital silence) of each row of
+    ``windows``: where `SileroVad` and the long-form VAD look for the quietest window."""
+    power = np.mean(np.square(windows, dtype=np.float64), axis=1)
+    return np.asarray(10 * np.log10(power + 1e-10), dtype=np.float32)
+
+
 def default_model_path() -> Path:
     from resources import resource_path
 
@@ -141,8 +148,7 @@ class SileroVad:
             None, {"input": rows, "h": self._fresh[0], "c": self._fresh[1]})
         self._fresh = (h, c)
         self._rows.extend(rows)
-        power = np.mean(np.square(windows, dtype=np.float64), axis=1)
-        self._levels.extend((10 * np.log10(power + 1e-10)).tolist())
+        self._levels.extend(window_levels_db(windows).tolist())
         return np.maximum(probs, np.asarray(fresh, dtype=np.float32).reshape(-1))
 
     def _restart_at_quietest(self) -> None:

@@ -38,6 +38,7 @@ import numpy.typing as npt
 from engine.asr.base import Audio
 from engine.errors import missing_dependency
 from engine.types import SAMPLE_RATE
+from engine.vad import window_levels_db
 
 VAD_WINDOW = 512  # samples per Silero window at 16 kHz (32 ms)
 VAD_PIECE_S = 8.0  # Silero starts from a fresh state at least this often (module notes)
@@ -133,10 +134,9 @@ def vad_pieces(padded: Audio) -> list[tuple[int, int]]:
     """Sample spans (whole windows, covering ``padded``) of at most `VAD_PIECE_S`, each cut at
     the quietest window of the second half of the span before it."""
     windows = padded.size // VAD_WINDOW
-    frames = padded[:windows * VAD_WINDOW].reshape(windows, VAD_WINDOW)
-    level = 10 * np.log10(np.mean(np.square(frames), axis=1) + 1e-10)
+    level = window_levels_db(padded[:windows * VAD_WINDOW].reshape(windows, VAD_WINDOW))
     piece = int(VAD_PIECE_S * SAMPLE_RATE) // VAD_WINDOW * VAD_WINDOW
-    spans = split_at_quiet(level.astype(np.float32), 0, windows * VAD_WINDOW, piece)
+    spans = split_at_quiet(level, 0, windows * VAD_WINDOW, piece)
     return [(start, end) for start, end in spans if end > start]
 
 
