@@ -24,7 +24,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -63,7 +63,7 @@ class DecodeRequest:
     options: DecodeOptions = field(default_factory=DecodeOptions)
     tag: object = None
     timestamps: bool = True
-    padding: str = "encoded"
+    padding: Literal["encoded", "silence"] = "encoded"
 
     def __post_init__(self) -> None:
         if getattr(self.audio, "ndim", 0) != 1:

@@ -171,9 +171,7 @@ def _encode_one_by_one(ct2_model: Any, features: Features, widths: Sequence[int]
     frames = features.shape[2]
     outputs = []
     for row in range(features.shape[0]):
-        width = frames
-        if widths is not None and silence is not None and frames <= PADDED_FRAMES:
-            width = min(frames, widths[row] + widths[row] % 2)
+        width = frames if widths is None else min(frames, widths[row] + widths[row] % 2)
         item = np.ascontiguousarray(features[row:row + 1, :, :width])
         encoded = _call(ct2_model.encode, _storage(item))
         try:
@@ -182,7 +180,9 @@ def _encode_one_by_one(ct2_model: Any, features: Features, widths: Sequence[int]
             return None
         if host.dtype != np.float32:
             return None
-        if width < frames and silence is not None:  # both set when widths were used
+        if width < frames:
+            if silence is None:
+                raise ValueError("narrower widths need the encoding of silence for the rest")
             tail = silence.positions(ct2_model, features.shape[1], host.shape[1], frames // 2)
             host = np.concatenate([host, tail], axis=1)
         outputs.append(host)  # a view of ``encoded``; the concatenation below copies it

@@ -57,9 +57,9 @@ def long_form_backend(model: Any = None, *, device: str = "auto",
     """The local backend (not loaded) as the long-form pipeline wants it: `CPU_STREAMS` decode
     streams on a CPU with that many cores, one stream on CUDA or a single core.
 
-    A single decode call (faster-whisper's own loop for a short file) then runs on one replica
-    with its share of the cores; on the 2-core test machine that was as fast as two threads
-    (a decoder step is too small to split well), so the CLI uses this backend for every file.
+    A single decode call runs on one replica with its share of the cores: faster-whisper's own
+    loop over short files took 1.2x as long that way on the 2-core test machine, so the CLI
+    keeps an all-cores backend for those (`app.commands.transcribe.make_backends`).
     """
     streams = max(1, min(CPU_STREAMS, os.cpu_count() or 1))
     return FasterWhisperTranscriber(model, device=device, compute_type=compute_type,
