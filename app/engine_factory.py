@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.asr.base import ModelInfo
 from engine.errors import EngineError
 from engine.events import EventSink, LiveEngine
+from engine.types import ModelInfo
 
 log = logging.getLogger(__name__)
 

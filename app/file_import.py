@@ -30,11 +30,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from engine.asr.base import DecodeOptions
 from engine.errors import EngineError
 from engine.events import FinalText
 from engine.journal import Journal, JournalError, new_session_id
-from engine.types import SAMPLE_RATE, Segment, Transcript, Word
+from engine.types import SAMPLE_RATE, DecodeOptions, Segment, Transcript, Word
 
 log = logging.getLogger(__name__)
 

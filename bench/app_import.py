@@ -28,10 +28,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.file_import import FileImport, ImportOptions  # noqa: E402
-from engine.asr.base import DecodeOptions  # noqa: E402
 from engine.audio.decode import load_audio  # noqa: E402
 from engine.evaluation import english, error_rate, read_manifest  # noqa: E402
-from engine.types import SAMPLE_RATE  # noqa: E402
+from engine.types import (
+    SAMPLE_RATE,  # noqa: E402
+    DecodeOptions,  # noqa: E402
+)
 
 
 class _Listener:

@@ -41,12 +41,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from engine.asr.base import DecodeOptions  # noqa: E402
 from engine.asr.ct2_decoder import Ct2WhisperRunner, DecodeRequest  # noqa: E402
 from engine.asr.faster_whisper_backend import FasterWhisperTranscriber  # noqa: E402
 from engine.audio.decode import load_audio  # noqa: E402
 from engine.evaluation import english, read_manifest  # noqa: E402
 from engine.server.scheduler import SchedulerOptions, split_by_length, without_prompts  # noqa: E402
+from engine.types import DecodeOptions  # noqa: E402
 
 SR = 16_000
 # What "ms" means in the tables: process CPU time (default; other processes on a shared

@@ -30,12 +30,15 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.asr.base import Audio, DecodeOptions  # noqa: E402
 from engine.asr.ct2_decoder import Ct2WhisperRunner, DecodeRequest  # noqa: E402
 from engine.asr.faster_whisper_backend import FasterWhisperTranscriber  # noqa: E402
 from engine.audio.decode import load_audio  # noqa: E402
 from engine.evaluation import english, error_rate, read_manifest  # noqa: E402
-from engine.types import SAMPLE_RATE  # noqa: E402
+from engine.types import (  # noqa: E402
+    SAMPLE_RATE,  # noqa: E402
+    Audio,
+    DecodeOptions,
+)
 
 METHODS = ("short", "padded", "fw")
 BATCH_SIZES = (1, 2, 4, 8)

@@ -41,7 +41,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from engine.asr.base import Audio, DecodeOptions, ModelInfo, Transcriber  # noqa: E402
+from engine.asr.base import Transcriber  # noqa: E402
 from engine.asr.faster_whisper_backend import FasterWhisperTranscriber  # noqa: E402
 from engine.audio.decode import load_audio  # noqa: E402
 from engine.audio.sources import FileSource  # noqa: E402
@@ -49,7 +49,7 @@ from engine.core.policy import PolicyOptions  # noqa: E402
 from engine.evaluation import english, error_rate, normalize, read_manifest  # noqa: E402
 from engine.events import Event, FinalText, Metrics, PartialText, SpeechStarted  # noqa: E402
 from engine.live import LiveOptions, LocalLiveEngine  # noqa: E402
-from engine.types import SAMPLE_RATE, Transcript  # noqa: E402
+from engine.types import SAMPLE_RATE, Audio, DecodeOptions, ModelInfo, Transcript  # noqa: E402  # noqa: E402
 
 DEFAULT_MANIFEST = REPO.parent / "shared" / "audio" / "manifest.jsonl"
 

@@ -29,9 +29,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from engine.asr.base import Audio, Transcriber
+from engine.asr.base import Transcriber
 from engine.audio.sources import AudioSource
-from engine.core.policy import DecodeRequest, PolicyOptions, StreamingPolicy
+from engine.core.policy import Job, PolicyOptions, StreamingPolicy
 from engine.core.segmenter import SegmenterOptions, SpeechSegmenter
 from engine.errors import EngineError
 from engine.events import (
@@ -44,7 +44,7 @@ from engine.events import (
     StateChanged,
 )
 from engine.journal import Journal, JournalError
-from engine.types import SAMPLE_RATE, Transcript
+from engine.types import SAMPLE_RATE, Audio, Transcript
 from engine.vad import SileroVad
 
 log = logging.getLogger(__name__)
@@ -75,7 +75,7 @@ class LiveOptions:
 
 @dataclass
 class _Outcome:
-    request: DecodeRequest
+    request: Job
     transcript: Transcript | None
     error: str
     seconds: float  # wall time the decode took
@@ -100,7 +100,7 @@ class LocalLiveEngine:
         self._lock = threading.Condition()
         self._policy = StreamingPolicy(self.options.policy)
         self._segmenter = SpeechSegmenter(replace(self.options.segmenter, mode=self.options.mode))
-        self._requests: queue.Queue[DecodeRequest | None] = queue.Queue(maxsize=1)
+        self._requests: queue.Queue[Job | None] = queue.Queue(maxsize=1)
         self._outcomes: queue.Queue[_Outcome] = queue.Queue(maxsize=1)  # simulated time only
         self._controls: deque[tuple[str, int]] = deque()
         self._stop = threading.Event()
@@ -265,7 +265,7 @@ class LocalLiveEngine:
                 self._dispatch(self._clock())
                 self._lock.notify_all()
 
-    def _decode(self, request: DecodeRequest) -> _Outcome:
+    def _decode(self, request: Job) -> _Outcome:
         started = time.perf_counter()
         try:
             transcript = self._transcriber.transcribe(request.audio, request.options)

@@ -22,11 +22,11 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from engine.asr.base import Audio, DecodeOptions, Transcriber
+from engine.asr.base import Transcriber
 from engine.asr.faster_whisper_backend import FasterWhisperTranscriber
 from engine.audio.decode import load_audio
 from engine.core.quality import QualityThresholds, check_text
-from engine.types import SAMPLE_RATE, Segment, Transcript
+from engine.types import SAMPLE_RATE, Audio, DecodeOptions, Segment, Transcript
 
 log = logging.getLogger(__name__)
 

@@ -31,9 +31,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from engine.asr.base import Audio
 from engine.errors import EngineError, missing_dependency
-from engine.types import SAMPLE_RATE
+from engine.types import SAMPLE_RATE, Audio
 
 log = logging.getLogger(__name__)
 

@@ -10,17 +10,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.asr.base import DecodeOptions, Transcriber
+from engine.asr.base import Transcriber
 from engine.asr.ct2_decoder import (
     Ct2WhisperRunner,
-    DecodeRequest,
     FastChunkTranscriber,
     ShortContextSettings,
 )
 from engine.audio.decode import load_audio
 from engine.core.quality import max_ngram_repeats
 from engine.evaluation import english, error_rate
-from engine.types import SAMPLE_RATE
+from engine.types import SAMPLE_RATE, DecodeOptions, DecodeRequest
 
 pytestmark = pytest.mark.model
 

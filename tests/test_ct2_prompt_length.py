@@ -13,7 +13,7 @@ from engine.asr.ct2_passes import MAX_LENGTH, generate_max_length
 REPRO = """
 from engine.asr.faster_whisper_backend import FasterWhisperTranscriber
 from engine.asr.ct2_decoder import FastChunkTranscriber
-from engine.asr.base import DecodeOptions
+from engine.types import DecodeOptions
 from engine.audio.decode import load_audio
 audio = load_audio({path!r})[351424:370880]  # 1.2 s: a short window with a tiny token budget
 backend = FasterWhisperTranscriber("tiny.en"); backend.load()

@@ -16,7 +16,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.asr.base import DecodeOptions
 from engine.asr.ct2_decoder import Ct2WhisperRunner, DecodeRequest
 from engine.asr.fake import ScriptedTranscriber
 from engine.audio.decode import load_audio
@@ -49,7 +48,7 @@ from engine.longform.stitch import (
     make_monotonic,
     stitch,
 )
-from engine.types import SAMPLE_RATE, Segment, Transcript, Word
+from engine.types import SAMPLE_RATE, DecodeOptions, Segment, Transcript, Word
 
 SR = SAMPLE_RATE
 

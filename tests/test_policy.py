@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.core.policy import DecodeRequest, PolicyOptions, StreamingPolicy
+from engine.core.policy import Job, PolicyOptions, StreamingPolicy
 from engine.core.segmenter import SegmentAudio, SegmentEnded, SegmentStarted
 from engine.events import (
     EngineFailed,
@@ -47,7 +47,7 @@ def test_speech_start_then_partials_after_enough_audio() -> None:
     assert policy.next_request(0.4) is None  # 0.4 s is too little
     assert policy.handle(SegmentAudio(audio(0.3)), 0.7) == []
     request = policy.next_request(0.7)
-    assert isinstance(request, DecodeRequest)
+    assert isinstance(request, Job)
     assert request.kind == "partial" and request.utterance_id == 1 and request.start == 16000
     assert len(request.audio) == int(0.7 * SR)
     assert request.options.beam_size == 1 and not request.options.word_timestamps

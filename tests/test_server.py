@@ -26,7 +26,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.asr.ct2_decoder import DecodeRequest
 from engine.audio.sources import FileSource
 from engine.core import protocol as p
 from engine.errors import DependencyMissingError, TranscriptionError
@@ -36,7 +35,7 @@ from engine.remote.client import RemoteLiveEngine, RemoteOptions
 from engine.server.runner import Ct2Runner, TensorRTLLMRunner
 from engine.server.scheduler import BatchScheduler, SchedulerOptions
 from engine.server.server import ServerOptions, ServerThread, TranscriptionServer
-from engine.types import Transcript
+from engine.types import DecodeRequest, Transcript
 
 pytestmark = pytest.mark.timeout(300)
 REPO = Path(__file__).resolve().parents[1]
@@ -328,7 +327,7 @@ class RecordingRunner:
 
     @property
     def info(self):  # type: ignore[no-untyped-def]
-        from engine.asr.base import ModelInfo
+        from engine.types import ModelInfo
 
         return ModelInfo("recording", "cpu", "none", False)
 
@@ -450,8 +449,8 @@ def test_a_final_arriving_during_a_partial_round_goes_before_its_remaining_runs(
 
 
 def test_batched_requests_leave_their_prompts_out() -> None:
-    from engine.asr.base import DecodeOptions
     from engine.server.scheduler import without_prompts
+    from engine.types import DecodeOptions
 
     audio = np.zeros(1600, dtype=np.float32)
     requests = [DecodeRequest(audio, DecodeOptions(prompt=x, beam_size=5), tag=i)

@@ -15,14 +15,13 @@ import numpy as np
 import pytest
 
 from app.cli import main
-from engine.asr.base import DecodeOptions
 from engine.asr.fake import ScriptedTranscriber, silence
 from engine.atomic import OutputWriteError, atomic_write_text
 from engine.audio.decode import load_audio
 from engine.core.export import parse_json, parse_srt, parse_txt, parse_vtt
 from engine.evaluation import error_rate
 from engine.offline import transcribe_audio
-from engine.types import SAMPLE_RATE
+from engine.types import SAMPLE_RATE, DecodeOptions
 
 REPO = Path(__file__).resolve().parents[1]
 JFK_TEXT = ("And so my fellow Americans, ask not what your country can do for you, "

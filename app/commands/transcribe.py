@@ -25,14 +25,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from engine.asr.base import Audio, DecodeOptions, Transcriber
+from engine.asr.base import Transcriber
 from engine.atomic import atomic_write_text
 from engine.audio.decode import load_audio
 from engine.core.export import FORMATS, render
 from engine.errors import AudioDecodeError, EngineError
 from engine.models import DEFAULT_MODEL
 from engine.offline import ProgressCallback, transcribe_audio
-from engine.types import SAMPLE_RATE, Transcript
+from engine.types import SAMPLE_RATE, Audio, DecodeOptions, Transcript
 
 log = logging.getLogger(__name__)
 

@@ -33,7 +33,8 @@ from engine.errors import TranscriptionError
 from engine.types import SAMPLE_RATE, Segment, Word, seconds_to_samples
 
 if TYPE_CHECKING:
-    from engine.asr.ct2_decoder import DecodeRequest, ShortContextSettings
+    from engine.asr.ct2_decoder import ShortContextSettings
+    from engine.types import DecodeRequest
 
 log = logging.getLogger(__name__)
 

@@ -23,57 +23,27 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
-from engine.asr.base import Audio, DecodeOptions, ModelInfo
 from engine.core.quality import QualityThresholds
 from engine.errors import EngineError, TranscriptionError, missing_dependency
-from engine.types import SAMPLE_RATE, Segment, Transcript
+from engine.types import (
+    MAX_SAMPLES,
+    Audio,
+    DecodeOptions,
+    DecodeRequest,
+    ModelInfo,
+    Segment,
+    Transcript,
+)
 
 log = logging.getLogger(__name__)
 
-MAX_SAMPLES = 30 * SAMPLE_RATE
 SHORT = "short"
 PADDED = "padded"
-
-
-@dataclass(frozen=True)
-class DecodeRequest:
-    """One chunk to decode: at most 30 s of 16 kHz mono float32, with its own options.
-
-    ``tag`` is the caller's (a session id, a chunk index); the runner never looks at it.
-    ``timestamps``: False decodes text only (Whisper's ``<|notimestamps|>``, as faster-whisper's
-    batched pipeline does): fewer tokens and no timestamp rules per step, so a cheaper decode;
-    the chunk then comes back as one segment spanning the audio (word times still come from
-    alignment when ``options.word_timestamps`` asks for them).
-    ``padding``: how the padded (30 s) path encodes the window after the audio. "encoded" runs
-    the encoder over it, as faster-whisper does. "silence" (CPU) encodes the audio plus the
-    short path's pad and takes the rest from an encoding of a silent window
-    (`ct2_passes.EncodedBatch`): about a third of the cost. The long-form pipeline asks for
-    it: there it gave the same text on the 231 s reading and on all but two of the 7 fallback
-    passages of the 20 min mix (same WER) at 17 % less wall time; decoded alone on the padded
-    path, the 26 short English clips scored 9.6 % against 9.4 % (greedy), so the live engine
-    and the server keep "encoded".
-    """
-
-    audio: Audio
-    options: DecodeOptions = field(default_factory=DecodeOptions)
-    tag: object = None
-    timestamps: bool = True
-    padding: Literal["encoded", "silence"] = "encoded"
-
-    def __post_init__(self) -> None:
-        if getattr(self.audio, "ndim", 0) != 1:
-            raise ValueError("audio must be a 1-D (mono) array")
-        if len(self.audio) > MAX_SAMPLES:
-            raise ValueError(f"audio is {len(self.audio) / SAMPLE_RATE:.1f} s; the maximum is 30 s")
-        if self.audio.dtype.name != "float32":
-            raise ValueError(f"audio must be float32, not {self.audio.dtype}")
-        if self.padding not in ("encoded", "silence"):
-            raise ValueError(f"padding must be 'encoded' or 'silence', not {self.padding!r}")
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.asr.base import Audio
 from engine.core.quality import QualityThresholds, check_text, max_ngram_repeats, words_of
-from engine.types import SAMPLE_RATE
+from engine.types import SAMPLE_RATE, Audio
 
 # Whisper's own fallback thresholds (faster-whisper defaults).
 LOGPROB_THRESHOLD = -1.0

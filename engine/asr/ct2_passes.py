@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from engine.asr.base import Audio
 from engine.asr.ct2_guards import Attempt, restart_index
 from engine.asr.ct2_words import (
     TIME_PRECISION_S,
@@ -26,6 +25,7 @@ from engine.asr.ct2_words import (
 )
 from engine.core.quality import compression_ratio, words_of
 from engine.errors import TranscriptionError
+from engine.types import Audio
 
 Features = npt.NDArray[np.float32]
 PADDED_FRAMES = 3000  # Whisper's 30 s window in mel frames (10 ms each)

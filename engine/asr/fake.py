@@ -11,8 +11,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from engine.asr.base import Audio, DecodeOptions, ModelInfo
-from engine.types import SAMPLE_RATE, Segment, Transcript, Word
+from engine.types import SAMPLE_RATE, Audio, DecodeOptions, ModelInfo, Segment, Transcript, Word
 
 
 class ScriptedTranscriber:

@@ -12,10 +12,17 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from engine.asr.base import Audio, DecodeOptions, ModelInfo
 from engine.errors import EngineError, TranscriptionError, missing_dependency
 from engine.models import DeviceChoice, ModelSpec, choose_device, resolve_model
-from engine.types import Segment, Transcript, Word, seconds_to_samples
+from engine.types import (
+    Audio,
+    DecodeOptions,
+    ModelInfo,
+    Segment,
+    Transcript,
+    Word,
+    seconds_to_samples,
+)
 
 if TYPE_CHECKING:
     from faster_whisper import WhisperModel

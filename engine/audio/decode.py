@@ -7,9 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.asr.base import Audio
 from engine.errors import AudioDecodeError, missing_dependency
-from engine.types import SAMPLE_RATE
+from engine.types import SAMPLE_RATE, Audio
 
 
 def load_audio(path: str | os.PathLike[str]) -> Audio:

@@ -12,9 +12,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from engine.asr.base import Audio
 from engine.errors import missing_dependency
-from engine.types import SAMPLE_RATE
+from engine.types import SAMPLE_RATE, Audio
 
 
 def to_mono(block: npt.NDArray[np.float32]) -> Audio:

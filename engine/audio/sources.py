@@ -27,10 +27,9 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from engine.asr.base import Audio
 from engine.audio.resample import StreamResampler
 from engine.errors import AudioDeviceError, missing_dependency
-from engine.types import SAMPLE_RATE
+from engine.types import SAMPLE_RATE, Audio
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ monotonic clock, real or simulated) to every call.
 
     caller                                   policy
     segmenter events (SegmentStarted...) --> handle(event, now)       -> [Event]
-    "my worker is free"                  --> next_request(now)        -> DecodeRequest | None
+    "my worker is free"                  --> next_request(now)        -> Job | None
     decode finished                      --> on_result(id, transcript, now) -> [Event]
     decode failed                        --> on_failure(id, message, now)   -> [Event]
 
@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from engine.asr.base import Audio, DecodeOptions
 from engine.core.agreement import LocalAgreement, tokens
 from engine.core.loops import prompt_echo, word_loop
 from engine.core.prompt import PromptOptions, PromptTracker
@@ -42,7 +41,15 @@ from engine.events import (
     SpeechEnded,
     SpeechStarted,
 )
-from engine.types import SAMPLE_RATE, Segment, Transcript, Word
+from engine.types import (
+    SAMPLE_RATE,
+    Audio,
+    DecodeOptions,
+    DecodeRequest,
+    Segment,
+    Transcript,
+    Word,
+)
 
 LOOP_FLAGS = frozenset({"compression", "repeats", "wpm_high", "word_loop", "prompt_echo",
                         "early_end"})
@@ -105,18 +112,27 @@ class PolicyOptions:
 
 
 @dataclass(frozen=True)
-class DecodeRequest:
-    """One piece of decode work. ``start`` is the session sample of ``audio[0]``; word times in
-    the result are relative to it. ``audio_arrived_at`` is when its newest sample arrived."""
+class Job:
+    """One piece of decode work of a stream: the `DecodeRequest` a runner decodes, and what the
+    stream needs to place its result. ``start`` is the stream sample of ``request.audio[0]``;
+    word times in the result are relative to it. ``audio_arrived_at`` is when its newest sample
+    arrived."""
 
     request_id: int
     utterance_id: int
     kind: str  # "partial" | "final"
-    audio: Audio = field(repr=False, compare=False)
     start: int
-    options: DecodeOptions
     issued_at: float
     audio_arrived_at: float
+    request: DecodeRequest
+
+    @property
+    def audio(self) -> Audio:
+        return self.request.audio
+
+    @property
+    def options(self) -> DecodeOptions:
+        return self.request.options
 
 
 @dataclass
@@ -152,7 +168,7 @@ class StreamingPolicy:
         self.prompt = PromptTracker(self.options.prompt, language=self.options.language)
         self._active: _Utterance | None = None
         self._finals: deque[_Utterance] = deque()
-        self._in_flight: dict[int, tuple[DecodeRequest, _Utterance]] = {}
+        self._in_flight: dict[int, tuple[Job, _Utterance]] = {}
         self._next_utterance = 1
         self._next_request = 1
         self._next_partial_at = 0.0
@@ -190,7 +206,7 @@ class StreamingPolicy:
             out.extend(self.handle(event, now))
         return out
 
-    def next_request(self, now: float) -> DecodeRequest | None:
+    def next_request(self, now: float) -> Job | None:
         """The next decode to run now, or None; call whenever a worker is free."""
         if len(self._in_flight) >= self.options.max_in_flight:
             return None
@@ -292,7 +308,7 @@ class StreamingPolicy:
             and not any(u is utt for _, u in self._in_flight.values())
         )
 
-    def _partial_request(self, utt: _Utterance, now: float) -> DecodeRequest:
+    def _partial_request(self, utt: _Utterance, now: float) -> Job:
         o = self.options
         utt.partial_samples = utt.samples
         options = DecodeOptions(
@@ -302,7 +318,7 @@ class StreamingPolicy:
         )
         return self._issue(utt, "partial", options, now)
 
-    def _partial_result(self, request: DecodeRequest, utt: _Utterance, transcript: Transcript,
+    def _partial_result(self, request: Job, utt: _Utterance, transcript: Transcript,
                         now: float) -> list[Event]:
         o = self.options
         wait = max(o.partial_interval_s, o.busy_factor * (now - request.issued_at))
@@ -318,7 +334,7 @@ class StreamingPolicy:
 
     # -- finals --------------------------------------------------------------------------
 
-    def _final_request(self, utt: _Utterance, now: float) -> DecodeRequest:
+    def _final_request(self, utt: _Utterance, now: float) -> Job:
         o = self.options
         utt.attempts += 1
         first = utt.attempts == 1
@@ -343,7 +359,7 @@ class StreamingPolicy:
         )
         return self._issue(utt, "final", options, now, arrived_at=utt.speech_end_at)
 
-    def _final_result(self, request: DecodeRequest, utt: _Utterance, transcript: Transcript,
+    def _final_result(self, request: Job, utt: _Utterance, transcript: Transcript,
                       now: float) -> list[Event]:
         o = self.options
         seconds = len(request.audio) / SAMPLE_RATE
@@ -367,7 +383,7 @@ class StreamingPolicy:
         return [self._final_text(utt, text, words, request, now, transcript.language)]
 
     def _final_text(self, utt: _Utterance, text: str, words: tuple[Word, ...],
-                    request: DecodeRequest | None, now: float, language: str | None) -> FinalText:
+                    request: Job | None, now: float, language: str | None) -> FinalText:
         latency = (now - request.issued_at) * 1000 if request is not None else 0.0
         return FinalText(
             utterance_id=utt.id, text=text, words=words, start=utt.start, end=utt.end,
@@ -378,11 +394,11 @@ class StreamingPolicy:
     # -- shared --------------------------------------------------------------------------
 
     def _issue(self, utt: _Utterance, kind: str, options: DecodeOptions, now: float,
-               arrived_at: float | None = None) -> DecodeRequest:
-        request = DecodeRequest(
-            request_id=self._next_request, utterance_id=utt.id, kind=kind,
-            audio=utt.audio().copy(), start=utt.start, options=options, issued_at=now,
-            audio_arrived_at=utt.arrived_at if arrived_at is None else arrived_at,
+               arrived_at: float | None = None) -> Job:
+        request = Job(
+            request_id=self._next_request, utterance_id=utt.id, kind=kind, start=utt.start,
+            issued_at=now, audio_arrived_at=utt.arrived_at if arrived_at is None else arrived_at,
+            request=DecodeRequest(audio=utt.audio().copy(), options=options),
         )
         self._next_request += 1
         self._in_flight[request.request_id] = (request, utt)
@@ -396,7 +412,7 @@ class StreamingPolicy:
             self._backoff = max(1.0, self._backoff / 2)
 
 
-def _early_end(words: list[Word], request: DecodeRequest, speech_end: int) -> set[str]:
+def _early_end(words: list[Word], request: Job, speech_end: int) -> set[str]:
     """A short window sometimes stops decoding before the audio does (the last words of the
     utterance are lost): the last word ends well before the VAD's end of speech."""
     if not words or not (request.options.short_context or request.options.prompt):

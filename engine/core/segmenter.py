@@ -35,8 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from engine.asr.base import Audio
-from engine.types import SAMPLE_RATE
+from engine.types import SAMPLE_RATE, Audio
 
 WINDOW = 512  # Silero's window at 16 kHz
 MAX_ONSET = 32  # windows (~1 s) of soft onset kept before the window that triggers

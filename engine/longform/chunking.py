@@ -35,9 +35,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from engine.asr.base import Audio
 from engine.errors import missing_dependency
-from engine.types import SAMPLE_RATE
+from engine.types import SAMPLE_RATE, Audio
 from engine.vad import window_levels_db
 
 VAD_WINDOW = 512  # samples per Silero window at 16 kHz (32 ms)

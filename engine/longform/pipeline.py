@@ -38,8 +38,6 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from engine.asr.base import Audio, DecodeOptions
-from engine.asr.ct2_decoder import DecodeRequest
 from engine.core.quality import max_ngram_repeats, words_of
 from engine.longform import retry
 from engine.longform.chunking import (
@@ -67,7 +65,7 @@ from engine.longform.stitch import (
     stitch,
     text_spans,
 )
-from engine.types import SAMPLE_RATE, Transcript
+from engine.types import SAMPLE_RATE, Audio, DecodeOptions, DecodeRequest, Transcript
 
 log = logging.getLogger(__name__)
 

@@ -21,9 +21,8 @@ import dataclasses
 from dataclasses import dataclass
 from enum import Enum
 
-from engine.asr.base import DecodeOptions
 from engine.core.quality import QualityThresholds, check_text
-from engine.types import SAMPLE_RATE, Transcript
+from engine.types import SAMPLE_RATE, DecodeOptions, Transcript
 
 SILENCE_FLAGS = frozenset({"no_speech", "text_on_silence"})
 

@@ -10,9 +10,8 @@ import os
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from engine.asr.ct2_decoder import DecodeRequest
 from engine.asr.faster_whisper_backend import FasterWhisperTranscriber
-from engine.types import Transcript
+from engine.types import DecodeRequest, Transcript
 
 # Decode streams on the CPU: model replicas of cores // 2 threads each, one batch each at a
 # time (see `engine.longform.pipeline`). Measured on the 2-core test machine only; CUDA keeps one.

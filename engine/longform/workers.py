@@ -20,9 +20,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from engine.asr.ct2_decoder import DecodeRequest
 from engine.errors import EngineError, TranscriptionError
-from engine.types import Transcript
+from engine.types import DecodeRequest, Transcript
 
 log = logging.getLogger(__name__)
 

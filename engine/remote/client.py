@@ -30,7 +30,6 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from engine.asr.base import Audio
 from engine.audio.sources import AudioSource
 from engine.core.protocol import float_to_pcm16
 from engine.errors import EngineError
@@ -47,7 +46,7 @@ from engine.events import (
     StateChanged,
 )
 from engine.remote.buffer import AudioBuffer, SendLog
-from engine.types import SAMPLE_RATE, Word
+from engine.types import SAMPLE_RATE, Audio, Word
 
 log = logging.getLogger(__name__)
 

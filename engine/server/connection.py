@@ -16,9 +16,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from engine.asr.ct2_decoder import DecodeRequest
 from engine.core import protocol as p
-from engine.core.policy import DecodeRequest as PolicyRequest
+from engine.core.policy import Job
 from engine.errors import EngineError
 from engine.server.scheduler import BatchScheduler, Ticket
 from engine.server.session import ServerSession, SessionOptions, VadFn
@@ -78,7 +77,7 @@ class Connection:
         self._session: ServerSession | None = None
         self._wake = asyncio.Event()
         self._decoder: asyncio.Task[None] | None = None
-        self._queued: tuple[PolicyRequest, Ticket] | None = None  # the request out, if any
+        self._queued: tuple[Job, Ticket] | None = None  # the request out, if any
         self._ending = False
 
     async def run(self) -> None:
@@ -178,10 +177,9 @@ class Connection:
             await self._wake.wait()
             self._wake.clear()
             while (request := session.next_request()) is not None:
-                decode = DecodeRequest(audio=request.audio, options=request.options,
-                                       tag=request.request_id)
                 try:
-                    ticket = self._scheduler.submit(decode, urgent=request.kind == "final")
+                    ticket = self._scheduler.submit(request.request,
+                                                    urgent=request.kind == "final")
                     self._queued = (request, ticket)
                     transcript = await ticket.future
                 except EngineError as exc:

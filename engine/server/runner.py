@@ -21,10 +21,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from engine.asr.base import ModelInfo
-from engine.asr.ct2_decoder import DecodeRequest
 from engine.errors import DependencyMissingError, EngineError, TranscriptionError
-from engine.types import SAMPLE_RATE, Segment, Transcript
+from engine.types import SAMPLE_RATE, DecodeRequest, ModelInfo, Segment, Transcript
 
 log = logging.getLogger(__name__)
 

@@ -37,10 +37,9 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from engine.asr.ct2_decoder import DecodeRequest
 from engine.errors import EngineError, TranscriptionError
 from engine.server.runner import Runner, audio_seconds
-from engine.types import Transcript
+from engine.types import DecodeRequest, Transcript
 
 log = logging.getLogger(__name__)
 

@@ -18,13 +18,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from engine.asr.base import Audio
 from engine.core import protocol as p
-from engine.core.policy import DecodeRequest as PolicyRequest
-from engine.core.policy import PolicyOptions, StreamingPolicy
+from engine.core.policy import Job, PolicyOptions, StreamingPolicy
 from engine.core.segmenter import WINDOW, SegmenterOptions, SpeechSegmenter
 from engine.events import EngineFailed, Event, FinalText, PartialText, SpeechEnded, SpeechStarted
-from engine.types import SAMPLE_RATE, Transcript, Word
+from engine.types import SAMPLE_RATE, Audio, Transcript, Word
 
 log = logging.getLogger(__name__)
 
@@ -160,23 +158,23 @@ class ServerSession:
         self._open.clear()
         self._speaking = None
 
-    def is_stale(self, request: PolicyRequest) -> bool:
+    def is_stale(self, request: Job) -> bool:
         """A partial of an utterance that has ended: the policy ignores its result (the
         final supersedes it), so it need not be decoded at all."""
         return request.kind == "partial" and request.utterance_id != self._speaking
 
-    def next_request(self) -> PolicyRequest | None:
+    def next_request(self) -> Job | None:
         request = self.policy.next_request(self._clock())
         if request is not None:
             self._issued[request.request_id] = _Issued(self.position, self._fed_at)
         return request
 
-    def on_result(self, request: PolicyRequest, transcript: Transcript) -> list[p.ServerMessage]:
+    def on_result(self, request: Job, transcript: Transcript) -> list[p.ServerMessage]:
         events = self.policy.on_result(request.request_id, transcript, self._clock())
         out = self._translate(events, request, transcript)
         return out + self._maybe_ack(force=any(isinstance(m, p.Final) for m in out))
 
-    def on_failure(self, request: PolicyRequest, message: str) -> list[p.ServerMessage]:
+    def on_failure(self, request: Job, message: str) -> list[p.ServerMessage]:
         events = self.policy.on_failure(request.request_id, message, self._clock())
         return self._translate(events, request) + self._maybe_ack(force=True)
 
@@ -200,7 +198,7 @@ class ServerSession:
         self._acked = upto
         return [p.Ack(upto=upto)]
 
-    def _translate(self, events: list[Event], request: PolicyRequest | None = None,
+    def _translate(self, events: list[Event], request: Job | None = None,
                    transcript: Transcript | None = None) -> list[p.ServerMessage]:
         out: list[p.ServerMessage] = []
         issued = self._issued.pop(request.request_id, None) if request is not None else None
