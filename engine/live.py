@@ -1,15 +1,20 @@
-"""`LocalLiveEngine`: microphone (or file) -> Silero VAD -> segmenter -> streaming policy ->
-local Transcriber, emitting `engine.events` to one sink.
+"""`LocalLiveEngine`: microphone (or file) -> the stream core -> a local runner, emitting
+`engine.events` to one sink.
 
-Threads (all at the edges; the algorithms live in engine.core and know nothing of them):
+The engine is a driver: every decision (windows, VAD, utterances, partials, finals, prompts,
+retries) is `engine.core.stream.StreamCore`'s, the same core the server runs per session. This
+module owns only the threads, all at the edges:
 - the audio source's own thread (PortAudio callback) fills the source's bounded queue;
-- the *pipeline* thread reads blocks, runs VAD and the segmenter, feeds the policy, hands
-  decode requests to the worker and, at the end, flushes the tail and waits for the last final;
-- one *inference worker* runs the Transcriber. The policy keeps at most one request out, so the
-  request queue never holds more than one item (bounded, never overflows).
-Policy, segmenter and journal are touched only under one lock; the sink is called under it,
-so events arrive one at a time, in order, from either engine thread. It must return quickly
-(the Qt bridge re-emits them as queued signals).
+- the *pipeline* thread reads blocks, feeds the core and hands its jobs to the worker and, at
+  the end, flushes the tail and waits for the last final;
+- one *inference worker* runs the `Runner` (``decode_batch`` of one request). The policy keeps
+  at most one job out, so the job queue never holds more than one item (bounded, never full).
+The core and the journal are touched only under one lock; the sink is called under it, so
+events arrive one at a time, in order, from either engine thread. It must return quickly (the
+Qt bridge re-emits them as queued signals).
+
+The worker thread also loads the runner and stays alive for the engine's life: a CTranslate2
+model first used on a thread that has exited decodes 4-6x slower.
 
 Simulated time: with a simulated source (`FileSource(realtime=False)`) the clock is the audio
 position, and each decode "takes" its measured wall time on that clock: the pipeline feeds no
@@ -23,29 +28,24 @@ import logging
 import queue
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-import numpy as np
-
-from engine.asr.base import Transcriber
 from engine.audio.sources import AudioSource
-from engine.core.policy import Job, PolicyOptions, StreamingPolicy
-from engine.core.segmenter import SegmenterOptions, SpeechSegmenter
+from engine.core.policy import Job, PolicyOptions
+from engine.core.segmenter import SegmenterOptions
+from engine.core.stream import StreamCore, StreamOptions
 from engine.errors import EngineError
 from engine.events import (
     EngineFailed,
     Event,
     EventSink,
     FinalText,
-    LevelChanged,
     Metrics,
     StateChanged,
 )
 from engine.journal import Journal, JournalError
-from engine.types import SAMPLE_RATE, Audio, Transcript
-from engine.vad import SileroVad
+from engine.types import SAMPLE_RATE, Audio, Runner, SpeechScorer, Transcript
 
 log = logging.getLogger(__name__)
 
@@ -72,45 +72,51 @@ class LiveOptions:
         if self.read_timeout_s <= 0 or self.drain_timeout_s <= 0:
             raise ValueError("timeouts must be > 0")
 
+    def stream(self) -> StreamOptions:
+        return StreamOptions(mode=self.mode, policy=self.policy, segmenter=self.segmenter,
+                             level_interval_ms=self.level_interval_ms)
+
 
 @dataclass
 class _Outcome:
-    request: Job
+    job: Job
     transcript: Transcript | None
     error: str
     seconds: float  # wall time the decode took
 
 
 class LocalLiveEngine:
-    """`engine.events.LiveEngine` over a local Transcriber. See the module docstring."""
+    """`engine.events.LiveEngine` over a local runner. See the module docstring.
 
-    def __init__(self, sink: EventSink, *, source: AudioSource, transcriber: Transcriber,
-                 options: LiveOptions | None = None, vad: SileroVad | None = None,
+    ``scorer``: the VAD (default: `engine.vad.default_scorer()`, loaded on the pipeline
+    thread); ``journal``: where finals are autosaved (default: a new session journal when
+    ``options.journal``)."""
+
+    def __init__(self, sink: EventSink, *, source: AudioSource, runner: Runner,
+                 options: LiveOptions | None = None, scorer: SpeechScorer | None = None,
                  journal: Journal | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.options = options or LiveOptions()
         self._sink = sink
         self._source = source
-        self._transcriber = transcriber
-        self._vad = vad or SileroVad()
+        self._runner = runner
+        self._scorer = scorer
         self._journal = journal if journal is not None else (
             Journal() if self.options.journal else None)
         self._clock = clock
         self._simulated = bool(getattr(source, "simulated", False))
         self._lock = threading.Condition()
-        self._policy = StreamingPolicy(self.options.policy)
-        self._segmenter = SpeechSegmenter(replace(self.options.segmenter, mode=self.options.mode))
-        self._requests: queue.Queue[Job | None] = queue.Queue(maxsize=1)
+        self._core: StreamCore | None = None
+        self._early: list[tuple[str, int]] = []  # key presses before the core exists
+        self._jobs: queue.Queue[Job | None] = queue.Queue(maxsize=1)
         self._outcomes: queue.Queue[_Outcome] = queue.Queue(maxsize=1)  # simulated time only
-        self._controls: deque[tuple[str, int]] = deque()
+        self._loaded: queue.Queue[BaseException | None] = queue.Queue(maxsize=1)
         self._stop = threading.Event()
         self._finished = threading.Event()
         self._pipeline: threading.Thread | None = None
         self._worker: threading.Thread | None = None
         self._sim_now = 0.0
         self._held: _Outcome | None = None
-        self._level: list[Audio] = []
-        self._level_samples = 0
 
     # -- the LiveEngine interface --------------------------------------------------------
 
@@ -134,6 +140,15 @@ class LocalLiveEngine:
         """Push-to-talk release; audio up to ``ptt_tail_ms`` after it is kept."""
         tail = self.options.ptt_tail_ms * SAMPLE_RATE // 1000
         self._control("end", (self._source.captured + tail) if at is None else at)
+
+    def _control(self, kind: str, at: int) -> None:
+        with self._lock:
+            if self._core is None:
+                self._early.append((kind, at))
+            elif kind == "begin":
+                self._core.begin(at)
+            else:
+                self._core.end(at)
 
     # -- extras for the app, CLI and benchmarks ------------------------------------------
 
@@ -159,13 +174,19 @@ class LocalLiveEngine:
         failure: EngineFailed | None = None
         try:
             self._emit_one(StateChanged("loading"))
-            self._transcriber.load()
-            self._vad.load()
-            self._emit_one(StateChanged("ready", self._transcriber.info.name))
-            self._source.start()
             self._worker = threading.Thread(target=self._work, name="sottovoce-inference",
                                             daemon=True)
             self._worker.start()
+            loaded = self._loaded.get()
+            if loaded is not None:
+                raise loaded
+            scorer = self._scorer if self._scorer is not None else _default_scorer()
+            with self._lock:
+                self._core = StreamCore(self.options.stream(), scorer)
+                for kind, at in self._early:
+                    self._core.begin(at) if kind == "begin" else self._core.end(at)
+            self._emit_one(StateChanged("ready", self._runner.info.name))
+            self._source.start()
             self._emit_one(StateChanged("listening"))
             failure = self._capture()
             self._drain()
@@ -199,36 +220,32 @@ class LocalLiveEngine:
             self._sim_now = max(self._sim_now, end_time)
         with self._lock:
             now = self.now()
-            self._level_update(block)
-            for window, probability in self._vad.feed(block):
-                self._apply_controls(self._segmenter.position + len(window), now)
-                self._emit(self._policy.handle_all(self._segmenter.push(window, probability), now))
+            self._emit(self._stream.feed(block, now))
             self._dispatch(now)
 
-    def _apply_controls(self, upto: int, now: float) -> None:
-        while self._controls and self._controls[0][1] <= upto:
-            kind, _ = self._controls.popleft()
-            events = self._segmenter.begin() if kind == "begin" else self._segmenter.end()
-            self._emit(self._policy.handle_all(events, now))
+    @property
+    def _stream(self) -> StreamCore:
+        assert self._core is not None  # built before the source starts
+        return self._core
 
     def _drain(self) -> None:
         """Flush the utterance in flight and wait until its final has been emitted."""
         with self._lock:
             now = self.now()
-            self._apply_controls(self._segmenter.position, now)
-            self._emit(self._policy.handle_all(self._segmenter.flush(), now))
+            self._emit(self._stream.flush(now))
             self._dispatch(now)
         if self._simulated:
             self._sim_deliver(until=float("inf"))
             return
         with self._lock:
-            if not self._lock.wait_for(lambda: self._policy.idle, self.options.drain_timeout_s):
+            if not self._lock.wait_for(lambda: self._stream.policy.idle,
+                                       self.options.drain_timeout_s):
                 self._emit_one(EngineFailed("gave up waiting for the last decode", True))
 
     def _shutdown(self, failure: EngineFailed | None) -> None:
         self._source.stop()
         if self._worker is not None:
-            self._requests.put(None)
+            self._jobs.put(None)
             self._worker.join(timeout=self.options.drain_timeout_s)
         if self._journal is not None:
             self._journal.close()
@@ -238,25 +255,27 @@ class LocalLiveEngine:
             self._emit_one(StateChanged("stopped"))
         self._finished.set()
 
-    def _control(self, kind: str, at: int) -> None:
-        with self._lock:
-            self._controls.append((kind, at))
-
     # -- decoding ------------------------------------------------------------------------
 
     def _dispatch(self, now: float) -> None:
-        """Hand the policy's next request to the worker if it is free (lock held)."""
-        if self._policy.in_flight == 0 and self._held is None:
-            request = self._policy.next_request(now)
-            if request is not None:
-                self._requests.put_nowait(request)  # never full: one request out at a time
+        """Hand the core's next job to the worker if it is free (lock held)."""
+        if self._stream.in_flight == 0 and self._held is None:
+            job = self._stream.next_job(now)
+            if job is not None:
+                self._jobs.put_nowait(job)  # never full: one job out at a time
 
     def _work(self) -> None:
+        try:
+            self._runner.load()
+        except BaseException as exc:  # noqa: BLE001 - handed to the pipeline thread to report
+            self._loaded.put(exc)
+            return
+        self._loaded.put(None)
         while True:
-            request = self._requests.get()
-            if request is None:
+            job = self._jobs.get()
+            if job is None:
                 return
-            outcome = self._decode(request)
+            outcome = self._decode(job)
             if self._simulated:
                 self._outcomes.put(outcome)
                 continue
@@ -265,32 +284,31 @@ class LocalLiveEngine:
                 self._dispatch(self._clock())
                 self._lock.notify_all()
 
-    def _decode(self, request: Job) -> _Outcome:
+    def _decode(self, job: Job) -> _Outcome:
         started = time.perf_counter()
         try:
-            transcript = self._transcriber.transcribe(request.audio, request.options)
+            transcript: Transcript | None = self._runner.decode_batch([job.request])[0]
             error = ""
         except Exception as exc:  # noqa: BLE001 - the worker's top: any failure becomes an event
-            log.exception("decode of request %d failed", request.request_id)
+            log.exception("decode of job %d failed", job.request_id)
             transcript, error = None, str(exc) or type(exc).__name__
-        return _Outcome(request, transcript, error, time.perf_counter() - started)
+        return _Outcome(job, transcript, error, time.perf_counter() - started)
 
     def _deliver(self, outcome: _Outcome, now: float) -> None:
-        rid = outcome.request.request_id
         if outcome.transcript is None:
-            self._emit(self._policy.on_failure(rid, outcome.error, now))
+            self._emit(self._stream.on_failure(outcome.job, outcome.error, now))
         else:
-            self._emit(self._policy.on_result(rid, outcome.transcript, now))
+            self._emit(self._stream.on_result(outcome.job, outcome.transcript, now))
 
     def _sim_deliver(self, until: float) -> None:
         """Simulated time: deliver every result that is ready before ``until``."""
         while True:
             with self._lock:
-                if self._held is None and self._policy.in_flight == 0:
+                if self._held is None and self._stream.in_flight == 0:
                     return
             if self._held is None:
                 self._held = self._outcomes.get()
-            ready_at = self._held.request.issued_at + self._held.seconds
+            ready_at = self._held.job.issued_at + self._held.seconds
             if ready_at > until:
                 return
             with self._lock:
@@ -300,17 +318,6 @@ class LocalLiveEngine:
                 self._dispatch(self._sim_now)
 
     # -- events --------------------------------------------------------------------------
-
-    def _level_update(self, block: Audio) -> None:
-        self._level.append(block)
-        self._level_samples += len(block)
-        if self._level_samples * 1000 < self.options.level_interval_ms * SAMPLE_RATE:
-            return
-        audio = np.concatenate(self._level)
-        self._level, self._level_samples = [], 0
-        rms = float(np.sqrt(np.mean(np.square(audio, dtype=np.float64))))
-        peak = float(np.max(np.abs(audio)))
-        self._emit_one(LevelChanged(rms_db=_db(rms), peak_db=_db(peak)))
 
     def _emit(self, events: list[Event]) -> None:
         for event in events:
@@ -338,19 +345,7 @@ class LocalLiveEngine:
             log.exception("event sink raised on %s", type(event).__name__)
 
 
-def _db(value: float) -> float:
-    return max(-100.0, 20.0 * float(np.log10(value))) if value > 0 else -100.0
+def _default_scorer() -> SpeechScorer:
+    from engine.vad import default_scorer
 
-
-def local_transcriber(model: str | None = None, *, fast: bool = True,
-                      device: str = "auto") -> Transcriber:
-    """The default local Transcriber: the guarded short-context chunk decoder over
-    faster-whisper's weights (``fast``), or plain faster-whisper (30 s padded windows)."""
-    from engine.asr.faster_whisper_backend import FasterWhisperTranscriber
-
-    backend = FasterWhisperTranscriber(model, device=device)
-    if not fast:
-        return backend
-    from engine.asr.ct2_decoder import FastChunkTranscriber
-
-    return FastChunkTranscriber(backend)
+    return default_scorer()

@@ -129,6 +129,13 @@ class SileroVad:
                 self._restart_at_quietest()
         return [(windows[i], float(probs[i])) for i in range(count)]
 
+    def score(self, windows: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        """`engine.types.SpeechScorer`: one probability per (n, WINDOW) row, state carried."""
+        if self._session is None:
+            self.load()
+        flat = np.asarray(windows, dtype=np.float32).reshape(-1)
+        return np.asarray([p for _, p in self.feed(flat)], dtype=np.float32)
+
     def probabilities(self, audio: Audio) -> npt.NDArray[np.float32]:
         """Speech probability per whole window of ``audio`` (state carried; tail dropped)."""
         return np.asarray([p for _, p in self.feed(audio)], dtype=np.float32)
@@ -162,3 +169,30 @@ class SileroVad:
         _, h, c = self._session.run(
             None, {"input": np.stack(self._rows), "h": zeros, "c": zeros.copy()})
         self._fresh = (h, c)
+
+
+def default_scorer() -> SileroVad | EnergyScorer:
+    """Silero (loaded) when onnxruntime and the model are there; the energy detector otherwise."""
+    try:
+        vad = SileroVad()
+        vad.load()
+        return vad
+    except EngineError as exc:
+        log.warning("Silero VAD unavailable (%s); using the energy detector", exc)
+        return EnergyScorer()
+
+
+class EnergyScorer:
+    """Speech probability from loudness alone: -50 dBFS and below is 0, -35 dBFS and above 1.
+    The fallback when Silero is not available (close-talking microphones, clean recordings)."""
+
+    def __init__(self, floor_db: float = -50.0, full_db: float = -35.0) -> None:
+        self._floor = floor_db
+        self._span = full_db - floor_db
+
+    def score(self, windows: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        levels = window_levels_db(np.asarray(windows, dtype=np.float32))
+        return np.asarray(np.clip((levels - self._floor) / self._span, 0.0, 1.0), dtype=np.float32)
+
+    def reset(self) -> None:
+        """Stateless."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from engine.core.segmenter import SegmenterOptions
 from engine.errors import EngineError
 from engine.remote.buffer import AudioBuffer, SendLog
 from engine.remote.client import Endpoint, RemoteLiveEngine, RemoteOptions, Timing
@@ -63,20 +64,30 @@ def test_timing_splits_network_and_server_time() -> None:
 
 
 def test_push_to_talk_sends_only_the_pressed_span_with_preroll() -> None:
+    """The gate is the stream core's segmenter in push-to-talk mode: the same pre-roll as the
+    local engine (``preroll_ms`` plus the start windows), the pressed span, a flush at the
+    release, and the tail shorter than a window when capture stops."""
     engine = RemoteLiveEngine(lambda e: None, url="ws://127.0.0.1:1",
-                              options=RemoteOptions(mode="ptt", preroll_ms=64))
+                              options=RemoteOptions(mode="ptt", preroll_ms=400))
     block = np.full(512, 0.25, dtype=np.float32)  # 32 ms
-    was_open = False
-    for _ in range(10):  # before the press: only the ring keeps the last ~64 ms
-        was_open = engine._forward(block, was_open)
+    for _ in range(40):  # before the press: nothing is sent
+        engine._forward(block)
     assert engine.buffer.end == 0
     engine.begin_utterance()
     for _ in range(5):
-        was_open = engine._forward(block, was_open)
+        engine._forward(block)
     engine.end_utterance()
-    was_open = engine._forward(block, was_open)
-    assert engine.buffer.end == 512 * (2 + 5)  # pre-roll ring + pressed blocks
+    engine._forward(block)
+    ring = SegmenterOptions().windows(400) + SegmenterOptions().start_windows
+    assert engine.buffer.end == 512 * (ring + 5)  # pre-roll + pressed blocks
     assert engine.buffer.flushes_after(0) == [engine.buffer.end]
+    engine.begin_utterance()
+    engine._forward(block[:100])
+    with engine._gate_lock:  # what the capture thread does when it stops
+        assert engine._gate is not None
+        engine._send_gated(engine._gate.flush())
+    assert engine.buffer.end == 512 * (ring + 5) + 512 + 100  # the new pre-roll: one window
+    assert engine.buffer.flushes_after(512 * (ring + 5)) == [engine.buffer.end]
 
 
 def test_urls_and_options_are_validated() -> None:

@@ -11,7 +11,16 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from engine.types import SAMPLE_RATE, Audio, DecodeOptions, ModelInfo, Segment, Transcript, Word
+from engine.types import (
+    SAMPLE_RATE,
+    Audio,
+    DecodeOptions,
+    DecodeRequest,
+    ModelInfo,
+    Segment,
+    Transcript,
+    Word,
+)
 
 
 class ScriptedTranscriber:
@@ -40,8 +49,19 @@ class ScriptedTranscriber:
     def info(self) -> ModelInfo:
         return ModelInfo(name="scripted", device="cpu", compute_type="none", multilingual=True)
 
+    @property
+    def streams(self) -> int:
+        return 1
+
+    @property
+    def device(self) -> str:
+        return "cpu"
+
     def load(self) -> None:
         self.loaded = True
+
+    def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]:
+        return [self.transcribe(r.audio, r.options) for r in requests]
 
     def transcribe(self, audio: Audio, options: DecodeOptions) -> Transcript:
         self.calls.append((len(audio), options))
@@ -69,3 +89,6 @@ class ScriptedTranscriber:
 def silence(seconds: float) -> Audio:
     """Digital silence of the given length (a test helper)."""
     return np.zeros(int(seconds * SAMPLE_RATE), dtype=np.float32)
+
+
+ScriptedRunner = ScriptedTranscriber

@@ -128,13 +128,13 @@ SegmentEvent = SegmentStarted | SegmentAudio | SegmentEnded
 class SpeechSegmenter:
     """State machine over VAD windows; see the module docstring. Not thread-safe."""
 
-    def __init__(self, options: SegmenterOptions | None = None) -> None:
+    def __init__(self, options: SegmenterOptions | None = None, *, position: int = 0) -> None:
         self.options = options or SegmenterOptions()
         o = self.options
         self._preroll = o.windows(o.preroll_ms)
         # Pre-roll plus room for a slow onset (a long soft run before the peak that triggers).
         self._ring: deque[Audio] = deque(maxlen=self._preroll + o.start_windows + MAX_ONSET)
-        self._position = 0  # samples pushed so far
+        self._position = position  # stream position after the samples pushed so far
         self._run = 0  # consecutive windows >= end_threshold while idle
         self._peaked = False  # ... one of which reached start_threshold
         self._active = False
@@ -144,7 +144,7 @@ class SpeechSegmenter:
         self._silence = 0  # consecutive windows below end_threshold
         self._last_speech_end = 0
         self._speech_windows = 0
-        self._floor = 0  # end of the previous utterance: pre-roll never reaches back past it
+        self._floor = position  # end of the previous utterance: pre-roll never reaches back past it
         self._recent_db: deque[float] = deque(maxlen=max(1, o.windows(o.noise_floor_ms)))
         self._loud = False  # the newest window stands soft_snr_db above the noise floor
         self._soft_run = 0  # consecutive loud windows while idle
@@ -170,6 +170,19 @@ class SpeechSegmenter:
         if not self._active:
             return self._push_idle(probability)
         return self._push_active(window, probability)
+
+    def push_tail(self, audio: Audio) -> list[SegmentEvent]:
+        """Samples shorter than a window, at a flush: they join the utterance in flight (or
+        the pre-roll ring) unscored, so a flush never pads with silence."""
+        if not len(audio):
+            return []
+        self._position += len(audio)
+        self._ring.append(audio)
+        if not self._active:
+            return []
+        self._windows.append(audio)
+        self._levels.append(_rms(audio))
+        return [SegmentAudio(audio=audio, speech=False)]
 
     def begin(self) -> list[SegmentEvent]:
         """Push-to-talk press: open an utterance now, with the pre-roll ring."""
@@ -224,7 +237,7 @@ class SpeechSegmenter:
         ring_windows = min(ring_windows, fresh, len(self._ring))
         windows = list(self._ring)[-ring_windows:] if ring_windows else []
         self._active = True
-        self._start = self._position - WINDOW * len(windows)
+        self._start = self._position - sum(len(w) for w in windows)
         self._windows = windows
         self._levels = [_rms(w) for w in windows]
         self._silence = 0
@@ -271,7 +284,7 @@ class SpeechSegmenter:
         """Cut the over-long utterance at its quietest window in the second half."""
         half = len(self._levels) // 2
         quietest = half + int(np.argmin(self._levels[half:]))
-        split = self._start + quietest * WINDOW
+        split = self._start + sum(len(w) for w in self._windows[:quietest])
         rest = self._windows[quietest:]
         rest_levels = self._levels[quietest:]
         speech_windows, soft, doubted = self._speech_windows, self._soft, self._doubted

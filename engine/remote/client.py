@@ -2,8 +2,9 @@
 
 Two threads at the edge, nothing else:
 - capture: reads the audio source, reports the input level, applies push-to-talk gating (only
-  the pressed span, with a pre-roll ring, is sent), and appends s16le blocks to the shared
-  `AudioBuffer`;
+  the pressed span, with the pre-roll, is sent: the stream core's `Segmentation` in
+  push-to-talk mode, the same segmenter the local engine and the server run), and appends
+  s16le blocks to the shared `AudioBuffer`;
 - network: an asyncio loop running a *link* (`NativeLink` for ``ws://``/``wss://``,
   `WhisperLiveLink` for ``whisperlive://host:port``) that streams the buffer continuously,
   turns replies into engine events, and on a dropped connection reconnects with exponential
@@ -19,11 +20,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import threading
 import time
 import uuid
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -32,13 +31,14 @@ import numpy as np
 
 from engine.audio.sources import AudioSource
 from engine.core.protocol import float_to_pcm16
+from engine.core.segmenter import SegmentEnded, SegmenterOptions, SegmentEvent
+from engine.core.stream import LevelMeter, Segmentation
 from engine.errors import EngineError
 from engine.events import (
     EngineFailed,
     Event,
     EventSink,
     FinalText,
-    LevelChanged,
     Metrics,
     PartialText,
     SpeechEnded,
@@ -65,7 +65,7 @@ class RemoteOptions:
     max_reconnects: int = 30
     max_buffer_s: float = 300.0
     end_timeout_s: float = 120.0
-    preroll_ms: int = 400
+    preroll_ms: int = 400  # push-to-talk: audio kept from before the press (>= 300)
     read_timeout_s: float = 0.1
     level_interval_ms: int = 100
 
@@ -123,8 +123,11 @@ class RemoteLiveEngine:
         self.buffer = AudioBuffer(int(base.max_buffer_s * SAMPLE_RATE))
         self.send_log = SendLog()
         self._stop = threading.Event()
-        self._ptt_open = False
-        self._ptt_ring: deque[Audio] = deque()
+        self._meter = LevelMeter(base.level_interval_ms)
+        self._gate_lock = threading.Lock()
+        self._gate = Segmentation(
+            SegmenterOptions(mode="ptt", preroll_ms=base.preroll_ms), scorer=None,
+        ) if base.mode == "ptt" else None
         self._threads: list[threading.Thread] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
@@ -158,10 +161,20 @@ class RemoteLiveEngine:
             self._source.stop()
 
     def begin_utterance(self) -> None:
-        self._ptt_open = True
+        """Push-to-talk press (push-to-talk mode): send from here, with the pre-roll."""
+        if self._gate is not None:
+            with self._gate_lock:
+                self._gate.begin(self._captured())
 
     def end_utterance(self) -> None:
-        self._ptt_open = False
+        """Push-to-talk release: the server decodes the utterance now."""
+        if self._gate is not None:
+            with self._gate_lock:
+                self._gate.end(self._captured())
+
+    def _captured(self) -> int | None:
+        """The source's sample count now (a press applies there), None before it exists."""
+        return self._source.captured if self._source is not None else None
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until both threads have finished (source ended or stopped, server said bye)."""
@@ -179,15 +192,15 @@ class RemoteLiveEngine:
         try:
             source.start()
             self._emit(StateChanged("listening"))
-            was_open = False
             while not self._stop.is_set():
                 block = source.read(self.options.read_timeout_s)
                 if block is None:
                     if source.finished:
                         break
                     continue
-                self._report_level(block)
-                was_open = self._forward(block, was_open)
+                for event in self._meter.feed(block):
+                    self._emit(event)
+                self._forward(block)
         except EngineError as exc:
             self._emit(EngineFailed(str(exc), recoverable=False))
         except Exception as exc:  # noqa: BLE001 - the thread's top: report, never die silently
@@ -195,33 +208,28 @@ class RemoteLiveEngine:
             self._emit(EngineFailed(f"internal error: {exc}", recoverable=False))
         finally:
             source.stop()
-            if self.options.mode == "ptt" and self._ptt_open:
-                self.buffer.mark_flush()
+            if self._gate is not None:
+                with self._gate_lock:
+                    self._send_gated(self._gate.flush())
             self.buffer.close()
             self.notify()
 
-    def _forward(self, block: Audio, was_open: bool) -> bool:
-        """Hand a captured block to the network side (through the PTT gate); returns whether
-        the gate is open now."""
-        if self.options.mode == "vad":
+    def _forward(self, block: Audio) -> None:
+        """Hand a captured block to the network side: all of it in VAD mode (the server
+        segments), only the pressed span with its pre-roll in push-to-talk mode."""
+        if self._gate is None:
             self._append(block)
-            return True
-        is_open = self._ptt_open
-        if is_open and not was_open:
-            for old in self._ptt_ring:  # the word spoken just before the key press
-                self._append(old)
-            self._ptt_ring.clear()
-        if is_open:
-            self._append(block)
-        else:
-            if was_open:
-                self.buffer.mark_flush()
+            return
+        with self._gate_lock:
+            self._send_gated(self._gate.feed(block))
+
+    def _send_gated(self, events: list[SegmentEvent]) -> None:
+        for event in events:
+            if isinstance(event, SegmentEnded):
+                self.buffer.mark_flush()  # the release: the server decodes the utterance now
                 self.notify()
-            self._ptt_ring.append(block)
-            keep = self.options.preroll_ms * SAMPLE_RATE // 1000
-            while sum(len(b) for b in self._ptt_ring) - len(self._ptt_ring[0]) >= keep:
-                self._ptt_ring.popleft()
-        return is_open
+            elif len(event.audio):
+                self._append(event.audio)
 
     def _append(self, block: Audio) -> None:
         pcm = np.frombuffer(float_to_pcm16(block), dtype="<i2").astype(np.int16)
@@ -235,16 +243,6 @@ class RemoteLiveEngine:
             # RuntimeError: the network loop has already finished; nobody needs waking.
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(wake.set)
-
-    def _report_level(self, block: Audio) -> None:
-        self._level.append(block)
-        if sum(len(b) for b in self._level) * 1000 < self.options.level_interval_ms * SAMPLE_RATE:
-            return
-        audio = np.concatenate(self._level)
-        self._level = []
-        rms = float(np.sqrt(np.mean(np.square(audio, dtype=np.float64))))
-        peak = float(np.max(np.abs(audio))) if len(audio) else 0.0
-        self._emit(LevelChanged(rms_db=_db(rms), peak_db=_db(peak)))
 
     # -- network thread ------------------------------------------------------------------
 
@@ -345,10 +343,6 @@ class Timing:
         return Metrics(chunk_rtt_ms=self.rtt_ms, decode_ms=self.decode_ms,
                        network_ms=self.network_ms, lag_ms=self.rtt_ms, rtf=rtf,
                        dropped_frames=dropped, kind=kind)
-
-
-def _db(value: float) -> float:
-    return -100.0 if value <= 1e-5 else 20 * math.log10(value)
 
 
 def _default_source(input_path: str | None) -> AudioSource:

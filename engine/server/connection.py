@@ -20,7 +20,8 @@ from engine.core import protocol as p
 from engine.core.policy import Job
 from engine.errors import EngineError
 from engine.server.scheduler import BatchScheduler, Ticket
-from engine.server.session import ServerSession, SessionOptions, VadFn
+from engine.server.session import ServerSession, SessionOptions
+from engine.types import SpeechScorer
 
 log = logging.getLogger(__name__)
 
@@ -59,13 +60,13 @@ class _Closing(Exception):
 
 class Connection:
     def __init__(self, ws: Any, scheduler: BatchScheduler, *, session_options: SessionOptions,
-                 vad: VadFn, clock: Callable[[], float], max_frame_bytes: int,
+                 scorer: SpeechScorer, clock: Callable[[], float], max_frame_bytes: int,
                  idle_timeout_s: float, audio_bucket: TokenBucket, frame_bucket: TokenBucket,
                  model: str, counters: dict[str, int]) -> None:
         self._ws = ws
         self._scheduler = scheduler
         self._session_options = session_options
-        self._vad = vad
+        self._scorer = scorer
         self._clock = clock
         self._max_frame = max_frame_bytes
         self._idle = idle_timeout_s
@@ -152,7 +153,7 @@ class Connection:
         return False
 
     def _start_session(self, hello: p.Hello) -> None:
-        self._session = ServerSession(hello, self._session_options, self._vad, self._clock)
+        self._session = ServerSession(hello, self._session_options, self._scorer, self._clock)
         self._counters["sessions"] += 1
         self._decoder = asyncio.create_task(self._decode_loop(self._session))
         log.info("session %s opened at %d", hello.session_id, hello.offset)

@@ -32,7 +32,8 @@ from engine.errors import EngineError, missing_dependency
 from engine.server.connection import Connection, TokenBucket
 from engine.server.runner import Runner
 from engine.server.scheduler import BatchScheduler, SchedulerOptions
-from engine.server.session import SessionOptions, VadFn, default_vad
+from engine.server.session import SessionOptions
+from engine.types import SpeechScorer
 
 log = logging.getLogger(__name__)
 
@@ -86,12 +87,12 @@ class TranscriptionServer:
     """`start()` binds and starts the inference thread; `close()` stops both."""
 
     def __init__(self, runner: Runner, options: ServerOptions | None = None, *,
-                 vad_factory: Callable[[], VadFn] = default_vad,
+                 scorer_factory: Callable[[], SpeechScorer] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.options = options or ServerOptions()
         self.runner = runner
         self.scheduler = BatchScheduler(runner, self.options.scheduler)
-        self._vad_factory = vad_factory
+        self._scorer_factory = scorer_factory or _default_scorer
         self._clock = clock
         self._server: Any = None
         self._sessions = 0
@@ -191,7 +192,7 @@ class TranscriptionServer:
         self._sessions += 1
         o = self.options
         connection = Connection(
-            ws, self.scheduler, session_options=o.session, vad=self._vad_factory(),
+            ws, self.scheduler, session_options=o.session, scorer=self._scorer_factory(),
             clock=self._clock, max_frame_bytes=o.max_frame_bytes, idle_timeout_s=o.idle_timeout_s,
             audio_bucket=TokenBucket(rate=o.rate_audio_x * 32_000,
                                      depth=o.burst_audio_s * 32_000, clock=self._clock),
@@ -276,3 +277,10 @@ class ServerThread:
         self._loop.call_soon_threadsafe(self._stopped.set)
         self._thread.join(timeout)
         self._thread = None
+
+
+def _default_scorer() -> SpeechScorer:
+    """Silero per session (its state is the session's), the energy detector without it."""
+    from engine.vad import default_scorer
+
+    return default_scorer()
