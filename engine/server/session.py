@@ -20,9 +20,10 @@ import numpy as np
 
 from engine.core import protocol as p
 from engine.core.policy import Job, PolicyOptions, StreamingPolicy
-from engine.core.segmenter import WINDOW, SegmenterOptions, SpeechSegmenter
+from engine.core.segmenter import SegmenterOptions, SpeechSegmenter
 from engine.events import EngineFailed, Event, FinalText, PartialText, SpeechEnded, SpeechStarted
 from engine.types import SAMPLE_RATE, Audio, Transcript, Word
+from engine.types import VAD_WINDOW as WINDOW
 
 log = logging.getLogger(__name__)
 
