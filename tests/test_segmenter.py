@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from engine.core.segmenter import (
-    WINDOW,
     SegmentAudio,
     SegmentEnded,
     SegmenterOptions,
@@ -14,6 +13,7 @@ from engine.core.segmenter import (
     SegmentStarted,
     SpeechSegmenter,
 )
+from engine.types import VAD_WINDOW as WINDOW
 
 MS_PER_WINDOW = WINDOW * 1000 / 16000  # 32 ms
 

@@ -12,9 +12,9 @@ import numpy as np
 
 from engine.audio.decode import load_audio
 from engine.core import protocol as p
+from engine.core.voice import EnergyVad
 from engine.server.session import ServerSession, SessionOptions
 from engine.types import Segment, Transcript, Word
-from engine.vad import EnergyScorer as EnergyVad
 
 
 class Clock:

@@ -1,9 +1,9 @@
 """Turn a stream of (512-sample window, speech probability) pairs into utterances (sans-I/O).
 
 Rules, each there to prevent a complaint users make about peer apps:
-- hysteresis: speech starts after ``start_windows`` consecutive windows at or above the lower
-  ``end_threshold``, one of them at or above ``start_threshold`` (a click is not speech), and
-  continues while windows stay at or above ``end_threshold`` (soft endings are not cut);
+- hysteresis (`engine.core.voice.Hysteresis`): speech starts after ``start_windows``
+  consecutive windows at or above the lower ``end_threshold``, one of them at or above
+  ``start_threshold`` (a click is not speech), and continues while windows stay at or above ``end_threshold`` (soft endings are not cut);
 - it ends after ``min_silence_ms`` below ``end_threshold``, keeping ``end_pad_ms`` after the last
   speech window (trailing consonants are quiet); an utterance with less than ``short_ms`` of
   speech so far waits ``short_silence_ms`` instead, so words said one at a time ("one ... two
@@ -12,8 +12,8 @@ Rules, each there to prevent a complaint users make about peer apps:
 - every utterance starts ``preroll_ms`` (>= 300 ms) before the first speech window, so the
   first word's onset is never cut;
 - `flush()` (stop) ends the utterance in flight, so the last words are never lost;
-- an utterance longer than ``max_ms`` is split at its quietest window in the second half,
-  so the decoder never gets more than Whisper's 30 s window;
+- an utterance longer than ``max_ms`` is split at its quietest window in the second half
+  (`engine.core.voice.quietest`), so the decoder never gets more than Whisper's 30 s window;
 - a second chance for voices Silero scores low (falsetto, whispering: 0.1-0.3, below any
   threshold that keeps noise out): a run of ``soft_windows`` windows at least ``soft_snr_db``
   above the noise floor (the quietest window of the last ``noise_floor_ms``), with a VAD score
@@ -35,9 +35,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from engine.types import SAMPLE_RATE, Audio
+from engine.core.voice import Hysteresis, Onset, quietest, window_levels_db
+from engine.types import SAMPLE_RATE, VAD_WINDOW, Audio
 
-WINDOW = 512  # Silero's window at 16 kHz
 MAX_ONSET = 32  # windows (~1 s) of soft onset kept before the window that triggers
 
 
@@ -83,11 +83,11 @@ class SegmenterOptions:
             raise ValueError("max_ms must be >= 2000")
         if not 0.0 < self.soft_threshold <= self.end_threshold or self.soft_snr_db < 0:
             raise ValueError("need 0 < soft_threshold <= end_threshold and soft_snr_db >= 0")
-        if self.soft_windows < 1 or self.noise_floor_ms < WINDOW * 1000 // SAMPLE_RATE:
+        if self.soft_windows < 1 or self.noise_floor_ms < VAD_WINDOW * 1000 // SAMPLE_RATE:
             raise ValueError("soft_windows must be >= 1 and noise_floor_ms >= one window")
 
     def windows(self, ms: int) -> int:
-        return max(0, -(-ms * SAMPLE_RATE // 1000 // WINDOW))  # ceil
+        return max(0, -(-ms * SAMPLE_RATE // 1000 // VAD_WINDOW))  # ceil
 
 
 @dataclass(frozen=True)
@@ -135,20 +135,20 @@ class SpeechSegmenter:
         # Pre-roll plus room for a slow onset (a long soft run before the peak that triggers).
         self._ring: deque[Audio] = deque(maxlen=self._preroll + o.start_windows + MAX_ONSET)
         self._position = position  # stream position after the samples pushed so far
-        self._run = 0  # consecutive windows >= end_threshold while idle
-        self._peaked = False  # ... one of which reached start_threshold
+        self._gate = Hysteresis(o.start_threshold, o.end_threshold, o.start_windows)
         self._active = False
         self._start = 0
         self._windows: list[Audio] = []  # the utterance in flight, window by window
-        self._levels: list[float] = []  # RMS per window of the utterance, for splitting
+        self._levels: list[float] = []  # level (dB) per window of the utterance, for splitting
         self._silence = 0  # consecutive windows below end_threshold
         self._last_speech_end = 0
         self._speech_windows = 0
         self._floor = position  # end of the previous utterance: pre-roll never reaches back past it
         self._recent_db: deque[float] = deque(maxlen=max(1, o.windows(o.noise_floor_ms)))
+        self._level = 0.0  # of the newest window (dB)
         self._loud = False  # the newest window stands soft_snr_db above the noise floor
-        self._soft_run = 0  # consecutive loud windows while idle
-        self._soft_peaked = False  # ... one of which had a VAD score >= soft_threshold
+        # A run of loud windows while idle, one of which had a VAD score >= soft_threshold.
+        self._soft_onset = Onset(o.soft_windows)
         self._soft = False  # the utterance in flight was started by the soft path ...
         self._doubted = False  # ... and Silero has not been sure of any window of it since
 
@@ -161,10 +161,10 @@ class SpeechSegmenter:
         return self._active
 
     def push(self, window: Audio, probability: float) -> list[SegmentEvent]:
-        """Feed one window (``WINDOW`` samples) and its speech probability."""
-        if len(window) != WINDOW:
-            raise ValueError(f"window must have {WINDOW} samples, got {len(window)}")
-        self._position += WINDOW
+        """Feed one window (``VAD_WINDOW`` samples) and its speech probability."""
+        if len(window) != VAD_WINDOW:
+            raise ValueError(f"window must have {VAD_WINDOW} samples, got {len(window)}")
+        self._position += VAD_WINDOW
         self._ring.append(window)
         self._track_level(window)
         if not self._active:
@@ -181,7 +181,7 @@ class SpeechSegmenter:
         if not self._active:
             return []
         self._windows.append(audio)
-        self._levels.append(_rms(audio))
+        self._levels.append(float(window_levels_db(audio)[0]))
         return [SegmentAudio(audio=audio, speech=False)]
 
     def begin(self) -> list[SegmentEvent]:
@@ -207,18 +207,18 @@ class SpeechSegmenter:
         # Hysteresis on the way in too: a run of windows above the *end* threshold that peaks
         # above the start threshold (soft voices such as falsetto hover around 0.4-0.6).
         o = self.options
-        self._run = self._run + 1 if probability >= o.end_threshold else 0
-        self._peaked = (self._peaked and self._run > 0) or probability >= o.start_threshold
-        self._soft_run = self._soft_run + 1 if self._loud else 0
-        self._soft_peaked = (self._soft_peaked and self._soft_run > 0) or (
-            self._loud and probability >= o.soft_threshold)
-        if self._run >= o.start_windows and self._peaked:
+        starts = self._gate.starts(probability)
+        soft = self._loud and probability >= o.soft_threshold
+        soft_starts = self._soft_onset.push(self._loud, soft)
+        if starts:
             # Keep the whole run that led here plus `preroll` windows before it.
-            return [self._open(self._preroll + self._run, speech_windows=self._run)]
-        if self._soft_run >= o.soft_windows and self._soft_peaked:
+            run = self._gate.onset.run
+            return [self._open(self._preroll + run, speech_windows=run)]
+        if soft_starts:
             # The same lead as a Silero start: background noise well above digital silence
             # can make a long run loud, and more leading noise changes what Whisper writes.
-            started = self._open(self._preroll + o.start_windows, speech_windows=self._soft_run)
+            run = self._soft_onset.run
+            started = self._open(self._preroll + o.start_windows, speech_windows=run)
             self._soft = self._doubted = True
             return [started]
         return []
@@ -226,35 +226,36 @@ class SpeechSegmenter:
     def _track_level(self, window: Audio) -> None:
         """Update the noise floor and whether this window is loud above it (the soft path)."""
         o = self.options
-        level = 20.0 * float(np.log10(max(_rms(window), 1e-10)))
-        self._recent_db.append(level)
+        self._level = float(window_levels_db(window)[0])
+        self._recent_db.append(self._level)
         floor = max(o.min_floor_db, min(self._recent_db))
-        self._loud = o.soft_snr_db > 0 and level >= floor + o.soft_snr_db
+        self._loud = o.soft_snr_db > 0 and self._level >= floor + o.soft_snr_db
 
     def _open(self, ring_windows: int, speech_windows: int) -> SegmentStarted:
         # Never re-send audio that already belonged to the previous utterance.
-        fresh = (self._position - self._floor) // WINDOW
+        fresh = (self._position - self._floor) // VAD_WINDOW
         ring_windows = min(ring_windows, fresh, len(self._ring))
         windows = list(self._ring)[-ring_windows:] if ring_windows else []
         self._active = True
         self._start = self._position - sum(len(w) for w in windows)
         self._windows = windows
-        self._levels = [_rms(w) for w in windows]
+        self._levels = [float(window_levels_db(w)[0]) for w in windows]
         self._silence = 0
         self._speech_windows = speech_windows
         self._last_speech_end = self._position
-        self._run = 0
-        self._peaked = False
-        self._soft_run = 0
-        self._soft_peaked = False
+        self._gate.clear()
+        self._soft_onset.clear()
         audio = np.concatenate(windows) if windows else np.zeros(0, dtype=np.float32)
         return SegmentStarted(start=self._start, audio=audio, speech=speech_windows > 0)
 
     def _push_active(self, window: Audio, probability: float) -> list[SegmentEvent]:
         o = self.options
         self._windows.append(window)
-        self._levels.append(_rms(window))
-        is_speech = probability >= (o.end_threshold if o.mode == "vad" else o.ptt_threshold)
+        self._levels.append(self._level)
+        if o.mode == "vad":
+            is_speech = self._gate.holds(probability)
+        else:
+            is_speech = probability >= o.ptt_threshold
         # Energy carries a soft-started utterance to its end (on the shared set, also through
         # a pause in the JFK clip that Whisper needs to hear as one); only one Silero never
         # became sure of is decoded as doubtful.
@@ -267,10 +268,13 @@ class SpeechSegmenter:
             self._last_speech_end = self._position
         else:
             self._silence += 1
-        if o.mode == "vad" and self._silence * WINDOW * 1000 >= self._min_silence() * SAMPLE_RATE:
-            end = min(self._position, self._last_speech_end + o.windows(o.end_pad_ms) * WINDOW)
+        silent_long_enough = (self._silence * VAD_WINDOW * 1000
+                              >= self._min_silence() * SAMPLE_RATE)
+        if o.mode == "vad" and silent_long_enough:
+            pad = o.windows(o.end_pad_ms) * VAD_WINDOW
+            end = min(self._position, self._last_speech_end + pad)
             events.append(self._close(end, self._last_speech_end))
-        elif len(self._windows) * WINDOW * 1000 >= o.max_ms * SAMPLE_RATE:
+        elif len(self._windows) * VAD_WINDOW * 1000 >= o.max_ms * SAMPLE_RATE:
             events.extend(self._split())
         return events
 
@@ -282,11 +286,10 @@ class SpeechSegmenter:
 
     def _split(self) -> list[SegmentEvent]:
         """Cut the over-long utterance at its quietest window in the second half."""
-        half = len(self._levels) // 2
-        quietest = half + int(np.argmin(self._levels[half:]))
-        split = self._start + sum(len(w) for w in self._windows[:quietest])
-        rest = self._windows[quietest:]
-        rest_levels = self._levels[quietest:]
+        cut = quietest(self._levels, len(self._levels) // 2, len(self._levels))
+        split = self._start + sum(len(w) for w in self._windows[:cut])
+        rest = self._windows[cut:]
+        rest_levels = self._levels[cut:]
         speech_windows, soft, doubted = self._speech_windows, self._soft, self._doubted
         ended = self._close(split, min(self._last_speech_end, split))
         self._active = True
@@ -308,10 +311,5 @@ class SpeechSegmenter:
         self._windows = []
         self._levels = []
         self._silence = 0
-        self._run = 0
-        self._peaked = False
+        self._gate.clear()
         return ended
-
-
-def _rms(window: Audio) -> float:
-    return float(np.sqrt(np.mean(np.square(window, dtype=np.float64))))

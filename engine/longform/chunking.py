@@ -1,8 +1,8 @@
 """Cut a whole recording into decodable chunks at silences.
 
-Silero VAD scores every 512-sample window of the file once (the same Silero v6 model
-faster-whisper ships); `plan_chunks` then works on those probabilities alone, so the cutting
-policy is a pure function that tests can drive with synthetic probability curves.
+Silero VAD scores every 512-sample window of the file once (`engine.vad.piecewise_probabilities`,
+on the same loader as the live paths); `plan_chunks` then works on those probabilities alone, so
+the cutting policy is a pure function that tests can drive with synthetic probability curves.
 
 Silero is stateful, and over a long stream its state drifts towards the voice it has been
 hearing: a new speaker or microphone after a while of another scores far lower than the same
@@ -17,30 +17,37 @@ fixed 8 s pieces with 1 s re-read for warm-up got 10.1 %, 16 s 10.5 %, 30 s 11.3
 231 s single-speaker reading, where nothing drifts, chunk borders move a little: 5.4 -> 5.8 %
 (six words: names spelled otherwise, "may be" read "maybe"); bench/longform.py.
 
+The pieces used to be scored through faster-whisper's loader (the same ONNX file), which zeroes
+the last 64 samples of each call's last window in the caller's array; the shared loader scores
+that window whole, as the live path always did. Only those windows changed (39 of 7221 on the
+231 s reading, by at most 0.013; 163 of 43539 on the 20 min mix, by at most 0.032): the same
+40 and 244 pieces, the same chunk plans, and the same transcripts (WER 6.1 % and 9.4 %).
+
 Policy:
-- speech regions come from hysteresis on the probabilities (on above ``threshold``, off below
-  ``neg_threshold``), padded a little on each side so word onsets and tails are kept;
+- speech regions come from hysteresis on the probabilities (on at ``threshold``, off below
+  ``neg_threshold``: `engine.core.voice.speech_regions`), padded a little on each side so word
+  onsets and tails are kept;
 - consecutive regions are packed into one chunk while the chunk stays within ``max_chunk_s``
   and the pause between them is shorter than ``long_silence_s``; longer pauses are dropped;
 - a region longer than a chunk is split at its quietest window (lowest smoothed speech
-  probability) in the last part of the allowed span, never at a fixed offset, so cuts fall
-  between words rather than inside one.
+  probability) in the last part of the allowed span (`engine.core.voice.split_at_quiet`), never
+  at a fixed offset, so cuts fall between words rather than inside one.
 """
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-from engine.errors import missing_dependency
+from engine.core.voice import speech_regions
+from engine.core.voice import split_at_quiet as split_at_quiet  # re-exported: the pipeline's
 from engine.types import SAMPLE_RATE, Audio
-from engine.vad import window_levels_db
-
-VAD_WINDOW = 512  # samples per Silero window at 16 kHz (32 ms)
-VAD_PIECE_S = 8.0  # Silero starts from a fresh state at least this often (module notes)
+from engine.types import VAD_WINDOW as VAD_WINDOW  # re-exported for the pipeline and its tests
+from engine.vad import VAD_PIECE_S as VAD_PIECE_S
+from engine.vad import piecewise_probabilities
+from engine.vad import vad_pieces as vad_pieces
 
 Probabilities = npt.NDArray[np.float32]
 
@@ -105,38 +112,10 @@ class Chunk:
 
 
 def speech_probabilities(audio: Audio, workers: int = 1) -> Probabilities:
-    """Silero VAD speech probability of every 512-sample window of ``audio`` (last one padded).
-
-    Scored piece by piece (`vad_pieces`), each piece from a fresh state, on ``workers``
-    threads (onnxruntime releases the GIL; faster-whisper's session uses one thread per call).
-    """
-    try:
-        from faster_whisper.vad import get_vad_model
-    except ImportError as exc:
-        raise missing_dependency("faster-whisper (Silero VAD)", "local") from exc
-    if audio.size == 0:
-        return np.zeros(0, dtype=np.float32)
-    padded = np.ascontiguousarray(np.pad(audio, (0, (-audio.size) % VAD_WINDOW)), dtype=np.float32)
-    model = get_vad_model()
-    pieces = vad_pieces(padded)
-
-    def score(piece: tuple[int, int]) -> Probabilities:
-        return np.asarray(model(padded[piece[0]:piece[1]]), dtype=np.float32).reshape(-1)
-
-    if workers <= 1 or len(pieces) == 1:
-        return np.concatenate([score(piece) for piece in pieces])
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="vad") as pool:
-        return np.concatenate(list(pool.map(score, pieces)))
-
-
-def vad_pieces(padded: Audio) -> list[tuple[int, int]]:
-    """Sample spans (whole windows, covering ``padded``) of at most `VAD_PIECE_S`, each cut at
-    the quietest window of the second half of the span before it."""
-    windows = padded.size // VAD_WINDOW
-    level = window_levels_db(padded[:windows * VAD_WINDOW].reshape(windows, VAD_WINDOW))
-    piece = int(VAD_PIECE_S * SAMPLE_RATE) // VAD_WINDOW * VAD_WINDOW
-    spans = split_at_quiet(level, 0, windows * VAD_WINDOW, piece)
-    return [(start, end) for start, end in spans if end > start]
+    """Silero VAD speech probability of every 512-sample window of ``audio`` (last one padded),
+    scored in pieces of at most `VAD_PIECE_S` from fresh states (module notes) on ``workers``
+    threads."""
+    return piecewise_probabilities(audio, workers)
 
 
 def find_chunks(audio: Audio, options: ChunkingOptions | None = None) -> list[Chunk]:
@@ -160,17 +139,8 @@ def plan_chunks(
 
 def _speech_regions(probs: Probabilities, opts: ChunkingOptions) -> list[tuple[int, int]]:
     """Hysteresis over windows; returns sample spans, short gaps bridged, clicks dropped."""
-    regions: list[tuple[int, int]] = []
-    in_speech = False
-    start = 0
-    for i, p in enumerate(probs):
-        if not in_speech and p >= opts.threshold:
-            in_speech, start = True, i
-        elif in_speech and p < opts.neg_threshold:
-            in_speech = False
-            regions.append((start * VAD_WINDOW, i * VAD_WINDOW))
-    if in_speech:
-        regions.append((start * VAD_WINDOW, len(probs) * VAD_WINDOW))
+    regions = [(first * VAD_WINDOW, stop * VAD_WINDOW)
+               for first, stop in speech_regions(probs, opts.threshold, opts.neg_threshold)]
     min_gap = int(opts.min_gap_s * SAMPLE_RATE)
     bridged: list[tuple[int, int]] = []
     for start, end in regions:
@@ -195,39 +165,6 @@ def _pad_regions(
         if new_end > new_start:
             padded.append((new_start, new_end))
     return padded
-
-
-def split_at_quiet(
-    probs: Probabilities, start: int, end: int, max_len: int
-) -> list[tuple[int, int]]:
-    """Split ``[start, end)`` into pieces of at most ``max_len`` samples at the quietest windows.
-
-    The cut is searched in the second half of the allowed span so pieces stay long (fewer
-    decodes) while still landing on the lowest value of ``probs`` available, i.e. a pause
-    (``probs`` may also be a per-window level in dB: the quietest window wins as well).
-    """
-    pieces: list[tuple[int, int]] = []
-    while end - start > max_len:
-        lo_win = (start + max_len // 2) // VAD_WINDOW + 1
-        hi_win = (start + max_len) // VAD_WINDOW
-        window = _smoothed(probs[lo_win:hi_win])
-        if window.size == 0:
-            cut = start + max_len
-        else:
-            cut = (lo_win + int(np.argmin(window))) * VAD_WINDOW
-        cut = min(max(cut, start + 1), start + max_len)
-        pieces.append((start, cut))
-        start = cut
-    pieces.append((start, end))
-    return pieces
-
-
-def _smoothed(values: Probabilities) -> Probabilities:
-    """Three-window moving average, so a single low window inside a word does not win."""
-    if values.size < 3:
-        return values
-    kernel = np.ones(3, dtype=np.float32) / 3
-    return np.convolve(values, kernel, mode="same").astype(np.float32)
 
 
 def _pack(pieces: list[tuple[int, int]], opts: ChunkingOptions) -> list[Chunk]:
