@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
@@ -43,7 +44,8 @@ def settings_dialog(settings: Settings, keyring: str,
     """The settings dialog on these settings; Settings' own checks validate the edit."""
 
     def apply(values: FieldValues) -> Settings:
-        return replace(settings, **values)
+        changes: dict[str, Any] = dict(values)  # Settings.__post_init__ checks each value
+        return replace(settings, **changes)
 
     return SettingsDialog(settings, SETTINGS_CHOICES, apply, keyring, parent)
 
