@@ -20,6 +20,7 @@ from PySide6.QtWidgets import QApplication
 from app.engine_factory import EngineConfig, EngineFactory, make_engine
 from app.hotkeys import GlobalHotkey, HotkeyUnavailableError
 from app.import_flow import ImportFlow, TranscriberFactory, local_transcriber
+from app.import_host import ImportHost, engine_finished
 from app.inject import TextInjector, copy_to_clipboard
 from app.session import Session
 from app.settings import ENGINE_FIELDS, Settings, save_settings, with_changes
@@ -46,7 +47,7 @@ class LaunchOptions:
     enable_hotkey: bool = True
 
 
-class Controller(QObject):
+class Controller(ImportHost):
     talking_changed = Signal(bool)
     _hotkey_action = Signal(str)  # from the pynput thread, delivered queued
 
@@ -339,10 +340,3 @@ class Controller(QObject):
                 log.warning("engine still busy after %.0f s; quitting anyway", QUIT_WAIT_S)
         self._stopping.clear()
         QApplication.quit()
-
-
-
-def engine_finished(engine: LiveEngine, timeout: float = 0.0) -> bool:
-    """Whether the engine's threads have ended (engines without `wait()` count as ended)."""
-    wait = getattr(getattr(engine, "engine", engine), "wait", None)
-    return True if wait is None else bool(wait(timeout))

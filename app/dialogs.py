@@ -4,24 +4,50 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from PySide6.QtCore import QObject
-from PySide6.QtWidgets import QFileDialog, QMessageBox
+from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
 
 from app.controller import Controller
 from app.file_import import MEDIA_SUFFIXES, source_name
 from app.session import save_export
+from app.settings import (
+    BACKENDS,
+    DEVICES,
+    HOTKEY_MODES,
+    INJECT_MODES,
+    LISTEN_MODES,
+    PASTE_KEYS,
+    Settings,
+)
 from engine.events import FinalText
 from engine.remote.secrets import KeyringUnavailableError, keyring_status, store_api_key
 from engine.types import seconds_to_samples
 from ui.history_dialog import HistoryDialog
-from ui.settings_dialog import SettingsDialog
+from ui.settings_dialog import FieldValues, SettingsChoices, SettingsDialog
 
 log = logging.getLogger(__name__)
 
+SETTINGS_CHOICES = SettingsChoices(
+    backends=BACKENDS, devices=DEVICES, listen_modes=LISTEN_MODES, hotkey_modes=HOTKEY_MODES,
+    inject_modes=INJECT_MODES, paste_keys=PASTE_KEYS)
+
 FILTERS = {"txt": "Text (*.txt)", "srt": "SubRip subtitles (*.srt)",
            "vtt": "WebVTT subtitles (*.vtt)", "json": "JSON with word timings (*.json)"}
+
+
+def settings_dialog(settings: Settings, keyring: str,
+                    parent: QWidget | None = None) -> SettingsDialog[Settings]:
+    """The settings dialog on these settings; Settings' own checks validate the edit."""
+
+    def apply(values: FieldValues) -> Settings:
+        changes: dict[str, Any] = dict(values)  # Settings.__post_init__ checks each value
+        return replace(settings, **changes)
+
+    return SettingsDialog(settings, SETTINGS_CHOICES, apply, keyring, parent)
 
 
 def journal_sessions() -> list[tuple[str, Path, str]]:
@@ -113,7 +139,7 @@ class DialogActions(QObject):
         self.window.show_message(f"Reopened {path.name} ({len(finals)} utterances)", 5000)
 
     def show_settings(self) -> None:
-        dialog = SettingsDialog(self.controller.settings, keyring_status(), self.window)
+        dialog = settings_dialog(self.controller.settings, keyring_status(), self.window)
         if not dialog.exec() or dialog.result_settings() is None:
             return
         new = dialog.result_settings()

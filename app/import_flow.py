@@ -24,17 +24,15 @@ import dataclasses
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from PySide6.QtCore import QObject
 
 from app.file_import import FileImport, ImportOptions, ImportResult
+from app.import_host import ImportHost, engine_finished
 from engine.types import SAMPLE_RATE, Segment
 from ui.bridge import ImportBridge
 from ui.import_panel import format_duration
-
-if TYPE_CHECKING:
-    from app.controller import Controller
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +51,7 @@ def local_transcriber(model: str, device: str) -> Any:
 class ImportFlow(QObject):
     """Owns at most one `FileImport` at a time and keeps the window and session in step."""
 
-    def __init__(self, controller: Controller,
+    def __init__(self, controller: ImportHost,
                  transcriber_factory: TranscriberFactory = local_transcriber,
                  options: ImportOptions | None = None) -> None:
         super().__init__(controller)
@@ -191,8 +189,6 @@ class ImportFlow(QObject):
 
 def _wait_all(engines: list[Any]) -> None:
     """On the worker: let paused engines finish their flush before the import decodes."""
-    from app.controller import engine_finished
-
     for engine in engines:
         if not engine_finished(engine, QUIT_WAIT_S):
             log.warning("paused live engine still busy after %.0f s; importing anyway",

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from engine.asr.ct2_passes import MAX_LENGTH, generate_max_length
 
 REPRO = """
@@ -33,6 +35,7 @@ def test_max_length_covers_prompt_and_budget() -> None:
     assert generate_max_length(400, 200) == MAX_LENGTH
 
 
+@pytest.mark.model
 def test_long_prompt_on_short_chunk_does_not_crash(shared_audio: Path) -> None:
     code = REPRO.format(path=str(shared_audio / "mfa-acoustic-corpus.wav"))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

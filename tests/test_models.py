@@ -121,6 +121,7 @@ def test_local_model_directory(tmp_path: Path) -> None:
         resolve_model(str(tmp_path / "missing"))
 
 
+@pytest.mark.model
 def test_local_directory_loads_in_the_backend() -> None:
     from engine.asr.faster_whisper_backend import FasterWhisperTranscriber
 

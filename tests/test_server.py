@@ -159,6 +159,7 @@ def spawn_server(port: int) -> subprocess.Popen[str]:
     return proc
 
 
+@pytest.mark.model
 def test_kill_and_restart_mid_stream_loses_no_audio(shared_audio: Path,
                                                     manifest: list[ManifestEntry]) -> None:
     clip = entry(manifest, "ls-dc-2412-153948-0000.wav")  # 11.7 s, several pauses

@@ -228,10 +228,10 @@ def test_main_window_states_selectors_and_intents(qtbot):
 
 
 def test_settings_dialog_validates_and_returns_settings(qtbot):
+    from app.dialogs import settings_dialog
     from app.settings import Settings
-    from ui.settings_dialog import SettingsDialog
 
-    dialog = SettingsDialog(Settings(), "keyring: test")
+    dialog = settings_dialog(Settings(), "keyring: test")
     qtbot.addWidget(dialog)
     dialog.backend.setCurrentText("remote")
     dialog.remote_url.setText("http://wrong")

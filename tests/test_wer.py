@@ -74,6 +74,7 @@ def test_base_detects_language_and_transcribes_non_english(
     assert statistics.fmean(errors.values()) <= BASE_MEAN_ERROR_LIMIT
 
 
+@pytest.mark.model
 def test_bench_runs_on_any_manifest_of_that_format(tmp_path, jfk_wav, shared_audio) -> None:  # type: ignore[no-untyped-def]
     """bench/transcribe.py on a small foreign manifest (relative and absolute paths, a
     non-English row it must skip, only the required fields): one pass, JSON in the agreed shape."""

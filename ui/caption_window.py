@@ -102,7 +102,8 @@ class CaptionWindow(QWidget):
         """The last max_lines lines as displayed: each utterance starts a line and wraps at the
         window's width, so a long sentence never pushes the newest words out of view."""
         metrics = QFontMetrics(self.label.font())
-        margins = self.layout().contentsMargins() if self.layout() else None
+        layout = self.layout()
+        margins = layout.contentsMargins() if layout is not None else None
         side = margins.left() + margins.right() if margins else 0
         # The window's width, not the label's: the label is only laid out once shown.
         width = max(self.width() - side, 200) - 4

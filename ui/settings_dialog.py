@@ -1,10 +1,16 @@
-"""Settings dialog: edits a copy of the Settings; the caller saves what `result_settings()`
+"""Settings dialog: edits a copy of the settings; the caller saves what `result_settings()`
 returns. The API key field is never filled from, or written to, the settings file: the caller
-stores it in the OS keyring."""
+stores it in the OS keyring.
+
+The UI does not import the app (layers app > ui > engine): the app passes in its settings (any
+object with the `ShownSettings` fields), the choices for each list, and `apply`, which builds
+new settings from the edited fields and raises ValueError when they are invalid."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeAlias, TypeVar
 
 from PySide6.QtWidgets import (
     QComboBox,
@@ -17,40 +23,75 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.settings import (
-    BACKENDS,
-    DEVICES,
-    HOTKEY_MODES,
-    INJECT_MODES,
-    LISTEN_MODES,
-    PASTE_KEYS,
-    Settings,
-)
+
+class ShownSettings(Protocol):
+    """The fields the dialog shows (read-only: the dialog never mutates the settings)."""
+
+    @property
+    def backend(self) -> str: ...
+    @property
+    def remote_url(self) -> str: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def device(self) -> str: ...
+    @property
+    def language(self) -> str: ...
+    @property
+    def listen_mode(self) -> str: ...
+    @property
+    def hotkey(self) -> str: ...
+    @property
+    def hotkey_mode(self) -> str: ...
+    @property
+    def inject_mode(self) -> str: ...
+    @property
+    def paste_keys(self) -> str: ...
+    @property
+    def caption_lines(self) -> int: ...
+    @property
+    def caption_font_pt(self) -> int: ...
 
 
-class SettingsDialog(QDialog):
-    def __init__(self, settings: Settings, keyring_status: str,
-                 parent: QWidget | None = None) -> None:
+@dataclass(frozen=True)
+class SettingsChoices:
+    """The values offered by each drop-down list."""
+
+    backends: tuple[str, ...]
+    devices: tuple[str, ...]
+    listen_modes: tuple[str, ...]
+    hotkey_modes: tuple[str, ...]
+    inject_modes: tuple[str, ...]
+    paste_keys: tuple[str, ...]
+
+
+S = TypeVar("S", bound=ShownSettings)
+FieldValues: TypeAlias = dict[str, str | int]  # field name -> edited value
+
+
+class SettingsDialog(QDialog, Generic[S]):
+    def __init__(self, settings: S, choices: SettingsChoices, apply: Callable[[FieldValues], S],
+                 keyring_status: str, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("settingsDialog")
         self.setWindowTitle("Sottovoce settings")
-        self._original = settings
-        self._result: Settings | None = None
+        self._apply = apply
+        self._result: S | None = None
         form = QFormLayout(self)
-        self.backend = self._combo(BACKENDS, settings.backend)
+        self.backend = self._combo(choices.backends, settings.backend)
         self.remote_url = QLineEdit(settings.remote_url)
         self.api_key = QLineEdit()
         self.api_key.setEchoMode(QLineEdit.EchoMode.Password)
         self.api_key.setPlaceholderText("unchanged (kept in the system keyring)")
         self.model = QLineEdit(settings.model)
-        self.device = self._combo(DEVICES, settings.device)
+        self.device = self._combo(choices.devices, settings.device)
         self.language = QLineEdit(settings.language)
         self.language.setPlaceholderText("auto-detect")
-        self.listen_mode = self._combo(LISTEN_MODES, settings.listen_mode)
+        self.listen_mode = self._combo(choices.listen_modes, settings.listen_mode)
         self.hotkey = QLineEdit(settings.hotkey)
-        self.hotkey_mode = self._combo(HOTKEY_MODES, settings.hotkey_mode)
-        self.inject_mode = self._combo(INJECT_MODES, settings.inject_mode)
-        self.paste_keys = self._combo(PASTE_KEYS, settings.paste_keys)
+        self.hotkey_mode = self._combo(choices.hotkey_modes, settings.hotkey_mode)
+        self.inject_mode = self._combo(choices.inject_modes, settings.inject_mode)
+        self.paste_keys = self._combo(choices.paste_keys, settings.paste_keys)
         self.caption_lines = QSpinBox()
         self.caption_lines.setRange(1, 3)
         self.caption_lines.setValue(settings.caption_lines)
@@ -84,22 +125,22 @@ class SettingsDialog(QDialog):
         box.setCurrentText(current)
         return box
 
-    def edited_settings(self) -> Settings:
+    def edited_settings(self) -> S:
         """The settings as edited; raises ValueError (with the reason) when invalid."""
-        return replace(
-            self._original, backend=self.backend.currentText(),
+        return self._apply(dict(
+            backend=self.backend.currentText(),
             remote_url=self.remote_url.text().strip(), model=self.model.text().strip(),
             device=self.device.currentText(), language=self.language.text().strip().lower(),
             listen_mode=self.listen_mode.currentText(), hotkey=self.hotkey.text().strip(),
             hotkey_mode=self.hotkey_mode.currentText(),
             inject_mode=self.inject_mode.currentText(), paste_keys=self.paste_keys.currentText(),
-            caption_lines=self.caption_lines.value(), caption_font_pt=self.caption_font.value())
+            caption_lines=self.caption_lines.value(), caption_font_pt=self.caption_font.value()))
 
     def new_api_key(self) -> str | None:
         """The key typed in, or None to leave the stored one alone."""
         return self.api_key.text() or None
 
-    def result_settings(self) -> Settings | None:
+    def result_settings(self) -> S | None:
         return self._result
 
     def accept(self) -> None:

@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from engine.core import protocol as p
 from engine.errors import ConnectionLostError, EngineError, missing_dependency
 from engine.events import EngineFailed, StateChanged
-
-if TYPE_CHECKING:
-    from engine.remote.client import RemoteLiveEngine
+from engine.remote.link import LinkHost, Timing
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +31,7 @@ class FatalLinkError(EngineError):
 
 
 class NativeLink:
-    def __init__(self, engine: RemoteLiveEngine) -> None:
+    def __init__(self, engine: LinkHost) -> None:
         self.engine = engine
         self.connections = 0
 
@@ -181,8 +179,6 @@ class _Session:
         return False
 
     def _timing(self, trigger: int, server_ms: float, decode_ms: float, samples: int) -> Any:
-        from engine.remote.client import Timing
-
         sent_at = self.engine.send_log.time_of(trigger)
         rtt = (self.engine.now() - sent_at) * 1000 if sent_at is not None else server_ms
         return Timing(rtt_ms=max(rtt, 0.0), server_ms=server_ms, decode_ms=decode_ms,

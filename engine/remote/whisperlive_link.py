@@ -16,16 +16,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from engine.core import whisperlive_protocol as wl
 from engine.core.protocol import ProtocolViolation, pcm16_to_float
 from engine.errors import ConnectionLostError
 from engine.events import StateChanged
+from engine.remote.link import LinkHost, Timing
 from engine.remote.native import MAX_FRAME_SAMPLES, FatalLinkError, NativeLink
-
-if TYPE_CHECKING:
-    from engine.remote.client import RemoteLiveEngine, Timing
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +33,7 @@ SETTLE_S = 4.0
 class WhisperLiveLink(NativeLink):
     """Reuses `NativeLink`'s reconnect loop; only one connection's conversation differs."""
 
-    def __init__(self, engine: RemoteLiveEngine, *, model: str = "tiny.en",
+    def __init__(self, engine: LinkHost, *, model: str = "tiny.en",
                  use_vad: bool = False, settle_s: float = SETTLE_S) -> None:
         super().__init__(engine)
         self.model = model
@@ -147,8 +145,6 @@ class _WlSession:
         engine.buffer.ack(final.end)
 
     def _timing(self, end: int, samples: int) -> Timing:
-        from engine.remote.client import Timing
-
         sent_at = self.engine.send_log.time_of(end)
         rtt = (self.engine.now() - sent_at) * 1000 if sent_at is not None else 0.0
         # WhisperLive does not report its own time: network and decode cannot be told apart.
