@@ -25,12 +25,19 @@ FILTERS = {"txt": "Text (*.txt)", "srt": "SubRip subtitles (*.srt)",
 
 
 def journal_sessions() -> list[tuple[str, Path, str]]:
-    """(label, path, text) of each journal session, newest first."""
-    from engine.journal import list_sessions, read_journal
+    """(label, path, text) of each journal session, newest first. A damaged file costs only its
+    damaged lines (the label says how many were skipped); one that cannot be read at all is left
+    out with a warning in the log, and the other sessions are still listed."""
+    from engine.journal import list_sessions, read_journal_report
 
     sessions = []
     for path in list_sessions():
-        entries = read_journal(path)
+        try:
+            report = read_journal_report(path)
+        except OSError as exc:
+            log.warning("cannot read journal %s: %s", path, exc)
+            continue
+        entries = report.entries
         if not entries:
             continue
         text = "\n".join(e.text.strip() for e in entries)
@@ -38,6 +45,8 @@ def journal_sessions() -> list[tuple[str, Path, str]]:
         words = sum(len(e.text.split()) for e in entries)
         source = source_name(path.stem)  # imported files are named after the file
         label = f"{when} UTC · {words} words" + (f" · {source}" if source else "")
+        if report.skipped:
+            label += f" · {report.skipped} damaged line{'s' if report.skipped > 1 else ''} skipped"
         sessions.append((label, path, text))
     return sessions
 
