@@ -213,7 +213,8 @@ def loads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def make_cert(folder: Path, name: str) -> tuple[Path, Path]:
     cert, key = folder / f"{name}.pem", folder / f"{name}.key"
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                    "-subj", "/CN=localhost", "-keyout", str(key), "-out", str(cert)],
+                    "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost",
+                    "-keyout", str(key), "-out", str(cert)],
                    check=True, capture_output=True)
     return cert, key
 
@@ -253,3 +254,56 @@ def test_ipv6_hosts_are_written_with_brackets() -> None:
     assert host_port("::1", 18766) == "[::1]:18766"
     assert host_port("127.0.0.1", 1) == "127.0.0.1:1"
     assert host_port("example.org", 443) == "example.org:443"
+
+
+# -- item 11: certificate errors are fatal at once -----------------------------------------------
+
+def run_client(address: str, timeout: float = 60.0) -> tuple[list[object], float]:
+    import threading
+    import time
+
+    from engine.audio.sources import FileSource
+    from engine.remote.client import RemoteLiveEngine, RemoteOptions
+
+    events: list[object] = []
+    lock = threading.Lock()
+
+    def sink(event: object) -> None:
+        with lock:
+            events.append(event)
+
+    engine = RemoteLiveEngine(sink, url=address, options=RemoteOptions(connect_timeout_s=5),
+                              source=FileSource(audio=np.zeros(16_000, dtype=np.float32)))
+    began = time.monotonic()
+    engine.start()
+    assert engine.wait(timeout), "the client kept retrying"
+    return events, time.monotonic() - began
+
+
+@pytest.mark.parametrize("trusted, host", [(False, "localhost"), (True, "127.0.0.1")],
+                         ids=["unknown-issuer", "wrong-host"])
+def test_a_certificate_that_fails_verification_is_fatal_and_named(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, trusted: bool, host: str) -> None:
+    """Was retried for about 2.5 min (30 attempts), silently: SSLCertVerificationError is an
+    OSError. Now the first attempt ends the session with a message naming the certificate."""
+    from engine.events import EngineFailed, FinalText
+
+    cert, key = make_cert(tmp_path, "server")
+    if trusted:
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    thread = start(tls_cert=str(cert), tls_key=str(key))
+    try:
+        events, took = run_client(f"wss://{host}:{thread.port}")
+        failures = [e for e in events if isinstance(e, EngineFailed)]
+        assert len(failures) == 1 and not failures[0].recoverable
+        assert "TLS certificate was rejected" in failures[0].message
+        assert took < 15
+        assert thread.server.counters["sessions"] == 0
+        # The same server with its certificate trusted and the right name: the stream works.
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+        events, _ = run_client(f"wss://localhost:{thread.port}")
+        assert not [e for e in events if isinstance(e, EngineFailed)]
+        assert thread.server.counters["sessions"] == 1
+        assert all(not isinstance(e, FinalText) or e.text == "" for e in events)
+    finally:
+        thread.stop()
