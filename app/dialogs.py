@@ -111,7 +111,11 @@ class DialogActions(QObject):
 
     def reopen(self, path: Path) -> None:
         """Show a past session in the main window, where it can be copied and exported."""
-        finals = journal_finals(path)
+        try:
+            finals = journal_finals(path)
+        except OSError as exc:  # removed or unreadable since the list was made
+            QMessageBox.warning(self.window, "Session unavailable", str(exc))
+            return
         session = self.controller.session
         session.clear()
         session.source = source_name(path.stem)  # an imported file: "Save as" offers its name
