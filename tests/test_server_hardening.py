@@ -230,7 +230,10 @@ def test_serve_start_up_errors_are_one_line_before_the_model_loads(
     busy.listen()
     cases = {
         "port must be 0-65535": ["--port", "70000"],
-        "timeouts and rates must be finite": ["--idle-timeout", "nan"],
+        "--idle-timeout must be a finite number": ["--idle-timeout", "nan"],
+        "--max-pad-ratio must be a finite number": ["--max-pad-ratio", "nan"],
+        "--batch-window-ms must be a finite number": ["--batch-window-ms", "inf"],
+        "timeouts and rates must be finite": ["--idle-timeout", "-1"],
         "TLS file not found": ["--tls-cert", str(tmp_path / "missing.pem"),
                                "--tls-key", str(key_a)],
         "cannot use --tls-cert": ["--tls-cert", str(cert_a), "--tls-key", str(key_b)],

@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import sys
 from typing import Any
@@ -58,6 +59,10 @@ def run(args: argparse.Namespace) -> int:
         if not api_key:
             print(f"error: environment variable {args.api_key_env} is empty or unset",
                   file=sys.stderr)
+            return 2
+    for flag in ("idle_timeout", "batch_window_ms", "max_pad_ratio"):
+        if not math.isfinite(getattr(args, flag)):  # NaN passes every `<` check downstream
+            print(f"error: --{flag.replace('_', '-')} must be a finite number", file=sys.stderr)
             return 2
     try:
         options = ServerOptions(
