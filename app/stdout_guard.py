@@ -58,7 +58,7 @@ class _Guarded:
 @contextlib.contextmanager
 def guarded_stdout() -> Iterator[None]:
     real = sys.stdout
-    sys.stdout = _Guarded(real)  # type: ignore[assignment]
+    sys.stdout = _Guarded(real)
     try:
         yield
     finally:
