@@ -58,7 +58,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler = getattr(args, "handler", None)
     if handler is None:
         parser.error(f"unknown command {args.command}")
-    return int(handler(args))
+    from app.stdout_guard import run_guarded
+
+    # `transcribe a.wav | head -c1` or `> /dev/full`: a quiet exit or one line, no traceback.
+    return run_guarded(lambda: int(handler(args)))
 
 
 if __name__ == "__main__":

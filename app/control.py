@@ -6,6 +6,11 @@ Protocol: the client connects, sends one command line ("toggle", "ptt press", "p
 "status", "copy"), reads one reply line ("ok ..." or "error ..."), and closes. The socket is a
 Unix domain socket in the user's runtime dir (owner-only), so only this user can drive the app.
 The server side is a QLocalServer on the GUI thread: no extra thread, no polling.
+
+Without a runtime dir the socket lives in ``<temp>/sottovoce-<uid>``, a name anyone can create
+first: both sides refuse that folder unless it is a real folder owned by this user with no
+group/other access, or another user could capture and answer the commands. Each side also checks
+the other's user id (SO_PEERCRED) where the OS offers it.
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import stat
+import struct
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -42,8 +49,49 @@ def socket_path() -> Path:
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     if runtime and Path(runtime).is_dir():
         return Path(runtime) / "sottovoce-control.sock"
-    uid = os.getuid() if hasattr(os, "getuid") else 0
-    return Path(tempfile.gettempdir()) / f"sottovoce-{uid}" / "control.sock"
+    return fallback_dir() / "control.sock"
+
+
+def fallback_dir() -> Path:
+    """The shared-temp-dir folder used without XDG_RUNTIME_DIR (checked by `check_private_dir`)."""
+    return Path(tempfile.gettempdir()) / f"sottovoce-{_uid()}"
+
+
+def _uid() -> int:
+    return os.getuid() if hasattr(os, "getuid") else 0
+
+
+def check_private_dir(folder: Path) -> None:
+    """Raise ControlError unless ``folder`` is a real folder (no symlink) owned by this user that
+    no one else can enter or write."""
+    if not hasattr(os, "getuid"):
+        return  # no Unix ownership to check (and no AF_UNIX control socket either)
+    try:
+        info = os.lstat(folder)
+    except OSError as exc:
+        raise ControlError(f"cannot check {folder}: {exc.strerror or exc}") from exc
+    if not stat.S_ISDIR(info.st_mode):
+        raise ControlError(f"refusing {folder}: not a folder (a link or file put there?)")
+    if info.st_uid != _uid():
+        raise ControlError(f"refusing {folder}: owned by user id {info.st_uid}, not by you; "
+                           "another user may have created it (set XDG_RUNTIME_DIR)")
+    if info.st_mode & 0o077:
+        raise ControlError(f"refusing {folder}: mode {stat.S_IMODE(info.st_mode):o} lets other "
+                           "users in (it must be 700)")
+
+
+def peer_uid(fd: int) -> int | None:
+    """The user id at the other end of a connected Unix socket, None where the OS cannot say."""
+    option = getattr(socket, "SO_PEERCRED", None)
+    if option is None or fd < 0:
+        return None
+    with socket.socket(fileno=os.dup(fd)) as sock:
+        try:
+            creds = sock.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i"))
+        except OSError:
+            return None
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    return int(uid)
 
 
 def send_command(command: str, path: Path | None = None) -> str:
@@ -53,10 +101,13 @@ def send_command(command: str, path: Path | None = None) -> str:
     if not hasattr(socket, "AF_UNIX"):
         raise ControlError("the control socket needs Unix domain sockets (use the hotkey here)")
     path = path or socket_path()
+    if path.parent == fallback_dir() and path.parent.exists():
+        check_private_dir(path.parent)
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(CLIENT_TIMEOUT_S)
         try:
             sock.connect(str(path))
+            _check_peer(sock.fileno(), "the app")
             sock.sendall(command.encode() + b"\n")
             reply = _read_line(sock)
         except (FileNotFoundError, ConnectionRefusedError) as exc:
@@ -95,6 +146,8 @@ class ControlServer(QObject):
     def start(self, path: Path | None = None) -> Path:
         path = path or socket_path()
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if path.parent == fallback_dir():
+            check_private_dir(path.parent)
         if path.exists() and _is_live(path):
             raise ControlError(f"another Sottovoce is already running ({path})")
         QLocalServer.removeServer(str(path))  # a stale socket left by a crash
@@ -113,6 +166,13 @@ class ControlServer(QObject):
     def _on_new_connection(self) -> None:
         while self._server.hasPendingConnections():
             conn = self._server.nextPendingConnection()
+            try:
+                _check_peer(int(conn.socketDescriptor()), "a client")
+            except ControlError as exc:
+                log.warning("control socket: %s", exc)
+                conn.abort()
+                conn.deleteLater()
+                continue
             conn.readyRead.connect(lambda c=conn: self._on_ready_read(c))
             conn.disconnected.connect(conn.deleteLater)
 
@@ -134,6 +194,12 @@ class ControlServer(QObject):
         conn.write(reply.encode() + b"\n")
         conn.flush()
         conn.disconnectFromServer()
+
+
+def _check_peer(fd: int, who: str) -> None:
+    uid = peer_uid(fd)
+    if uid is not None and uid != _uid():
+        raise ControlError(f"refusing {who} running as user id {uid} (you are {_uid()})")
 
 
 def _is_live(path: Path) -> bool:

@@ -51,12 +51,19 @@ def settings_dialog(settings: Settings, keyring: str,
 
 
 def journal_sessions() -> list[tuple[str, Path, str]]:
-    """(label, path, text) of each journal session, newest first."""
-    from engine.journal import list_sessions, read_journal
+    """(label, path, text) of each journal session, newest first. A damaged file costs only its
+    damaged lines (the label says how many were skipped); one that cannot be read at all is left
+    out with a warning in the log, and the other sessions are still listed."""
+    from engine.journal import list_sessions, read_journal_report
 
     sessions = []
     for path in list_sessions():
-        entries = read_journal(path)
+        try:
+            report = read_journal_report(path)
+        except OSError as exc:
+            log.warning("cannot read journal %s: %s", path, exc)
+            continue
+        entries = report.entries
         if not entries:
             continue
         text = "\n".join(e.text.strip() for e in entries)
@@ -64,6 +71,8 @@ def journal_sessions() -> list[tuple[str, Path, str]]:
         words = sum(len(e.text.split()) for e in entries)
         source = source_name(path.stem)  # imported files are named after the file
         label = f"{when} UTC · {words} words" + (f" · {source}" if source else "")
+        if report.skipped:
+            label += f" · {report.skipped} damaged line{'s' if report.skipped > 1 else ''} skipped"
         sessions.append((label, path, text))
     return sessions
 
@@ -128,7 +137,11 @@ class DialogActions(QObject):
 
     def reopen(self, path: Path) -> None:
         """Show a past session in the main window, where it can be copied and exported."""
-        finals = journal_finals(path)
+        try:
+            finals = journal_finals(path)
+        except OSError as exc:  # removed or unreadable since the list was made
+            QMessageBox.warning(self.window, "Session unavailable", str(exc))
+            return
         session = self.controller.session
         session.clear()
         session.source = source_name(path.stem)  # an imported file: "Save as" offers its name

@@ -33,6 +33,14 @@ def has_display() -> bool:
     return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
 
+def settings_problem_message(problems: tuple[str, ...]) -> str:
+    """One status-bar line for the problems found in the settings file (each is also logged)."""
+    for problem in problems:
+        log.warning("settings: %s", problem)
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return f"Settings problem: {problems[0]}{more}; run `sottovoce doctor` for details"
+
+
 def run_gui(args: argparse.Namespace) -> int:
     if not has_display():
         print(NO_DISPLAY_MESSAGE, file=sys.stderr)
@@ -50,7 +58,7 @@ def run_gui(args: argparse.Namespace) -> int:
     from app.control import ControlError, ControlServer
     from app.controller import Controller, LaunchOptions
     from app.dialogs import DialogActions
-    from app.settings import load_settings
+    from app.settings import read_settings
     from ui.tray import Tray, apply_stylesheet, load_icon
 
     qt_app = QApplication.instance() or QApplication(sys.argv[:1])
@@ -63,7 +71,8 @@ def run_gui(args: argparse.Namespace) -> int:
     options = LaunchOptions(input_path=input_path,
                             exit_after_input=bool(getattr(args, "exit_after_input", False)),
                             model=getattr(args, "model", None))
-    controller = Controller(load_settings(), options)
+    loaded = read_settings()
+    controller = Controller(loaded.settings, options)
     DialogActions(controller).connect_window()
     control = ControlServer(controller.control_command, controller)
     try:
@@ -78,6 +87,8 @@ def run_gui(args: argparse.Namespace) -> int:
     _connect_tray(tray, controller)
     tray.show()
     controller.show()
+    if loaded.problems:  # after show(): visible in the status bar, not only in a log
+        controller.window.show_message(settings_problem_message(loaded.problems), 30000)
     controller.start_engine()
     controller.start_hotkey()
     _quit_on_signals(controller)

@@ -2,17 +2,24 @@
 
 Loading never writes: a first run works on defaults and the file appears on the first save.
 Secrets (the remote API key) are never stored here; see engine.remote.secrets.
+
+A bad value (wrong type, out of range) falls back to its default alone, and the problem is
+reported (`read_settings().problems`: the app shows it, `sottovoce doctor` lists it). Saving never
+destroys a file the app could not fully read: a damaged one is kept as ``settings.toml.bad``
+first, and one from a newer Sottovoce is not overwritten at all (`SettingsFileError`).
+The file is private to the user (0600 in a 0700 folder).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from engine.atomic import atomic_write_text
+from engine.atomic import OutputWriteError, atomic_write_text, private_dir
 from engine.paths import config_dir
 
 log = logging.getLogger(__name__)
@@ -115,37 +122,135 @@ def migrate(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+class SettingsFileError(OutputWriteError):
+    """The settings file is from a newer Sottovoce: saving would lose what it holds."""
+
+
+@dataclass(frozen=True)
+class SettingsLoad:
+    """What loading found: the settings to use and each problem, in words.
+
+    ``newer``: the file is from a newer version (defaults are used and saving refuses);
+    ``damaged``: a file exists but was not fully usable (saving keeps a ``.bad`` copy first).
+    """
+
+    settings: Settings
+    problems: tuple[str, ...] = ()
+    newer: bool = False
+
+    @property
+    def damaged(self) -> bool:
+        return bool(self.problems)
+
+
 def from_mapping(data: dict[str, Any]) -> Settings:
-    """Build Settings from a parsed TOML table: migrated, unknown keys dropped with a warning."""
+    """Build Settings from a parsed TOML table: migrated, unknown keys dropped with a warning,
+    each invalid value replaced by its default (see `from_mapping_report`)."""
+    settings, problems = from_mapping_report(data)
+    for problem in problems:
+        log.warning("settings: %s", problem)
+    return settings
+
+
+def from_mapping_report(data: dict[str, Any]) -> tuple[Settings, list[str]]:
+    """Settings from a parsed table and the problems found, one per bad key. Raises ValueError
+    only for a file from a newer version (nothing in it can be trusted to mean the same)."""
     data = migrate(data)
-    known = {f.name for f in fields(Settings)}
-    unknown = sorted(set(data) - known)
+    known = {f.name: f for f in fields(Settings)}
+    problems = []
+    unknown = sorted(set(data) - set(known))
     if unknown:
-        log.warning("ignoring unknown settings: %s", ", ".join(unknown))
-    return Settings(**{k: v for k, v in data.items() if k in known})
+        problems.append(f"ignoring unknown settings: {', '.join(unknown)}")
+    settings = Settings()
+    # remote_url before backend: "remote" is only valid once the URL is in.
+    for name in sorted((k for k in data if k in known), key=lambda k: k != "remote_url"):
+        value = data[name]
+        default = known[name].default
+        problem = _type_problem(value, default)
+        if problem is None:
+            try:
+                settings = replace(settings, **{name: value})
+                continue
+            except ValueError as exc:
+                problem = str(exc)
+        problems.append(f"{name} = {value!r} is invalid ({problem}); using {default!r}")
+    return settings, problems
+
+
+def _type_problem(value: object, default: object) -> str | None:
+    # bool is an int to Python, so check it first, both ways.
+    if isinstance(default, bool) or isinstance(value, bool):
+        ok = isinstance(value, bool) and isinstance(default, bool)
+    else:
+        ok = isinstance(value, type(default))
+    expected = {bool: "true or false", int: "a whole number", str: "text"}[type(default)]
+    return None if ok else f"expected {expected}"
+
+
+def read_settings(path: Path | None = None) -> SettingsLoad:
+    """The saved settings with every problem found; defaults when there is no file yet."""
+    path = path or settings_path()
+    if not path.is_file():
+        return SettingsLoad(Settings())
+    try:
+        data = _toml_loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
+        return SettingsLoad(Settings(), (f"could not read {path} ({exc}); using defaults",))
+    try:
+        settings, problems = from_mapping_report(data)
+    except (ValueError, TypeError) as exc:  # a newer version, or a version that is not a number
+        return SettingsLoad(Settings(), (f"{path}: {exc}; using defaults",),
+                            newer=_is_newer(data))
+    return SettingsLoad(settings, tuple(problems))
+
+
+def _is_newer(data: dict[str, Any]) -> bool:
+    version = data.get("version")
+    return isinstance(version, int) and version > SETTINGS_VERSION
 
 
 def load_settings(path: Path | None = None) -> Settings:
-    """The saved settings, or defaults when there is no file yet. A broken file is reported and
-    replaced by defaults in memory (the file itself is left alone for the user to inspect)."""
-    path = path or settings_path()
-    if not path.is_file():
-        return Settings()
-    try:
-        data = _toml_loads(path.read_text(encoding="utf-8"))
-        return from_mapping(data)
-    except (OSError, ValueError, TypeError) as exc:
-        log.error("could not read %s (%s); using defaults", path, exc)
-        return Settings()
+    """The saved settings, or defaults when there is no file yet. Problems are logged; the file
+    itself is left alone for the user to inspect."""
+    loaded = read_settings(path)
+    for problem in loaded.problems:
+        log.error("settings: %s", problem)
+    return loaded.settings
 
 
 def save_settings(settings: Settings, path: Path | None = None) -> Path:
-    """Write the settings atomically and durably (engine.atomic) and return the path."""
+    """Write the settings atomically and durably (engine.atomic) and return the path.
+
+    A file the app could not fully read is kept as ``<name>.bad`` first; a file from a newer
+    version raises SettingsFileError and is left as it is.
+    """
     import tomli_w
 
     path = path or settings_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return atomic_write_text(path, tomli_w.dumps(asdict(settings)))
+    existing = read_settings(path)
+    if existing.newer:
+        raise SettingsFileError(f"{path} is from a newer Sottovoce; not overwriting it "
+                                "(these settings last until the app quits)")
+    private_dir(path.parent)
+    if existing.damaged:
+        backup = _keep_bad_copy(path)
+        log.warning("settings: kept the file the app could not fully read as %s", backup)
+    return atomic_write_text(path, tomli_w.dumps(asdict(settings)), private=True)
+
+
+def _keep_bad_copy(path: Path) -> Path:
+    """Rename ``path`` to ``<name>.bad`` (``.bad.2``, ... when that exists): never lose one."""
+    backup = path.with_name(path.name + ".bad")
+    number = 1
+    while backup.exists():
+        number += 1
+        backup = path.with_name(f"{path.name}.bad.{number}")
+    try:
+        os.replace(path, backup)
+    except OSError as exc:
+        raise OutputWriteError(f"{path}: could not keep the unreadable file as {backup} "
+                               f"({exc.strerror or exc}); not overwriting it") from exc
+    return backup
 
 
 def with_changes(settings: Settings, **changes: Any) -> Settings:

@@ -3,6 +3,10 @@
 The data goes to a temporary file in the target's own folder (``os.replace`` is only atomic
 within one file system), is flushed and fsynced, then renamed over the target. When anything
 fails (disk full, permission, quota) the temporary file is removed and the target is untouched.
+
+Private files (the journal's transcripts, settings) are written through here too: `private=True`
+gives the file mode 0600 whatever the umask, and `private_dir` makes their folder 0700, so other
+users of the computer cannot read what was dictated.
 """
 
 from __future__ import annotations
@@ -25,16 +29,22 @@ class OutputWriteError(EngineError):
     """An output file could not be written; the target was left as it was."""
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
+PRIVATE_FILE = 0o600
+PRIVATE_DIR = 0o700
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *,
+                       private: bool = False) -> Path:
     """Write ``data`` to ``path`` atomically and durably; returns the path written.
 
-    A new file gets the usual permissions (0666 less the umask), an existing one keeps its mode.
-    Raises OutputWriteError naming the file when it cannot be written.
+    A new file gets the usual permissions (0666 less the umask), an existing one keeps its mode;
+    ``private`` makes it 0600 either way. Raises OutputWriteError naming the file when it cannot
+    be written.
     """
     target = Path(path)
     folder = target.parent
     tmp = folder / f".{target.name}.{secrets.token_hex(4)}.tmp"
-    mode = _mode_for(target)
+    mode = PRIVATE_FILE if private else _mode_for(target)
     try:
         # O_EXCL: never follow or reuse a file someone else created under our temp name.
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0),
@@ -60,9 +70,41 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     return target
 
 
-def atomic_write_text(path: str | os.PathLike[str], text: str, encoding: str = "utf-8") -> Path:
+def atomic_write_text(path: str | os.PathLike[str], text: str, encoding: str = "utf-8", *,
+                      private: bool = False) -> Path:
     """`atomic_write_bytes` for text; newlines are written as given (no platform translation)."""
-    return atomic_write_bytes(path, text.encode(encoding))
+    return atomic_write_bytes(path, text.encode(encoding), private=private)
+
+
+def private_dir(folder: Path) -> Path:
+    """Create ``folder`` (and missing parents) as 0700; tighten an existing one we own.
+
+    Raises OSError when it cannot be created.
+    """
+    folder.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR)
+    _restrict(folder, PRIVATE_DIR)
+    return folder
+
+
+def open_private_append(path: Path) -> int:
+    """Open ``path`` for appending as a 0600 file (an older, wider file is tightened).
+
+    Returns the raw descriptor; raises OSError.
+    """
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_BINARY", 0),
+                 PRIVATE_FILE)
+    _restrict(path, PRIVATE_FILE)
+    return fd
+
+
+def _restrict(path: Path, mode: int) -> None:
+    """chmod to ``mode`` when group/other bits are set; best effort (a file system without
+    Unix permissions, a path owned by someone else)."""
+    try:
+        if path.stat().st_mode & 0o077:
+            os.chmod(path, mode)
+    except OSError as exc:
+        log.warning("could not make %s private: %s", path, exc)
 
 
 def _write_all(fd: int, data: bytes) -> None:

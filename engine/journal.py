@@ -5,20 +5,25 @@ before `append()` returns, so a crash loses at most the utterance still being de
 error (full disk, removed folder) raises `JournalError` for the caller to report; the live
 pipeline reports it once and carries on without the journal rather than stopping.
 
-`read_journal()` reads a session back (skipping a torn last line left by a crash) and
-`list_sessions()` lists the sessions, newest first, for a history view.
+`read_journal()` reads a session back and `list_sessions()` lists the sessions, newest first,
+for a history view. Reading never fails on content: a torn last line left by a crash, invalid
+UTF-8, a line that is not an entry, a time that is not a finite number are each skipped and
+counted (`read_journal_report`), and the rest of the session is read. Files are private to the
+user (0600 in a 0700 folder): they hold everything that was dictated.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
+from engine.atomic import open_private_append, private_dir
 from engine.errors import EngineError
 from engine.events import FinalText
 from engine.paths import data_dir
@@ -69,8 +74,8 @@ class Journal:
         if self._file is not None:
             return
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - held open for the session
+            private_dir(self.path.parent)
+            self._file = open(open_private_append(self.path), "a", encoding="utf-8")  # noqa: SIM115 - held open for the session
         except OSError as exc:
             raise JournalError(f"cannot open journal {self.path}: {exc.strerror or exc}") from exc
 
@@ -105,18 +110,37 @@ class Journal:
                 log.warning("closing journal %s failed: %s", self.path, exc)
 
 
+@dataclass(frozen=True)
+class JournalRead:
+    """What one journal file held: its readable entries and how many lines were skipped."""
+
+    entries: list[JournalEntry]
+    skipped: int
+
+
 def read_journal(path: Path) -> list[JournalEntry]:
-    """Entries of one journal file; a torn or corrupt line (crash mid-write) is skipped."""
+    """Entries of one journal file; damaged lines are skipped (see `read_journal_report`)."""
+    return read_journal_report(path).entries
+
+
+def read_journal_report(path: Path) -> JournalRead:
+    """Entries of one journal file and the number of damaged lines skipped. Raises OSError only
+    when the file itself cannot be read."""
     entries = []
-    with open(path, encoding="utf-8") as fh:
-        for number, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                entries.append(_entry(json.loads(line)))
-            except (ValueError, KeyError, TypeError) as exc:
-                log.warning("%s:%d: skipping unreadable journal line (%s)", path, number, exc)
-    return entries
+    skipped = 0
+    data = path.read_bytes()
+    for number, raw in enumerate(data.split(b"\n"), 1):
+        if not raw.strip():
+            continue
+        try:
+            # Per line, so one character torn by a crash costs one line, not the file.
+            entries.append(_entry(json.loads(raw.decode("utf-8"))))
+        except (ValueError, KeyError, TypeError, OverflowError, RecursionError) as exc:
+            # UnicodeDecodeError is a ValueError; int(inf) an OverflowError; deep nesting a
+            # RecursionError.
+            skipped += 1
+            log.warning("%s:%d: skipping unreadable journal line (%s)", path, number, exc)
+    return JournalRead(entries, skipped)
 
 
 def list_sessions(root: Path | None = None) -> list[Path]:
@@ -127,11 +151,24 @@ def list_sessions(root: Path | None = None) -> list[Path]:
     return sorted(folder.glob("*.jsonl"), reverse=True)
 
 
-def _entry(row: dict[str, Any]) -> JournalEntry:
+def _entry(row: object) -> JournalEntry:
+    """One line's entry; TypeError/ValueError/KeyError when it is not a well-formed one."""
+    if not isinstance(row, dict):
+        raise TypeError(f"a line must be an object, not {type(row).__name__}")
     words = tuple(Word(str(t), int(s), int(e), float(p)) for t, s, e, p in row.get("words", []))
+    language = row.get("language")
+    if language is not None and not isinstance(language, str):
+        raise TypeError("language must be a string or null")
     return JournalEntry(
         utterance_id=int(row["utterance_id"]), text=str(row["text"]),
-        start_s=float(row["start_s"]), end_s=float(row["end_s"]), language=row.get("language"),
+        start_s=_seconds(row["start_s"]), end_s=_seconds(row["end_s"]), language=language,
         written_at=str(row["written_at"]), words=words,
         flags=tuple(str(f) for f in row.get("flags", [])),
     )
+
+
+def _seconds(value: Any) -> float:
+    # A bool is an int to Python; NaN/inf would crash every consumer that turns it into samples.
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"time {value!r} is not a finite number")
+    return float(value)

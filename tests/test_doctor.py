@@ -202,3 +202,18 @@ def test_missing_cuda_libraries_are_named() -> None:
     missing = doctor.missing_cuda_libraries(loader)
     assert len(missing) == 1 and "cudnn" in missing[0]
     assert doctor.missing_cuda_libraries(lambda name: object()) == []
+
+
+def test_config_line_reports_wrong_typed_and_newer_settings(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`model = 5` crashed the app while the doctor said "OK Config" (issue 15, item 2)."""
+    monkeypatch.setenv("SOTTOVOCE_CONFIG_DIR", str(tmp_path))
+    (tmp_path / "settings.toml").write_text("model = 5\n")
+    result = doctor.check_config()
+    assert result.status == WARN and "model = 5 is invalid" in result.detail
+    assert "settings.toml.bad" in result.hint
+    (tmp_path / "settings.toml").write_text("version = 7\n")
+    result = doctor.check_config()
+    assert result.status == WARN and "newer" in result.hint
+    (tmp_path / "settings.toml").write_text("not [toml")
+    assert doctor.check_config().status == WARN

@@ -3,24 +3,34 @@ no-display behaviour of the app entry point. None of these need a display."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
 
+import hypothesis
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from app.hotkeys import PRESS, RELEASE, HotkeyMachine
 from app.settings import (
     SETTINGS_VERSION,
     Settings,
+    SettingsFileError,
+    _toml_loads,
     from_mapping,
+    from_mapping_report,
     load_settings,
     migrate,
+    read_settings,
     save_settings,
     settings_path,
     with_changes,
 )
+from engine.atomic import OutputWriteError  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -202,3 +212,91 @@ def test_engine_factory_builds_real_engines_without_starting_them(jfk_wav):
     assert events == []  # construction does no work and emits nothing
     with pytest.raises(ValueError):
         EngineConfig(mode="always")
+
+
+# --- wrong-typed values and files the app could not read (issue 15, item 2) --------------------
+
+def test_a_wrong_typed_value_falls_back_alone_with_a_problem():
+    """The issue's repro: `model = 5` made the app exit with AttributeError."""
+    path = settings_path()
+    path.parent.mkdir(parents=True)
+    path.write_text('model = 5\nversion = 2\nlanguage = "de"\ncaption_lines = "3"\n'
+                    'first_run_hint = "no"\ncaption_font_pt = true\nbackend = "remote"\n'
+                    'remote_url = "http://not-ws"\nhotkey = "<ctrl>+x"\n')
+    loaded = read_settings()
+    assert loaded.settings == with_changes(Settings(), language="de", hotkey="<ctrl>+x",
+                                           remote_url="http://not-ws")  # valid while local
+    assert not loaded.newer
+    bad = sorted(problem.split(" ")[0] for problem in loaded.problems)
+    assert bad == ["backend", "caption_font_pt", "caption_lines", "first_run_hint", "model"]
+    assert any(p == "model = 5 is invalid (expected text); using 'tiny.en'"
+               for p in loaded.problems)
+    assert load_settings() == loaded.settings  # the old entry point no longer raises
+
+
+def test_saving_over_a_damaged_file_keeps_it_as_bad():
+    """Dismissing the first-run hint saves: it must not silently replace a broken file."""
+    path = settings_path()
+    path.parent.mkdir(parents=True)
+    for broken in ("this is [not toml", 'model = 5\n', b"\xff\xfe".decode("latin-1")):
+        path.write_text(broken)
+        save_settings(with_changes(load_settings(), first_run_hint=False))
+        assert load_settings() == with_changes(Settings(), first_run_hint=False)
+    kept = sorted(p.name for p in path.parent.glob("settings.toml.bad*"))
+    assert kept == ["settings.toml.bad", "settings.toml.bad.2", "settings.toml.bad.3"]
+    assert (path.parent / "settings.toml.bad").read_text() == "this is [not toml"
+    save_settings(Settings())  # a clean file is simply replaced, no new copy
+    assert len(list(path.parent.glob("settings.toml.bad*"))) == 3
+
+
+def test_saving_refuses_to_overwrite_a_newer_file():
+    path = settings_path()
+    path.parent.mkdir(parents=True)
+    path.write_text('version = 99\nmodel = "large-v9"\n')
+    loaded = read_settings()
+    assert loaded.newer and loaded.settings == Settings()
+    with pytest.raises(SettingsFileError, match="newer Sottovoce"):
+        save_settings(with_changes(loaded.settings, first_run_hint=False))
+    assert path.read_text() == 'version = 99\nmodel = "large-v9"\n'
+    assert isinstance(SettingsFileError("x"), OutputWriteError)  # the controller shows these
+
+
+@pytest.mark.skipif(os.name != "posix", reason="Unix permissions")
+def test_settings_file_is_private():
+    path = save_settings(Settings())
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    os.chmod(path, 0o644)
+    os.chmod(path.parent, 0o755)
+    save_settings(Settings())
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+
+
+_TOML_VALUES = st.one_of(
+    st.booleans(), st.integers(-10**6, 10**6), st.floats(allow_nan=False),
+    st.text(max_size=12), st.sampled_from(["remote", "ws://h:1", "cuda", "toggle", "type", "de"]),
+    st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=3), st.integers(),
+                                                         max_size=2))
+
+
+@hypothesis.settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from([f.name for f in dataclasses.fields(Settings)]
+                                       + ["ptt_hotkey", "paste", "colour"]),
+                       _TOML_VALUES, max_size=8))
+def test_any_table_loads_to_valid_settings_key_by_key(table):
+    table = {k: v for k, v in table.items() if k != "version"}  # versions: tested above
+    try:
+        loaded_settings, problems = from_mapping_report(table)
+    except ValueError:
+        pytest.fail("only a newer version may refuse a table")
+    defaults = Settings()
+    migrated = migrate(table)
+    for field in dataclasses.fields(Settings):
+        value = getattr(loaded_settings, field.name)
+        if field.name in migrated and value != migrated[field.name]:
+            assert value == getattr(defaults, field.name)  # fell back, and said so
+            assert any(p.startswith(f"{field.name} = ") for p in problems)
+    import tomli_w
+    text = tomli_w.dumps(dataclasses.asdict(loaded_settings))  # whatever loads, saves
+    assert from_mapping_report(_toml_loads(text)) == (loaded_settings, [])

@@ -223,6 +223,27 @@ def test_first_run_shows_hint_and_saves_only_when_dismissed(qtbot, make_controll
     assert settings_path().exists() and not load_settings().first_run_hint
 
 
+def test_dismissing_the_hint_never_destroys_a_settings_file_it_could_not_read(
+        qtbot, make_controller):
+    """Issue 15, item 2: the hint's save replaced a broken or newer file with defaults."""
+    from app.settings import load_settings, read_settings, settings_path
+
+    path = settings_path()
+    path.parent.mkdir(parents=True)
+    path.write_text("version = 9\n")  # from a newer Sottovoce: left alone, the user is told
+    controller, _ = make_controller(read_settings().settings)
+    controller.show()
+    controller.window.hint.findChildren(type(controller.window.start_button))[0].click()
+    assert path.read_text() == "version = 9\n"
+    assert "newer Sottovoce" in controller.window.statusBar().currentMessage()
+    path.write_text("model = 5\n")  # damaged: kept as settings.toml.bad, then saved
+    controller, _ = make_controller(read_settings().settings)
+    controller.show()
+    controller.window.hint.findChildren(type(controller.window.start_button))[0].click()
+    assert (path.parent / "settings.toml.bad").read_text() == "model = 5\n"
+    assert not load_settings().first_run_hint
+
+
 def test_changing_the_model_restarts_the_engine_with_it(qtbot, make_controller):
     from engine.events import FinalText, StateChanged
 

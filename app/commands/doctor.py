@@ -361,12 +361,19 @@ def _dir_size(path: Path) -> int:
 
 
 def check_config() -> CheckResult:
-    from engine.paths import config_dir
+    from app.settings import read_settings, settings_path
 
-    settings = config_dir() / "settings.toml"
-    if settings.is_file():
-        return CheckResult("Config", OK, str(settings))
-    return CheckResult("Config", OK, f"defaults ({settings} is created on first save)")
+    settings = settings_path()
+    if not settings.is_file():
+        return CheckResult("Config", OK, f"defaults ({settings} is created on first save)")
+    loaded = read_settings(settings)
+    if loaded.problems:
+        hint = ("this file is from a newer Sottovoce; the app will not overwrite it"
+                if loaded.newer else
+                f"fix or delete {settings}; the app uses the defaults shown for these, and "
+                f"keeps this file as {settings.name}.bad when it next saves")
+        return CheckResult("Config", WARN, f"{settings}: " + "; ".join(loaded.problems), hint)
+    return CheckResult("Config", OK, str(settings))
 
 
 # (name shown if the check itself crashes, check), in report order.

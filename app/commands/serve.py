@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import sys
 from typing import Any
@@ -59,6 +60,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"error: environment variable {args.api_key_env} is empty or unset",
                   file=sys.stderr)
             return 2
+    for flag in ("idle_timeout", "batch_window_ms", "max_pad_ratio"):
+        if not math.isfinite(getattr(args, flag)):  # NaN passes every `<` check downstream
+            print(f"error: --{flag.replace('_', '-')} must be a finite number", file=sys.stderr)
+            return 2
     try:
         options = ServerOptions(
             host=args.host, port=args.port, max_sessions=args.max_sessions, api_key=api_key,
@@ -70,6 +75,10 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    problem = preflight(options)  # before the model load: fail in a second, not after it
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     runner = Ct2Runner(args.model, device=args.device)
     try:
         runner.load()
@@ -80,11 +89,48 @@ def run(args: argparse.Namespace) -> int:
     return asyncio.run(_serve(server))
 
 
+def preflight(options: Any) -> str | None:
+    """What would stop the server from starting, in one line (None: nothing found): a TLS file
+    that is missing or does not match its key, an address that cannot be bound."""
+    import socket
+    import ssl
+
+    from engine.server.server import host_port
+
+    if options.tls_cert is not None:
+        try:
+            ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(options.tls_cert,
+                                                                    options.tls_key)
+        except FileNotFoundError as exc:
+            return f"TLS file not found: {exc.filename or exc}"
+        except (OSError, ssl.SSLError) as exc:  # SSLError: key mismatch, not PEM, ...
+            return (f"cannot use --tls-cert {options.tls_cert} with --tls-key "
+                    f"{options.tls_key}: {getattr(exc, 'reason', None) or exc}")
+    try:
+        infos = socket.getaddrinfo(options.host, options.port, type=socket.SOCK_STREAM)
+        for family, kind, proto, _, address in infos:
+            with socket.socket(family, kind, proto) as probe:
+                if os.name == "posix":  # as asyncio's server does: TIME_WAIT does not block
+                    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                probe.bind(address)
+    except OSError as exc:
+        return f"cannot listen on {host_port(options.host, options.port)}: {exc.strerror or exc}"
+    return None
+
+
 async def _serve(server: Any) -> int:
-    await server.start()
+    from engine.server.server import host_port
+
+    try:
+        await server.start()
+    except OSError as exc:  # lost a race for the port since the preflight
+        print(f"error: cannot listen on {host_port(server.options.host, server.options.port)}: "
+              f"{exc.strerror or exc}", file=sys.stderr)
+        await server.close()
+        return 1
     scheme = "wss" if server.options.tls_cert else "ws"
     # Machine-readable first line: tests and scripts read the port from it (with --port 0).
-    print(f"listening {scheme}://{server.options.host}:{server.port} "
+    print(f"listening {scheme}://{host_port(server.options.host, server.port)} "
           f"model={server.runner.info.name}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -4,14 +4,15 @@ The only client module importing ``websockets`` for the native protocol (lazily)
 `_Session` per connection: hello with ``offset`` = the last acknowledged position, then the
 unacknowledged audio again, then live audio; ``ack`` lets the buffer forget; ``end`` once the
 capture has finished and everything is sent; ``bye`` ends the stream. A dropped connection,
-a refused handshake or a "busy" server is retried with exponential backoff; a wrong API key or
-a protocol violation is not (retrying cannot fix them).
+a refused handshake or a "busy" server is retried with exponential backoff; a wrong API key,
+a certificate that fails verification or a protocol violation is not (retrying cannot fix them).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from typing import Any
 
 from engine.core import protocol as p
@@ -27,7 +28,7 @@ RETRYABLE_ERRORS = (p.BUSY, p.IDLE_TIMEOUT, p.INTERNAL, p.RATE_LIMITED)
 
 
 class FatalLinkError(EngineError):
-    """Retrying cannot help (wrong key, protocol mismatch)."""
+    """Retrying cannot help (wrong key, bad certificate, protocol mismatch)."""
 
 
 class NativeLink:
@@ -77,6 +78,11 @@ class NativeLink:
             ws = await connect(self.engine.endpoint.url, additional_headers=headers,
                                open_timeout=self.engine.options.connect_timeout_s,
                                max_size=1 << 20, ping_interval=20, ping_timeout=20)
+        except ssl.SSLCertVerificationError as exc:
+            # An OSError, so it would be retried for minutes; a bad certificate stays bad.
+            raise FatalLinkError(
+                f"the server's TLS certificate was rejected ({exc.verify_message or exc}); "
+                f"check {self.engine.endpoint.url} or trust its certificate") from exc
         except InvalidStatus as exc:
             status = exc.response.status_code
             if status in (401, 403):

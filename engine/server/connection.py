@@ -30,6 +30,15 @@ CLOSE_POLICY = 1008
 CLOSE_TOO_BIG = 1009
 
 
+CLOSE_REASON_BYTES = 120  # RFC 6455: a close reason is at most 123 bytes of UTF-8
+
+
+def close_reason(message: str) -> str:
+    """``message`` cut to fit a close frame, by bytes and on a character boundary: cutting by
+    characters let a client's echoed non-ASCII value overflow the frame and crash the close."""
+    return message.encode("utf-8")[:CLOSE_REASON_BYTES].decode("utf-8", "ignore")
+
+
 class TokenBucket:
     """Classic token bucket: ``rate`` tokens per second, at most ``depth`` saved up."""
 
@@ -88,7 +97,7 @@ class Connection:
             await self._receive_loop()
         except _Closing as closing:
             await self._send([p.Error(code=closing.code, message=closing.message)])
-            await self._ws.close(closing.close_code, closing.message[:100])
+            await self._ws.close(closing.close_code, close_reason(closing.message))
         except ConnectionClosed:
             log.info("client went away")
         finally:

@@ -21,6 +21,7 @@ import hmac
 import ipaddress
 import json
 import logging
+import math
 import ssl
 import time
 from collections.abc import Callable
@@ -29,7 +30,7 @@ from typing import Any
 
 from engine.core import protocol as p
 from engine.errors import EngineError, missing_dependency
-from engine.server.connection import Connection, TokenBucket
+from engine.server.connection import Connection, TokenBucket, close_reason
 from engine.server.runner import Runner
 from engine.server.scheduler import BatchScheduler, SchedulerOptions
 from engine.server.session import SessionOptions
@@ -48,6 +49,11 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def host_port(host: str, port: int) -> str:
+    """``host:port`` with an IPv6 address in brackets (``[::1]:8765``), as URLs write it."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 @dataclass(frozen=True)
@@ -77,8 +83,13 @@ class ServerOptions:
             raise ValueError(f"binding {self.host} (not loopback) requires an API key")
         if self.max_sessions < 1 or self.max_frame_bytes < 1024:
             raise ValueError("max_sessions must be >= 1 and max_frame_bytes >= 1024")
-        if self.idle_timeout_s <= 0 or self.rate_audio_x <= 0 or self.rate_frames_per_s <= 0:
-            raise ValueError("timeouts and rates must be > 0")
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"port must be 0-65535 (got {self.port})")
+        # NaN compares false with everything: `nan <= 0` let --idle-timeout nan disable reaping.
+        if not all(math.isfinite(x) and x > 0 for x in (
+                self.idle_timeout_s, self.rate_audio_x, self.burst_audio_s,
+                self.rate_frames_per_s)):
+            raise ValueError("timeouts and rates must be finite numbers > 0")
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError("TLS needs both a certificate and a key")
 
@@ -123,7 +134,7 @@ class TranscriptionServer:
             ping_interval=20, ping_timeout=20, close_timeout=5,
             server_header="sottovoce",
         )
-        log.info("serving on %s:%d (tls=%s, batching=%s)", o.host, self.port,
+        log.info("serving on %s (tls=%s, batching=%s)", host_port(o.host, self.port),
                  o.tls_cert is not None, o.scheduler.max_batch > 1)
 
     async def close(self) -> None:
@@ -153,7 +164,11 @@ class TranscriptionServer:
         path = request.path.split("?", 1)[0]
         if path == "/health":
             return _json_response(connection, 200, self.health())
-        if not self._authorized(request.headers.get("Authorization", "")):
+        authorization = request.headers.get_all("Authorization")
+        if len(authorization) > 1:  # headers.get would raise (HTTP 500 and a traceback)
+            self.counters["unauthorized"] += 1
+            return connection.respond(400, "bad request: send one Authorization header\n")
+        if not self._authorized(authorization[0] if authorization else ""):
             self.counters["unauthorized"] += 1
             return connection.respond(401, "unauthorized: send 'Authorization: Bearer <key>'\n")
         if path == "/metrics":
@@ -215,7 +230,7 @@ async def _refuse(ws: Any, code: str, message: str, close_code: int) -> None:
 
     try:
         await ws.send(p.encode_server(p.Error(code=code, message=message)))
-        await ws.close(close_code, message[:100])
+        await ws.close(close_code, close_reason(message))
     except ConnectionClosed:
         pass
 
