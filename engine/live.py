@@ -29,7 +29,6 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from engine.asr.base import Transcriber
 from engine.audio.sources import AudioSource
 from engine.core.policy import Job, PolicyOptions, StreamingPolicy
 from engine.core.segmenter import SegmenterOptions, SpeechSegmenter
@@ -44,7 +43,7 @@ from engine.events import (
     StateChanged,
 )
 from engine.journal import Journal, JournalError
-from engine.types import SAMPLE_RATE, Audio, Transcript
+from engine.types import SAMPLE_RATE, Audio, Runner, Transcript
 from engine.vad import SileroVad
 
 log = logging.getLogger(__name__)
@@ -84,7 +83,7 @@ class _Outcome:
 class LocalLiveEngine:
     """`engine.events.LiveEngine` over a local Transcriber. See the module docstring."""
 
-    def __init__(self, sink: EventSink, *, source: AudioSource, transcriber: Transcriber,
+    def __init__(self, sink: EventSink, *, source: AudioSource, transcriber: Runner,
                  options: LiveOptions | None = None, vad: SileroVad | None = None,
                  journal: Journal | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -268,7 +267,7 @@ class LocalLiveEngine:
     def _decode(self, request: Job) -> _Outcome:
         started = time.perf_counter()
         try:
-            transcript = self._transcriber.transcribe(request.audio, request.options)
+            transcript = self._transcriber.decode_batch([request.request])[0]
             error = ""
         except Exception as exc:  # noqa: BLE001 - the worker's top: any failure becomes an event
             log.exception("decode of request %d failed", request.request_id)
@@ -343,14 +342,8 @@ def _db(value: float) -> float:
 
 
 def local_transcriber(model: str | None = None, *, fast: bool = True,
-                      device: str = "auto") -> Transcriber:
-    """The default local Transcriber: the guarded short-context chunk decoder over
-    faster-whisper's weights (``fast``), or plain faster-whisper (30 s padded windows)."""
-    from engine.asr.faster_whisper_backend import FasterWhisperTranscriber
+                      device: str = "auto") -> Runner:
+    """Kept for callers not yet moved: `engine.asr.local_runner`."""
+    from engine.asr import local_runner
 
-    backend = FasterWhisperTranscriber(model, device=device)
-    if not fast:
-        return backend
-    from engine.asr.ct2_decoder import FastChunkTranscriber
-
-    return FastChunkTranscriber(backend)
+    return local_runner(model, fast=fast, device=device)

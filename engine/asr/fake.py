@@ -1,4 +1,4 @@
-"""A scripted Transcriber for tests of the layers above ASR (streaming, UI, server).
+"""A scripted `engine.types.Runner` for tests of the layers above ASR (streaming, UI, server).
 
 It is a real implementation of the interface whose output is fixed by a script, so tests can
 assert exact text and timings without a model. Time costs are reported, never slept, unless
@@ -11,13 +11,25 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from engine.types import SAMPLE_RATE, Audio, DecodeOptions, ModelInfo, Segment, Transcript, Word
+from engine.types import (
+    SAMPLE_RATE,
+    Audio,
+    DecodeOptions,
+    DecodeRequest,
+    ModelInfo,
+    Segment,
+    Transcript,
+    Word,
+)
 
 
-class ScriptedTranscriber:
-    """Returns the script's texts in order (cycling), spreading words evenly over the audio.
+class ScriptedRunner:
+    """Returns the script's texts in order (cycling, one per request that is not silent),
+    spreading words evenly over the audio.
 
     Silent audio (RMS below ``silence_rms``) returns an empty transcript, like a good backend.
+    ``calls`` records (samples, options) for every request decoded, in order; with ``sleep``
+    each request sleeps its ``decode_ms``.
     """
 
     def __init__(
@@ -40,10 +52,21 @@ class ScriptedTranscriber:
     def info(self) -> ModelInfo:
         return ModelInfo(name="scripted", device="cpu", compute_type="none", multilingual=True)
 
+    @property
+    def streams(self) -> int:
+        return 1
+
+    @property
+    def device(self) -> str:
+        return "cpu"
+
     def load(self) -> None:
         self.loaded = True
 
-    def transcribe(self, audio: Audio, options: DecodeOptions) -> Transcript:
+    def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]:
+        return [self._decode(r.audio, r.options) for r in requests]
+
+    def _decode(self, audio: Audio, options: DecodeOptions) -> Transcript:
         self.calls.append((len(audio), options))
         if self._sleep is not None:
             self._sleep(self._decode_ms / 1000)

@@ -30,9 +30,9 @@ from typing import Any
 from engine.core import protocol as p
 from engine.errors import EngineError, missing_dependency
 from engine.server.connection import Connection, TokenBucket
-from engine.server.runner import Runner
 from engine.server.scheduler import BatchScheduler, SchedulerOptions
 from engine.server.session import SessionOptions, VadFn, default_vad
+from engine.types import Runner
 
 log = logging.getLogger(__name__)
 
