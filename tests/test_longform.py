@@ -443,7 +443,9 @@ def test_chunks_are_cut_between_words(long_file, runner):
     # The 23 s JFK + LibriSpeech region must be split, and at a quiet point.
     seen: list[Chunk] = []
 
-    class Recording:
+    class Recording(_Wrapper):
+        inner = runner
+
         def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]:
             seen.extend(r.tag for r in requests)  # type: ignore[misc]
             return [Transcript(()) for _ in requests]
