@@ -15,7 +15,7 @@ from typing import Any
 
 from engine.errors import EngineError
 from engine.events import EventSink, LiveEngine
-from engine.types import ModelInfo
+from engine.types import ModelInfo, Runner
 
 log = logging.getLogger(__name__)
 
@@ -56,13 +56,15 @@ class AppEngine:
     """The engine plus what the status line needs (model, device, compute type), which the
     LiveEngine protocol doesn't carry."""
 
-    def __init__(self, engine: Any, transcriber: Any = None) -> None:
+    def __init__(self, engine: Any, runner: Runner | None = None) -> None:
         self.engine = engine
-        self._transcriber = transcriber
+        self._runner = runner
 
     @property
     def model_info(self) -> ModelInfo | None:
-        info = getattr(self._transcriber, "info", None) or getattr(self.engine, "model_info", None)
+        if self._runner is not None:
+            return self._runner.info
+        info = getattr(self.engine, "model_info", None)  # the remote engine's, once connected
         return info if isinstance(info, ModelInfo) else None
 
     def start(self) -> None:
@@ -90,15 +92,16 @@ def audio_source(config: EngineConfig) -> Any:
 
 def _local_engine(config: EngineConfig, sink: EventSink) -> LiveEngine:
     try:
+        from engine.asr import local_runner
         from engine.core.policy import PolicyOptions
-        from engine.live import LiveOptions, LocalLiveEngine, local_transcriber
+        from engine.live import LiveOptions, LocalLiveEngine
     except ImportError as exc:
         raise EngineError(f"the local live engine is not available: {exc}") from exc
-    transcriber = local_transcriber(config.model, device=config.device)
+    runner = local_runner(config.model, device=config.device)
     options = LiveOptions(mode=config.mode, policy=PolicyOptions(language=config.language))
-    engine = LocalLiveEngine(sink, source=audio_source(config), transcriber=transcriber,
+    engine = LocalLiveEngine(sink, source=audio_source(config), runner=runner,
                              options=options)
-    return AppEngine(engine, transcriber)
+    return AppEngine(engine, runner)
 
 
 def _remote_engine(config: EngineConfig, sink: EventSink) -> LiveEngine:

@@ -114,9 +114,9 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--model", default="tiny.en")
     args = parser.parse_args()
-    from engine.live import local_transcriber
+    from engine.asr import local_runner
 
-    transcriber = local_transcriber(args.model, device="cpu")
+    transcriber = local_runner(args.model, device="cpu")
     transcriber.load()
     tmp = Path(tempfile.mkdtemp(prefix="bench-import-"))
     files = [(e.path, e.text) for e in english(read_manifest(args.manifest), kinds=("long",))]

@@ -41,12 +41,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from engine.asr.ct2_decoder import Ct2WhisperRunner, DecodeRequest  # noqa: E402
-from engine.asr.faster_whisper_backend import FasterWhisperTranscriber  # noqa: E402
+from engine.asr.ct2_decoder import Ct2Runner  # noqa: E402
 from engine.audio.decode import load_audio  # noqa: E402
 from engine.evaluation import english, read_manifest  # noqa: E402
 from engine.server.scheduler import SchedulerOptions, split_by_length, without_prompts  # noqa: E402
-from engine.types import DecodeOptions  # noqa: E402
+from engine.types import DecodeOptions, DecodeRequest  # noqa: E402
 
 SR = 16_000
 # What "ms" means in the tables: process CPU time (default; other processes on a shared
@@ -110,7 +109,7 @@ def scenarios(clips: list[np.ndarray], whole: list[tuple[np.ndarray, str]], n: i
     }
 
 
-def measure(runner: Ct2WhisperRunner, timed: TimedModel, requests: list[DecodeRequest],
+def measure(runner: Ct2Runner, timed: TimedModel, requests: list[DecodeRequest],
             mode: str) -> dict[str, float]:
     timed.seconds.clear()
     started = CLOCK[0]()
@@ -190,11 +189,10 @@ def main(argv: list[str] | None = None) -> int:
     entries = english(read_manifest(args.manifest))
     clips = [load_audio(e.path) for e in entries if e.duration_s >= 8.0]
     whole = [(load_audio(e.path), e.text) for e in entries if e.duration_s <= 12.0][:16]
-    backend = FasterWhisperTranscriber(args.model, cpu_threads=args.threads)
-    backend.load()
-    timed = TimedModel(backend.model.model)
-    backend.model.model = timed  # every ct2 call of the runner now goes through the timer
-    runner = Ct2WhisperRunner(backend.model)
+    runner = Ct2Runner(args.model, cpu_threads=args.threads)
+    runner.load()
+    timed = TimedModel(runner.model.whisper.model)
+    runner.model.whisper.model = timed  # every ct2 call of the runner now goes through the timer
     runner.decode_batch([DecodeRequest(clips[0][:3 * SR], PARTIAL)])  # warm-up
     results: dict[str, dict[str, dict[str, float]]] = {}
     for name, requests in scenarios(clips, whole, args.n).items():
@@ -224,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"encoder only, {args.n} x {row['frames']} frames: single {row['single_ms']} ms, "
               f"batched {row['batched_ms']} ms")
     results["encoder_scaling"] = {str(r["frames"]): r for r in scaling}  # type: ignore[misc]
-    decoder = decoder_scaling(backend.model, clips[0], args.repeats)
+    decoder = decoder_scaling(runner.model.whisper, clips[0], args.repeats)
     for beam in (1, 5):
         print(f"generate only, beam {beam}, ms per item at k = 1, 2, 4, 8, 16: "
               + ", ".join(str(r["ms_per_item"]) for r in decoder if r["beam"] == beam))

@@ -4,8 +4,8 @@
 
 For every English ``short`` clip of the manifest, and for 2-5 s cuts of the longer ones, decodes
 the chunk three ways on the same loaded model:
-  short   Ct2WhisperRunner, short_context=True (guards + padded fallback included)
-  padded  Ct2WhisperRunner, short_context=False (one 30 s window, like faster-whisper)
+  short   Ct2Runner, short_context=True (guards + padded fallback included)
+  padded  Ct2Runner, short_context=False (one 30 s window, like faster-whisper)
   fw      faster_whisper.WhisperModel.transcribe() (the baseline users get today)
 and reports per-call latency (p50/p95/mean, 2-5 s chunks and all clips), WER against the
 manifest's reference for whole clips and agreement WER against faster-whisper for cuts (no human
@@ -30,14 +30,15 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.asr.ct2_decoder import Ct2WhisperRunner, DecodeRequest  # noqa: E402
-from engine.asr.faster_whisper_backend import FasterWhisperTranscriber  # noqa: E402
+from engine.asr.ct2_decoder import Ct2Runner  # noqa: E402
+from engine.asr.sequential import SequentialRunner  # noqa: E402
 from engine.audio.decode import load_audio  # noqa: E402
 from engine.evaluation import english, error_rate, read_manifest  # noqa: E402
 from engine.types import (  # noqa: E402
     SAMPLE_RATE,  # noqa: E402
     Audio,
     DecodeOptions,
+    DecodeRequest,
 )
 
 METHODS = ("short", "padded", "fw")
@@ -82,7 +83,7 @@ def timed(fn: Callable[[], Any], repeats: int) -> tuple[Any, float, float]:
     return result, best, best_cpu
 
 
-def decode_all(backend: FasterWhisperTranscriber, runner: Ct2WhisperRunner,
+def decode_all(backend: SequentialRunner, runner: Ct2Runner,
                items: list[tuple[str, Audio, str]], beam: int, repeats: int) -> list[dict[str, Any]]:
     short = DecodeOptions(beam_size=beam, word_timestamps=False, short_context=True)
     padded = DecodeOptions(beam_size=beam, word_timestamps=False)
@@ -93,7 +94,7 @@ def decode_all(backend: FasterWhisperTranscriber, runner: Ct2WhisperRunner,
         for method, call in (
             ("short", lambda a=audio: runner.decode_batch([DecodeRequest(a, short)])[0]),
             ("padded", lambda a=audio: runner.decode_batch([DecodeRequest(a, padded)])[0]),
-            ("fw", lambda a=audio: backend.transcribe(a, fw_opts)),
+            ("fw", lambda a=audio: backend.decode(a, fw_opts)),
         ):
             result, ms, cpu_ms = timed(call, repeats)
             row[method] = {"ms": ms, "cpu_ms": cpu_ms, "text": result.text}
@@ -108,7 +109,7 @@ def decode_all(backend: FasterWhisperTranscriber, runner: Ct2WhisperRunner,
     return rows
 
 
-def batch_scaling(runner: Ct2WhisperRunner, chunks: list[Audio], beam: int,
+def batch_scaling(runner: Ct2Runner, chunks: list[Audio], beam: int,
                   repeats: int) -> dict[str, dict[str, float]]:
     """Audio seconds per wall second for batches of 1/2/4/8 chunks, per path."""
     out: dict[str, dict[str, float]] = {}
@@ -217,9 +218,9 @@ def main(argv: list[str] | None = None) -> int:
         entries = entries[:args.limit]
     clips = [(e.path.name, load_audio(e.path), e.text) for e in entries]
     items = clips + make_cuts(clips, args.seed)
-    backend = FasterWhisperTranscriber(args.model, device=args.device)
+    backend = SequentialRunner(args.model, device=args.device)
     backend.load()
-    runner = Ct2WhisperRunner(backend.model)
+    runner = Ct2Runner(backend.model)
     runner.decode_batch([DecodeRequest(clips[0][1])])  # warm-up: first call allocates
     print(f"{len(clips)} clips + {len(items) - len(clips)} cuts, {backend.info}", flush=True)
     # Timings on a shared machine mean little without the load they were taken under.

@@ -243,14 +243,13 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     logging.getLogger("faster_whisper").setLevel(logging.WARNING)
 
-    from engine.asr.faster_whisper_backend import FasterWhisperTranscriber
+    from engine.asr.whisper_model import FasterWhisperModel
     from engine.longform import long_form_backend
 
     transcriber = long_form_backend(args.model, device=args.device,
                                     compute_type=args.compute_type)
     transcriber.load()
-    peer = FasterWhisperTranscriber(args.model, device=args.device,
-                                    compute_type=args.compute_type)
+    peer = FasterWhisperModel(args.model, device=args.device, compute_type=args.compute_type)
     peer.load()
     entries = read_manifest(args.manifest)
     english = [e for e in entries if e.language == "en"]
@@ -258,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.concat_minutes > 0:
         items.append(build_concatenation(english, args.concat_minutes))
     ours_extra: dict[int, dict[str, Any]] = {}
-    systems = make_systems(peer.model, transcriber, args.ours_word_timestamps, ours_extra)
+    systems = make_systems(peer.whisper, transcriber, args.ours_word_timestamps, ours_extra)
     load_at_start = os.getloadavg()
     systems["ours"](items[0].audio[: 30 * SAMPLE_RATE])  # warm-up: VAD session, CT2 kernels
     runs = measure(items, systems, args.repeats)
@@ -269,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     summary["setup"] = {
         "model": info.name, "device": info.device, "compute_type": info.compute_type,
         "repeats": args.repeats, "ours_word_timestamps": args.ours_word_timestamps,
-        "ours_streams_x_threads": list(transcriber.layout),
+        "ours_streams_x_threads": list(transcriber.model.layout),
         "peers_streams_x_threads": list(peer.layout),
         "cpu_count": os.cpu_count(), "machine": platform.machine(),
         "load_average_at_start": load_at_start, "load_average_at_end": os.getloadavg(),

@@ -11,7 +11,7 @@ with the default fast chunk decoder. Default is simulated time with measured dec
 plays at real speed. Measured per decode and utterance:
   chunk_rtt_ms              decode request -> result, every decode (partials and finals)
   padded_chunk_rtt_ms       the same final chunks decoded again with faster-whisper's padded
-                            30 s path (plain FasterWhisperTranscriber): the peer, same run
+                            30 s path (plain SequentialRunner): the peer, same run
   final_after_speech_end_ms last speech sample -> final text (includes the min-silence wait)
   first_partial_ms          speech detected -> first partial text of that utterance
   wer_streaming / wer_offline  corpus WER of the streamed finals / of faster-whisper on the
@@ -33,6 +33,7 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,23 +42,31 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from engine.asr.base import Transcriber  # noqa: E402
-from engine.asr.faster_whisper_backend import FasterWhisperTranscriber  # noqa: E402
+from engine.asr.ct2_decoder import Ct2Runner  # noqa: E402
+from engine.asr.sequential import SequentialRunner  # noqa: E402
 from engine.audio.decode import load_audio  # noqa: E402
 from engine.audio.sources import FileSource  # noqa: E402
 from engine.core.policy import PolicyOptions  # noqa: E402
 from engine.evaluation import english, error_rate, normalize, read_manifest  # noqa: E402
 from engine.events import Event, FinalText, Metrics, PartialText, SpeechStarted  # noqa: E402
 from engine.live import LiveOptions, LocalLiveEngine  # noqa: E402
-from engine.types import SAMPLE_RATE, Audio, DecodeOptions, ModelInfo, Transcript  # noqa: E402  # noqa: E402
+from engine.types import (  # noqa: E402
+    SAMPLE_RATE,
+    Audio,
+    DecodeOptions,
+    DecodeRequest,
+    ModelInfo,
+    Runner,
+    Transcript,
+)
 
 DEFAULT_MANIFEST = REPO.parent / "shared" / "audio" / "manifest.jsonl"
 
 
 class Recording:
-    """Wraps the engine's Transcriber to keep each final chunk for the padded comparison."""
+    """Wraps the engine's runner to keep each final chunk for the padded comparison."""
 
-    def __init__(self, inner: Transcriber) -> None:
+    def __init__(self, inner: Ct2Runner) -> None:
         self.inner = inner
         self.finals: list[tuple[Audio, DecodeOptions]] = []
         self.paths: dict[str, int] = {}
@@ -66,16 +75,25 @@ class Recording:
     def info(self) -> ModelInfo:
         return self.inner.info
 
+    @property
+    def streams(self) -> int:
+        return self.inner.streams
+
+    @property
+    def device(self) -> str:
+        return self.inner.device
+
     def load(self) -> None:
         self.inner.load()
 
-    def transcribe(self, audio: Audio, options: DecodeOptions) -> Transcript:
-        result = self.inner.transcribe(audio, options)
-        if options.word_timestamps:  # finals ask for word times, partials do not
-            self.finals.append((audio, options))
-        path = str(result.extra.get("path", "padded"))
-        self.paths[path] = self.paths.get(path, 0) + 1
-        return result
+    def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]:
+        results = self.inner.decode_batch(requests)
+        for request, result in zip(requests, results, strict=True):
+            if request.options.word_timestamps:  # finals ask for word times, partials do not
+                self.finals.append((request.audio, request.options))
+            path = str(result.extra.get("path", "padded"))
+            self.paths[path] = self.paths.get(path, 0) + 1
+        return results
 
 
 class Collector:
@@ -106,9 +124,9 @@ class Collector:
 OPTIONS = LiveOptions(journal=False)  # main() may change the final beam
 
 
-def stream(transcriber: Transcriber, source: FileSource) -> Collector:
+def stream(transcriber: Runner, source: FileSource) -> Collector:
     collector = Collector()
-    engine = LocalLiveEngine(collector, source=source, transcriber=transcriber, options=OPTIONS)
+    engine = LocalLiveEngine(collector, source=source, runner=transcriber, options=OPTIONS)
     collector.engine = engine
     engine.start()
     if not engine.wait(timeout=600):
@@ -140,7 +158,7 @@ def edge_words_lost(ref: str, hyp: str) -> tuple[bool, bool]:
     return 0 in deleted, last in deleted
 
 
-def run_files(entries: list[Any], fast: Recording, offline: Transcriber,
+def run_files(entries: list[Any], fast: Recording, offline: SequentialRunner,
               realtime: bool) -> dict[str, Any]:
     rtts, rtts_final, rtts_2_5, after, first = [], [], [], [], []
     refs, hyps, hyps_off, per_file = [], [], [], []
@@ -148,7 +166,7 @@ def run_files(entries: list[Any], fast: Recording, offline: Transcriber,
         source = FileSource(item.path, realtime=realtime, lead_silence_s=0.5, tail_silence_s=1.5)
         got = stream(fast, source)
         text = " ".join(f.text for f in got.finals if f.text)
-        offline_text = offline.transcribe(load_audio(item.path), DecodeOptions()).text
+        offline_text = offline.decode(load_audio(item.path), DecodeOptions()).text
         refs.append(item.text)
         hyps.append(text)
         hyps_off.append(offline_text)
@@ -174,17 +192,18 @@ def run_files(entries: list[Any], fast: Recording, offline: Transcriber,
             "wer_offline": error_rate(refs, hyps_off), "per_file": per_file}
 
 
-def padded_rtts(chunks: list[tuple[Audio, DecodeOptions]], padded: Transcriber) -> list[float]:
+def padded_rtts(chunks: list[tuple[Audio, DecodeOptions]],
+                padded: SequentialRunner) -> list[float]:
     """The same final chunks and options, decoded on faster-whisper's padded 30 s path."""
     out = []
     for audio, options in chunks:
         started = time.perf_counter()
-        padded.transcribe(audio, options)
+        padded.decode(audio, options)
         out.append((time.perf_counter() - started) * 1000)
     return out
 
 
-def beam_sweep(chunks: list[tuple[Audio, DecodeOptions]], fast: Transcriber,
+def beam_sweep(chunks: list[tuple[Audio, DecodeOptions]], fast: Ct2Runner,
                beams: list[int], repeats: int = 3) -> dict[str, Any]:
     """The 2-5 s first-attempt finals (short path) re-decoded with each beam, interleaved."""
     from dataclasses import replace
@@ -197,7 +216,7 @@ def beam_sweep(chunks: list[tuple[Audio, DecodeOptions]], fast: Transcriber,
         for audio, options in picked:
             for beam in beams:
                 w, c = time.perf_counter(), time.process_time()
-                fast.transcribe(audio, replace(options, beam_size=beam))
+                fast.decode_batch([DecodeRequest(audio, replace(options, beam_size=beam))])
                 wall[beam].append((time.perf_counter() - w) * 1000)
                 cpu[beam].append((time.process_time() - c) * 1000)
     out = {str(b): {"wall_ms": pct(wall[b]), "cpu_ms": pct(cpu[b])} for b in beams}
@@ -210,7 +229,7 @@ def beam_sweep(chunks: list[tuple[Audio, DecodeOptions]], fast: Transcriber,
     return out
 
 
-def silence_words(fast: Transcriber) -> int:
+def silence_words(fast: Runner) -> int:
     rng = np.random.default_rng(2026)
     white = rng.normal(0, 0.03, 30 * SAMPLE_RATE)
     brown = np.cumsum(rng.normal(0, 1, 30 * SAMPLE_RATE))
@@ -260,11 +279,9 @@ def main() -> int:
     if args.final_beam:
         OPTIONS = LiveOptions(journal=False, policy=PolicyOptions(final_beam_size=args.final_beam))
 
-    from engine.asr.ct2_decoder import FastChunkTranscriber
-
-    padded = FasterWhisperTranscriber(args.model, device=args.device)
+    padded = SequentialRunner(args.model, device=args.device)
     padded.load()  # the padded peer and the fast path share these weights
-    fast = Recording(FastChunkTranscriber(padded))
+    fast = Recording(Ct2Runner(padded.model))
     fast.load()
     entries = english(read_manifest(args.manifest))[: args.limit or None]
     print(f"{len(entries)} files, model {padded.info.name} on {padded.info.device}/"

@@ -37,7 +37,7 @@ from app.commands.transcribe import (  # noqa: E402
     make_backends,
     make_decoder,
 )
-from engine.asr.faster_whisper_backend import FasterWhisperTranscriber  # noqa: E402
+from engine.asr.sequential import SequentialRunner  # noqa: E402
 from engine.audio.decode import load_audio  # noqa: E402
 from engine.core.export import parse_txt, render  # noqa: E402
 from engine.evaluation import ManifestEntry, error_rate, read_manifest  # noqa: E402
@@ -50,7 +50,7 @@ Pass = Callable[[Path], str]
 
 
 def ours_pass(model: str, device: str, compute_type: str,
-              engine: str) -> tuple[Pass, FasterWhisperTranscriber, float]:
+              engine: str) -> tuple[Pass, SequentialRunner, float]:
     transcriber, long_form = make_backends(model, device, compute_type, engine)
     started = time.perf_counter()
     transcriber.load()

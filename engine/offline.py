@@ -22,11 +22,19 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from engine.asr.base import Transcriber
-from engine.asr.faster_whisper_backend import FasterWhisperTranscriber
+from engine.asr.sequential import SequentialRunner
 from engine.audio.decode import load_audio
 from engine.core.quality import QualityThresholds, check_text
-from engine.types import SAMPLE_RATE, Audio, DecodeOptions, Segment, Transcript
+from engine.types import (
+    MAX_SAMPLES,
+    SAMPLE_RATE,
+    Audio,
+    DecodeOptions,
+    DecodeRequest,
+    Runner,
+    Segment,
+    Transcript,
+)
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +47,7 @@ SILENCE_RMS = 10 ** (-60 / 20)
 
 def transcribe_file(
     path: str | os.PathLike[str],
-    transcriber: Transcriber,
+    transcriber: Runner,
     options: DecodeOptions,
     progress: ProgressCallback | None = None,
 ) -> Transcript:
@@ -53,7 +61,7 @@ def transcribe_file(
 
 def transcribe_audio(
     audio: Audio,
-    transcriber: Transcriber,
+    transcriber: Runner,
     options: DecodeOptions,
     progress: ProgressCallback | None = None,
     thresholds: QualityThresholds | None = None,
@@ -68,9 +76,8 @@ def transcribe_audio(
     if stream is not None:
         decoded, language = stream
     else:
-        # Any other Transcriber returns the whole result at once: progress jumps to the end.
-        result = transcriber.transcribe(audio, options)
-        decoded, language = iter(result.segments), result.language
+        # Any other Runner returns the whole result at once: progress jumps to the end.
+        decoded, language = _decode_windows(transcriber, audio, options)
     segments: list[Segment] = []
     dropped = 0
     for segment in decoded:
@@ -111,9 +118,23 @@ def _flagged(segment: Segment, limits: QualityThresholds) -> Segment:
 
 
 def _segment_stream(
-    transcriber: Transcriber, audio: Audio, options: DecodeOptions,
+    transcriber: Runner, audio: Audio, options: DecodeOptions,
 ) -> tuple[Iterator[Segment], str | None] | None:
-    """Segments one by one from a faster-whisper backend (so progress moves), else None."""
-    if not isinstance(transcriber, FasterWhisperTranscriber):
+    """Segments one by one from faster-whisper's own loop (so progress moves), else None."""
+    if not isinstance(transcriber, SequentialRunner):
         return None
     return transcriber.iter_segments(audio, options)
+
+
+def _decode_windows(
+    runner: Runner, audio: Audio, options: DecodeOptions,
+) -> tuple[Iterator[Segment], str | None]:
+    """Plain 30 s windows decoded as one batch, segments moved onto the file's timeline."""
+    starts = range(0, len(audio), MAX_SAMPLES) if len(audio) else range(1)
+    parts = runner.decode_batch([DecodeRequest(np.ascontiguousarray(audio[s:s + MAX_SAMPLES]),
+                                               options) for s in starts])
+    segments = [dataclasses.replace(
+        seg, start=seg.start + s, end=seg.end + s,
+        words=tuple(dataclasses.replace(w, start=w.start + s, end=w.end + s) for w in seg.words))
+        for part, s in zip(parts, starts, strict=True) for seg in part.segments]
+    return iter(segments), parts[0].language

@@ -115,9 +115,11 @@ def jfk_wav(shared_audio: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_transcriber():  # type: ignore[no-untyped-def]
-    """The real bundled tiny.en model, loaded once per test session (CPU int8 here)."""
-    from engine.asr.faster_whisper_backend import FasterWhisperTranscriber
+    """The real bundled tiny.en model, loaded once per test session (CPU int8 here), as
+    faster-whisper's own loop (`SequentialRunner`); ``.model`` is the loaded
+    `FasterWhisperModel` other runners share (``Ct2Runner(tiny_transcriber.model)``)."""
+    from engine.asr.sequential import SequentialRunner
 
-    transcriber = FasterWhisperTranscriber("tiny.en")
+    transcriber = SequentialRunner("tiny.en")
     transcriber.load()
     return transcriber

@@ -10,12 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.asr.base import Transcriber
-from engine.asr.ct2_decoder import (
-    Ct2WhisperRunner,
-    FastChunkTranscriber,
-    ShortContextSettings,
-)
+from engine.asr.ct2_decoder import Ct2Runner
+from engine.asr.short_context import ShortContextSettings
 from engine.audio.decode import load_audio
 from engine.core.quality import max_ngram_repeats
 from engine.evaluation import english, error_rate
@@ -28,8 +24,8 @@ SHORT = DecodeOptions(beam_size=1, word_timestamps=False, short_context=True)
 
 
 @pytest.fixture(scope="module")
-def runner(tiny_transcriber) -> Ct2WhisperRunner:  # type: ignore[no-untyped-def]
-    return Ct2WhisperRunner(tiny_transcriber.model)
+def runner(tiny_transcriber) -> Ct2Runner:  # type: ignore[no-untyped-def]
+    return Ct2Runner(tiny_transcriber.model)  # shares the session's loaded tiny.en
 
 
 def clip(shared_audio: Path, name: str) -> np.ndarray:
@@ -97,7 +93,7 @@ def test_text_only_and_timed_requests_share_a_batch(runner, shared_audio):
 def test_log_mel_matches_faster_whispers_features(tiny_transcriber, shared_audio):
     from engine.asr.ct2_passes import log_mel
 
-    whisper = tiny_transcriber.model
+    whisper = tiny_transcriber.model.whisper
     audio = clip(shared_audio, "ami-es2011a-headset0-40s-46s.wav")
     for piece in (audio, audio[:1601], audio[:399], audio[3000:3000 + 2 * SAMPLE_RATE]):
         expected = whisper.feature_extractor(piece)[:, :len(piece) // 160]
@@ -111,7 +107,7 @@ def test_cpu_batch_encoded_item_by_item_equals_one_batched_encode(tiny_transcrib
 
     from engine.asr.ct2_passes import EncodedBatch
 
-    model = tiny_transcriber.model.model  # the CTranslate2 Whisper model, on the CPU here
+    model = tiny_transcriber.model.whisper.model  # the CTranslate2 Whisper model, on the CPU here
     features = np.random.default_rng(3).standard_normal((3, 80, 400)).astype(np.float32)
     whole = np.asarray(model.encode(ctranslate2.StorageView.from_array(features)))
     stacked = EncodedBatch(model, features)
@@ -125,7 +121,7 @@ def test_cpu_items_are_encoded_at_their_own_width_and_padded_with_encoded_silenc
 
     from engine.asr.ct2_passes import EncodedBatch, SilenceEncoding, log_mel, stack
 
-    whisper = tiny_transcriber.model
+    whisper = tiny_transcriber.model.whisper
     model = whisper.model
 
     def encode(features: np.ndarray) -> np.ndarray:
@@ -169,7 +165,7 @@ def test_per_item_prompts_are_honoured_in_one_batch(runner, shared_audio):
 def test_a_looping_short_decode_is_caught(runner, shared_audio):
     # With no padding at all, the short window makes tiny.en repeat "Go forward ten meters"
     # until the token budget stops it: the guard must trim the loop or fall back.
-    no_pad = Ct2WhisperRunner(runner.whisper_model, short=ShortContextSettings(pad_s=0.0))
+    no_pad = Ct2Runner(runner.model, short=ShortContextSettings(pad_s=0.0))
     audio = clip(shared_audio, "cmusphinx-goforward.wav")
     result = no_pad.decode_batch([DecodeRequest(audio, SHORT)])[0]
     assert result.text.lower().count("forward") == 1, result.text
@@ -196,7 +192,7 @@ def test_padded_decodes_can_take_their_padding_from_encoded_silence(runner, shar
     for result, audio in zip(cheap, audios, strict=True):  # word times stay within the audio
         assert result.words and all(0 <= w.start <= w.end <= len(audio) for w in result.words)
     # A short decode that falls back does so the same way (the "word word word" clip loops).
-    no_pad = Ct2WhisperRunner(runner.whisper_model, short=ShortContextSettings(pad_s=0.0))
+    no_pad = Ct2Runner(runner.model, short=ShortContextSettings(pad_s=0.0))
     looped = no_pad.decode_batch([DecodeRequest(audios[2], SHORT, padding="silence")])[0]
     assert max_ngram_repeats(looped.text) <= 3
     with pytest.raises(ValueError):
@@ -239,24 +235,6 @@ def test_word_timestamps_on_both_paths(runner, shared_audio):
         assert max(gaps) < 0.3
 
 
-def test_fast_chunk_transcriber_is_a_transcriber(tiny_transcriber, shared_audio):
-    fast = FastChunkTranscriber(tiny_transcriber)
-    assert isinstance(fast, Transcriber)
-    assert fast.info.name == "tiny.en"
-    fast.load()
-    result = fast.transcribe(clip(shared_audio, "arctic-aew-a0001.wav"), SHORT)
-    assert result.extra["path"] in ("short", "padded")
-    assert error_rate(["Author of the danger trail, Philip Steels, etc."], [result.text]) < 0.5
-    # Over 30 s is not a chunk: it is cut into 30 s windows, decoded as one batch.
-    speech = clip(shared_audio, "cmusphinx-goforward.wav")
-    gap = np.zeros(20 * SAMPLE_RATE, dtype=np.float32)
-    long = np.concatenate([gap, gap, speech])  # the speech lies wholly in the second window
-    result = fast.transcribe(long, SHORT)
-    assert result.extra["path"] == "windows" and "forward" in result.text.lower()
-    assert result.duration == len(long)
-    assert all(s.start >= 30 * SAMPLE_RATE for s in result.segments)
-
-
 def test_request_validation_and_empty_batch(runner):
     with pytest.raises(ValueError):
         DecodeRequest(np.zeros(31 * SAMPLE_RATE, dtype=np.float32))
@@ -272,12 +250,9 @@ def test_request_validation_and_empty_batch(runner):
 
 
 def test_multilingual_batch_detects_or_keeps_each_items_language(shared_audio):
-    from engine.asr.faster_whisper_backend import FasterWhisperTranscriber
-
-    backend = FasterWhisperTranscriber("base")
-    backend.load()
-    runner = Ct2WhisperRunner(backend.model)
-    assert runner.multilingual
+    runner = Ct2Runner("base")
+    runner.load()
+    assert runner.info.multilingual
     german = clip(shared_audio, "picovoice-de.wav")
     spanish = clip(shared_audio, "picovoice-es.wav")
     results = runner.decode_batch([
@@ -298,7 +273,7 @@ def test_segments_repeated_past_the_audio_end_are_dropped(tiny_transcriber):
     from engine.asr.ct2_guards import Attempt
     from engine.asr.ct2_passes import drop_past_end, trim_loop
 
-    tok = Tokenizer(tiny_transcriber.model.hf_tokenizer, False)
+    tok = Tokenizer(tiny_transcriber.model.whisper.hf_tokenizer, False)
     ts = tok.timestamp_begin
 
     def attempt(tokens: list[int], truncated: bool = False) -> Attempt:

@@ -13,18 +13,16 @@ import pytest
 from engine.asr.ct2_passes import MAX_LENGTH, generate_max_length
 
 REPRO = """
-from engine.asr.faster_whisper_backend import FasterWhisperTranscriber
-from engine.asr.ct2_decoder import FastChunkTranscriber
-from engine.types import DecodeOptions
+from engine.asr.ct2_decoder import Ct2Runner
+from engine.types import DecodeOptions, DecodeRequest
 from engine.audio.decode import load_audio
 audio = load_audio({path!r})[351424:370880]  # 1.2 s: a short window with a tiny token budget
-backend = FasterWhisperTranscriber("tiny.en"); backend.load()
-fast = FastChunkTranscriber(backend); fast.load()
+fast = Ct2Runner("tiny.en"); fast.load()
 prompt = ("the acoustic corpus was recorded by one speaker who kept talking about many "
           "different things for a long time ") * 4
 for cap in (199, 400, len(prompt)):
-    result = fast.transcribe(audio, DecodeOptions(short_context=True, beam_size=1,
-                                                  prompt=prompt[:cap]))
+    options = DecodeOptions(short_context=True, beam_size=1, prompt=prompt[:cap])
+    result = fast.decode_batch([DecodeRequest(audio, options)])[0]
     print("ok", cap, result.extra.get("path"))
 """
 

@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.asr.base import Transcriber
 from engine.audio.decode import load_audio
 from engine.audio.sources import FileSource
 from engine.evaluation import ManifestEntry, error_rate, normalize
@@ -27,7 +26,7 @@ from engine.events import (
 )
 from engine.journal import Journal, read_journal
 from engine.live import LiveOptions, LocalLiveEngine
-from engine.types import SAMPLE_RATE
+from engine.types import SAMPLE_RATE, Runner
 
 pytestmark = pytest.mark.model
 
@@ -35,11 +34,11 @@ FILES = ("arctic-axb-a0004.wav", "cmusphinx-goforward.wav", "ls-dc-1272-128104-0
 
 
 @pytest.fixture(scope="module")
-def fast_transcriber(tiny_transcriber: Transcriber) -> Transcriber:
+def fast_transcriber(tiny_transcriber: Runner) -> Runner:
     """The engine's default decoder (short-context chunks), sharing the session's tiny.en."""
-    from engine.asr.ct2_decoder import FastChunkTranscriber
+    from engine.asr.ct2_decoder import Ct2Runner
 
-    fast = FastChunkTranscriber(tiny_transcriber)
+    fast = Ct2Runner(tiny_transcriber.model)  # type: ignore[attr-defined]
     fast.load()
     return fast
 
@@ -65,10 +64,10 @@ class Recorder:
         return " ".join(f.text for f in self.of(FinalText) if f.text)
 
 
-def run(source: FileSource, transcriber: Transcriber, options: LiveOptions | None = None,
+def run(source: FileSource, transcriber: Runner, options: LiveOptions | None = None,
         journal: Journal | None = None, before_start=None) -> Recorder:  # type: ignore[no-untyped-def]
     rec = Recorder()
-    engine = LocalLiveEngine(rec, source=source, transcriber=transcriber,
+    engine = LocalLiveEngine(rec, source=source, runner=transcriber,
                              options=options or LiveOptions(journal=False), journal=journal)
     rec.engine = engine
     if before_start is not None:
@@ -83,7 +82,7 @@ def entry(manifest: list[ManifestEntry], name: str) -> ManifestEntry:
 
 
 def test_streaming_finals_match_the_reference(manifest: list[ManifestEntry],
-                                              fast_transcriber: Transcriber) -> None:
+                                              fast_transcriber: Runner) -> None:
     refs, hyps = [], []
     for name in FILES:
         item = entry(manifest, name)
@@ -110,7 +109,7 @@ def test_streaming_finals_match_the_reference(manifest: list[ManifestEntry],
 
 
 def test_partials_grow_and_commit(manifest: list[ManifestEntry],
-                                  fast_transcriber: Transcriber) -> None:
+                                  fast_transcriber: Runner) -> None:
     item = entry(manifest, "ls-dc-1272-128104-0000.wav")
     rec = run(FileSource(item.path, lead_silence_s=0.5, tail_silence_s=1.0), fast_transcriber)
     partials = rec.of(PartialText)
@@ -120,7 +119,7 @@ def test_partials_grow_and_commit(manifest: list[ManifestEntry],
 
 
 def test_a_voice_silero_scores_low_is_still_transcribed(manifest: list[ManifestEntry],
-                                                        fast_transcriber: Transcriber) -> None:
+                                                        fast_transcriber: Runner) -> None:
     """mfa-falsetto2 never scores above 0.26 in Silero, so the VAD alone lost all its words;
     the segmenter's soft path (loud above the noise floor, a weak VAD hint) keeps them."""
     item = entry(manifest, "mfa-falsetto2.wav")
@@ -131,7 +130,7 @@ def test_a_voice_silero_scores_low_is_still_transcribed(manifest: list[ManifestE
 
 
 def test_a_new_speaker_after_a_minute_of_another_is_transcribed(
-        manifest: list[ManifestEntry], shared_audio: Path, fast_transcriber: Transcriber) -> None:
+        manifest: list[ManifestEntry], shared_audio: Path, fast_transcriber: Runner) -> None:
     """Silero's state drifts towards the voice it hears: after a minute of the LJ reading, one
     continuous state scored the "cold" speaker as non-speech (83 % WER); the VAD's refreshed
     second state (engine.vad) hears the new voice."""
@@ -145,7 +144,7 @@ def test_a_new_speaker_after_a_minute_of_another_is_transcribed(
 
 
 def test_words_said_one_at_a_time_reach_the_decoder_together(
-        manifest: list[ManifestEntry], fast_transcriber: Transcriber) -> None:
+        manifest: list[ManifestEntry], fast_transcriber: Runner) -> None:
     """ "one ... two ... three" with 0.6 s pauses: decoded word by word, Whisper looped
     ("1 1 1 1 1 1") or read "1." / "Two." / "3."; short utterances now wait longer."""
     item = entry(manifest, "speechrecognition-english-one-two-three.wav")
@@ -154,7 +153,7 @@ def test_words_said_one_at_a_time_reach_the_decoder_together(
     assert error_rate([item.text], [rec.text]) == 0.0, rec.text
 
 
-def test_silence_and_noise_give_no_words(fast_transcriber: Transcriber) -> None:
+def test_silence_and_noise_give_no_words(fast_transcriber: Runner) -> None:
     rng = np.random.default_rng(7)
     silence = np.zeros(10 * SAMPLE_RATE, dtype=np.float32)
     noise = rng.normal(0, 0.03, 10 * SAMPLE_RATE).astype(np.float32)
@@ -172,7 +171,7 @@ def test_silence_and_noise_give_no_words(fast_transcriber: Transcriber) -> None:
 
 
 def test_push_to_talk_keeps_the_preroll(manifest: list[ManifestEntry],
-                                        fast_transcriber: Transcriber) -> None:
+                                        fast_transcriber: Runner) -> None:
     item = entry(manifest, "arctic-aew-a0001.wav")
     audio = load_audio(item.path)
     lead = SAMPLE_RATE  # 1 s of silence, then speech
@@ -189,7 +188,7 @@ def test_push_to_talk_keeps_the_preroll(manifest: list[ManifestEntry],
     assert rec.of(SpeechStarted)[0].at <= onset
 
 
-def test_push_to_talk_over_silence_gives_an_empty_final(fast_transcriber: Transcriber) -> None:
+def test_push_to_talk_over_silence_gives_an_empty_final(fast_transcriber: Runner) -> None:
     def press(engine: LocalLiveEngine) -> None:
         engine.begin_utterance(at=SAMPLE_RATE)
         engine.end_utterance(at=3 * SAMPLE_RATE)
@@ -201,7 +200,7 @@ def test_push_to_talk_over_silence_gives_an_empty_final(fast_transcriber: Transc
 
 
 def test_journal_is_written_as_each_utterance_finishes(jfk_wav: Path,
-                                                       fast_transcriber: Transcriber) -> None:
+                                                       fast_transcriber: Runner) -> None:
     journal = Journal("test-session")
     lines_at_final: list[int] = []
 
@@ -213,7 +212,7 @@ def test_journal_is_written_as_each_utterance_finishes(jfk_wav: Path,
 
     rec = Checking()
     engine = LocalLiveEngine(rec, source=FileSource(jfk_wav, tail_silence_s=1.0),
-                             transcriber=fast_transcriber, journal=journal)
+                             runner=fast_transcriber, journal=journal)
     engine.start()
     assert engine.wait(timeout=300)
     assert engine.journal_path == str(journal.path)
@@ -224,7 +223,7 @@ def test_journal_is_written_as_each_utterance_finishes(jfk_wav: Path,
 
 
 def test_full_disk_is_reported_once_and_transcription_goes_on(
-        tmp_path: Path, manifest: list[ManifestEntry], fast_transcriber: Transcriber) -> None:
+        tmp_path: Path, manifest: list[ManifestEntry], fast_transcriber: Runner) -> None:
     if not os.path.exists("/dev/full"):
         pytest.skip("no /dev/full on this system to simulate a full disk")
     (tmp_path / "full.jsonl").symlink_to("/dev/full")
@@ -237,10 +236,10 @@ def test_full_disk_is_reported_once_and_transcription_goes_on(
 
 
 def test_stop_flushes_the_utterance_in_flight(manifest: list[ManifestEntry],
-                                              fast_transcriber: Transcriber) -> None:
+                                              fast_transcriber: Runner) -> None:
     item = entry(manifest, "ls-dc-1272-128104-0000.wav")
     rec = Recorder()
-    engine = LocalLiveEngine(rec, source=FileSource(item.path), transcriber=fast_transcriber,
+    engine = LocalLiveEngine(rec, source=FileSource(item.path), runner=fast_transcriber,
                              options=LiveOptions(journal=False))
 
     def sink(event: Event) -> None:
@@ -257,7 +256,7 @@ def test_stop_flushes_the_utterance_in_flight(manifest: list[ManifestEntry],
     assert rec.events[-1] == StateChanged("stopped")
 
 
-def test_real_time_run(manifest: list[ManifestEntry], fast_transcriber: Transcriber) -> None:
+def test_real_time_run(manifest: list[ManifestEntry], fast_transcriber: Runner) -> None:
     item = entry(manifest, "cmusphinx-goforward.wav")
     rec = run(FileSource(item.path, realtime=True, tail_silence_s=0.8), fast_transcriber)
     assert "forward" in rec.text.lower()
@@ -265,7 +264,7 @@ def test_real_time_run(manifest: list[ManifestEntry], fast_transcriber: Transcri
     assert metric.kind == "final" and metric.lag_ms >= metric.chunk_rtt_ms > 0
 
 
-def test_a_missing_file_fails_clearly(tmp_path: Path, fast_transcriber: Transcriber) -> None:
+def test_a_missing_file_fails_clearly(tmp_path: Path, fast_transcriber: Runner) -> None:
     rec = run(FileSource(tmp_path / "nope.wav"), fast_transcriber)
     failure = rec.of(EngineFailed)[0]
     assert not failure.recoverable and "no such file" in failure.message

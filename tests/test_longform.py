@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.asr.ct2_decoder import Ct2WhisperRunner, DecodeRequest
-from engine.asr.fake import ScriptedTranscriber
+from engine.asr.ct2_decoder import Ct2Runner
+from engine.asr.fake import ScriptedRunner
 from engine.audio.decode import load_audio
 from engine.core.quality import words_of
 from engine.errors import EngineError
@@ -48,7 +48,15 @@ from engine.longform.stitch import (
     make_monotonic,
     stitch,
 )
-from engine.types import SAMPLE_RATE, DecodeOptions, Segment, Transcript, Word
+from engine.types import (
+    SAMPLE_RATE,
+    DecodeOptions,
+    DecodeRequest,
+    ModelInfo,
+    Segment,
+    Transcript,
+    Word,
+)
 
 SR = SAMPLE_RATE
 
@@ -106,8 +114,8 @@ def long_file(shared_audio, manifest) -> LongFile:  # type: ignore[no-untyped-de
 
 
 @pytest.fixture(scope="module")
-def runner(tiny_transcriber) -> Ct2WhisperRunner:  # type: ignore[no-untyped-def]
-    return Ct2WhisperRunner(tiny_transcriber.model)
+def runner(tiny_transcriber) -> Ct2Runner:  # type: ignore[no-untyped-def]
+    return Ct2Runner(tiny_transcriber.model)
 
 
 @pytest.fixture(scope="module")
@@ -350,7 +358,7 @@ def test_batch_size_follows_the_device():
 
 def test_pipeline_runs_over_any_transcriber_with_the_scripted_fake(shared_audio):
     audio = load_audio(shared_audio / "jfk-inaugural-1961-excerpt.wav")
-    fake = ScriptedTranscriber(["hello world"])
+    fake = ScriptedRunner(["hello world"])
     transcript = transcribe_long(audio, fake, DecodeOptions(beam_size=1))
     assert "hello world" in transcript.text
     assert fake.calls and all(n <= 12 * SR for n, _ in fake.calls)
@@ -363,7 +371,7 @@ def test_a_text_only_decode_that_repeats_a_phrase_is_decoded_again_timed(shared_
     audio = load_audio(shared_audio / "jfk-inaugural-1961-excerpt.wav")
     looped = ("and so my fellow americans ask not what your country can do for you "
               "ask not what your country can do for you ask what you can do for your country")
-    fake = ScriptedTranscriber([looped, "And so my fellow Americans, ask not what your country "
+    fake = ScriptedRunner([looped, "And so my fellow Americans, ask not what your country "
                                         "can do for you, ask what you can do for your country."])
     transcript = transcribe_long(audio, fake, LongFormOptions())
     assert transcript.extra["repeats_redecoded"] == 1 and len(fake.calls) == 2
@@ -371,7 +379,7 @@ def test_a_text_only_decode_that_repeats_a_phrase_is_decoded_again_timed(shared_
 
 
 def test_silent_or_empty_audio_decodes_nothing():
-    fake = ScriptedTranscriber(["Thank you."])
+    fake = ScriptedRunner(["Thank you."])
     calls: list[tuple[int, int]] = []
     for audio in (np.zeros(5 * SR, np.float32), np.zeros(0, np.float32)):
         transcript = transcribe_long(audio, fake, progress=lambda d, t: calls.append((d, t)))
@@ -435,7 +443,9 @@ def test_chunks_are_cut_between_words(long_file, runner):
     # The 23 s JFK + LibriSpeech region must be split, and at a quiet point.
     seen: list[Chunk] = []
 
-    class Recording:
+    class Recording(_Wrapper):
+        inner = runner
+
         def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]:
             seen.extend(r.tag for r in requests)  # type: ignore[misc]
             return [Transcript(()) for _ in requests]
@@ -452,11 +462,32 @@ def test_chunks_are_cut_between_words(long_file, runner):
     assert all(c.seconds <= 12 for c in seen)
 
 
-class _PlantedRunner:
+class _Wrapper:
+    """A runner around the real one (``inner``): the same model, device and streams."""
+
+    inner: Ct2Runner
+
+    @property
+    def info(self) -> ModelInfo:
+        return self.inner.info
+
+    @property
+    def streams(self) -> int:
+        return self.inner.streams
+
+    @property
+    def device(self) -> str:
+        return self.inner.device
+
+    def load(self) -> None:
+        self.inner.load()
+
+
+class _PlantedRunner(_Wrapper):
     """Wraps the real runner; returns a looped decode for chunks overlapping ``span``, at most
     ``times`` times (a stand-in for a model loop, which cannot be produced on demand)."""
 
-    def __init__(self, inner: Ct2WhisperRunner, span: tuple[int, int], times: int) -> None:
+    def __init__(self, inner: Ct2Runner, span: tuple[int, int], times: int) -> None:
         self.inner, self.span, self.left = inner, span, times
         self.planted = 0
 
@@ -497,11 +528,11 @@ def test_a_chunk_that_keeps_failing_is_split_then_marked_not_silently_kept(long_
     assert "apostle" in transcript.text.lower() and "greasy" in transcript.text.lower()
 
 
-class _EarlyStopRunner:
+class _EarlyStopRunner(_Wrapper):
     """Wraps the real runner; the first chunk's decode loses its second half, as when Whisper
     stops early (a stand-in: the real model cannot be made to stop early on demand)."""
 
-    def __init__(self, inner: Ct2WhisperRunner) -> None:
+    def __init__(self, inner: Ct2Runner) -> None:
         self.inner, self.cut = inner, False
 
     def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]:
@@ -555,7 +586,7 @@ def test_cancel_keeps_what_was_done(long_file, runner, result):
 def test_cli_argument_order_and_plain_decode_options_are_accepted(shared_audio, tiny_transcriber):
     audio = load_audio(shared_audio / "jfk-inaugural-1961-excerpt.wav")
     options = DecodeOptions(beam_size=1, word_timestamps=False)
-    transcript = transcribe_long(tiny_transcriber, audio, options)
+    transcript = transcribe_long(Ct2Runner(tiny_transcriber.model), audio, options)
     assert "fellow americans" in transcript.text.lower()
     assert transcript.duration == len(audio)
 
@@ -576,11 +607,11 @@ def test_a_wave_gives_each_stream_a_batch_and_shares_a_short_queue_evenly():
     assert [len(b) for b in one] == [16]
 
 
-class _MeetingRunner:
+class _MeetingRunner(_Wrapper):
     """Wraps a real two-stream runner; the first two calls must meet at a barrier before they
     decode, which only happens when the pipeline has both in flight at once."""
 
-    def __init__(self, inner: Ct2WhisperRunner) -> None:
+    def __init__(self, inner: Ct2Runner) -> None:
         self.inner = inner
         self.barrier = threading.Barrier(2, timeout=60)
         self.calls = 0
@@ -602,12 +633,12 @@ class _MeetingRunner:
 
 
 @pytest.fixture(scope="module")
-def two_streams() -> Ct2WhisperRunner:
+def two_streams() -> Ct2Runner:
     from engine.longform import long_form_backend
 
     backend = long_form_backend("tiny.en", device="cpu")
     backend.load()
-    return Ct2WhisperRunner(backend.model)
+    return backend
 
 
 @pytest.mark.model
@@ -633,10 +664,10 @@ def test_two_decode_streams_run_batches_at_once_deterministically(long_file, two
     assert starts == sorted(starts)
 
 
-class _FailingRunner:
+class _FailingRunner(_Wrapper):
     """A real two-stream runner whose second call fails (a stand-in for a decode error)."""
 
-    def __init__(self, inner: Ct2WhisperRunner) -> None:
+    def __init__(self, inner: Ct2Runner) -> None:
         self.inner = inner
         self.calls = 0
         self.active = 0

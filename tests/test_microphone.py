@@ -103,7 +103,7 @@ def test_live_engine_through_the_virtual_mic(virtual_mic: str, shared_audio: Pat
                                              tiny_transcriber) -> None:  # type: ignore[no-untyped-def]
     events: queue.Queue[Event] = queue.Queue()
     engine = LocalLiveEngine(events.put, source=MicrophoneSource("pulse"),
-                             transcriber=tiny_transcriber, options=LiveOptions(journal=False))
+                             runner=tiny_transcriber, options=LiveOptions(journal=False))
     engine.start()
     while (event := events.get(timeout=60)) != StateChanged("listening"):
         assert not isinstance(event, EngineFailed), event
@@ -129,7 +129,7 @@ def test_a_bad_device_name_is_a_clear_error() -> None:
 def test_a_bad_device_stops_the_engine_with_an_error_not_a_hang(tiny_transcriber) -> None:  # type: ignore[no-untyped-def]
     events: list[Event] = []
     engine = LocalLiveEngine(events.append, source=MicrophoneSource("no-such-microphone"),
-                             transcriber=tiny_transcriber, options=LiveOptions(journal=False))
+                             runner=tiny_transcriber, options=LiveOptions(journal=False))
     engine.start()
     assert engine.wait(timeout=60)
     failures = [e for e in events if isinstance(e, EngineFailed)]

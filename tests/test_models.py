@@ -123,12 +123,12 @@ def test_local_model_directory(tmp_path: Path) -> None:
 
 @pytest.mark.model
 def test_local_directory_loads_in_the_backend() -> None:
-    from engine.asr.faster_whisper_backend import FasterWhisperTranscriber
+    from engine.asr.whisper_model import FasterWhisperModel
 
     bundled = resolve_model("tiny.en").path
-    transcriber = FasterWhisperTranscriber(str(bundled), device="cpu")
-    transcriber.load()
-    assert transcriber.info.device == "cpu" and transcriber.info.compute_type == "int8"
+    model = FasterWhisperModel(str(bundled), device="cpu")
+    model.load()
+    assert model.info.device == "cpu" and model.info.compute_type == "int8"
 
 
 def test_unknown_name_is_a_clear_error() -> None:

@@ -26,13 +26,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engine.asr.ct2_decoder import Ct2Runner
+from engine.asr.tensorrt import TensorRTLLMRunner
 from engine.audio.sources import FileSource
 from engine.core import protocol as p
 from engine.errors import DependencyMissingError, TranscriptionError
 from engine.evaluation import ManifestEntry, error_rate
 from engine.events import EngineFailed, Event, FinalText, Metrics, StateChanged
 from engine.remote.client import RemoteLiveEngine, RemoteOptions
-from engine.server.runner import Ct2Runner, TensorRTLLMRunner
 from engine.server.scheduler import BatchScheduler, SchedulerOptions
 from engine.server.server import ServerOptions, ServerThread, TranscriptionServer
 from engine.types import DecodeRequest, Transcript
@@ -43,7 +44,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def runner(tiny_transcriber):  # type: ignore[no-untyped-def]
-    loaded = Ct2Runner.from_loaded(tiny_transcriber)
+    loaded = Ct2Runner(tiny_transcriber.model)  # shares the session's loaded tiny.en
     loaded.load()
     return loaded
 
@@ -100,6 +101,7 @@ def http_json(address: str, headers: dict[str, str] | None = None) -> dict[str, 
 # -- a session, many sessions ----------------------------------------------------------------
 
 
+@pytest.mark.model
 def test_session_gets_correct_final_text_and_timings(server: ServerThread, shared_audio: Path,
                                                      manifest: list[ManifestEntry]) -> None:
     clip = entry(manifest, "jfk-inaugural-1961-excerpt.wav")
@@ -115,6 +117,7 @@ def test_session_gets_correct_final_text_and_timings(server: ServerThread, share
     assert states[0] == "loading" and "ready" in states and states[-1] == "stopped"
 
 
+@pytest.mark.model
 def test_concurrent_sessions_all_correct(server: ServerThread, shared_audio: Path,
                                          manifest: list[ManifestEntry]) -> None:
     names = ("jfk-inaugural-1961-excerpt.wav", "ls-dc-2412-153948-0000.wav",
@@ -190,6 +193,7 @@ def test_kill_and_restart_mid_stream_loses_no_audio(shared_audio: Path,
 # -- auth, busy, limits, fuzz ------------------------------------------------------------------
 
 
+@pytest.mark.model
 def test_api_key_required_and_checked(runner: Ct2Runner, shared_audio: Path) -> None:
     from websockets.exceptions import InvalidStatus
     from websockets.sync.client import connect
@@ -214,6 +218,7 @@ def test_api_key_required_and_checked(runner: Ct2Runner, shared_audio: Path) -> 
         thread.stop()
 
 
+@pytest.mark.model
 def test_busy_answer_past_max_sessions(runner: Ct2Runner) -> None:
     from websockets.exceptions import ConnectionClosed
     from websockets.sync.client import connect
@@ -256,6 +261,7 @@ def expect_error(address: str, frames: Sequence[str | bytes], code: str) -> int:
     raise AssertionError("unreachable")
 
 
+@pytest.mark.model
 def test_oversize_malformed_idle_and_rate_limited(server: ServerThread, runner: Ct2Runner) -> None:
     address = url(server)
     hello = p.encode_hello(p.Hello(session_id="x"))
@@ -273,6 +279,7 @@ def test_oversize_malformed_idle_and_rate_limited(server: ServerThread, runner: 
         limited.stop()
 
 
+@pytest.mark.model
 def test_random_frames_never_break_the_server(server: ServerThread, shared_audio: Path,
                                               manifest: list[ManifestEntry]) -> None:
     """Bounded fuzz (60 connections, 30 s at most); then a normal session must still work."""
@@ -331,6 +338,14 @@ class RecordingRunner:
         from engine.types import ModelInfo
 
         return ModelInfo("recording", "cpu", "none", False)
+
+    @property
+    def streams(self) -> int:
+        return 1
+
+    @property
+    def device(self) -> str:
+        return "cpu"
 
     def load(self) -> None:
         pass
@@ -482,7 +497,6 @@ def test_batches_are_split_into_runs_of_similar_length() -> None:
 
 
 def test_tensorrt_runner_says_what_it_needs(tmp_path: Path) -> None:
-    pytest.importorskip("engine.server.runner")
     trt = TensorRTLLMRunner(tmp_path / "whisper-engine")
     try:
         import tensorrt_llm  # noqa: F401

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from app.cli import main
-from engine.asr.fake import ScriptedTranscriber, silence
+from engine.asr.fake import ScriptedRunner, silence
 from engine.atomic import OutputWriteError, atomic_write_text
 from engine.audio.decode import load_audio
 from engine.core.export import parse_json, parse_srt, parse_txt, parse_vtt
@@ -332,11 +332,11 @@ def test_offline_decoder_with_another_transcriber_flags_and_reports_progress() -
     loop = "the cat sat " * 12
     speech = np.sin(np.arange(3 * SAMPLE_RATE) / 10).astype(np.float32) * 0.3
     seen: list[tuple[int, int]] = []
-    transcript = transcribe_audio(speech, ScriptedTranscriber([loop]), DecodeOptions(),
+    transcript = transcribe_audio(speech, ScriptedRunner([loop]), DecodeOptions(),
                                   lambda done, total: seen.append((done, total)))
     assert seen[0] == (0, len(speech)) and seen[-1] == (len(speech), len(speech))
     assert "repeats" in transcript.segments[0].flags
-    empty = transcribe_audio(silence(1.0), ScriptedTranscriber(["hi"]), DecodeOptions())
+    empty = transcribe_audio(silence(1.0), ScriptedRunner(["hi"]), DecodeOptions())
     assert empty.segments == () and empty.extra["engine"] == "sequential"
 
 
@@ -373,7 +373,7 @@ def test_batched_engine_absent_is_a_usage_error(capsys: pytest.CaptureFixture[st
     monkeypatch.setattr(command, "long_form_entry", lambda: None)
     rc, out, err = run_cli(capsys, "--engine", "batched", "x.wav")
     assert rc == 2 and "--engine sequential" in err
-    fake = ScriptedTranscriber(["hello"])
+    fake = ScriptedRunner(["hello"])
     decoder = command.make_decoder("auto", fake)
     speech = np.full(SAMPLE_RATE, 0.1, np.float32)
     assert decoder(speech, DecodeOptions(), None).extra["engine"] == "sequential"
@@ -410,7 +410,7 @@ def test_auto_engine_uses_batched_only_for_long_recordings(
         return transcribe_audio(audio, transcriber, options, progress)
 
     monkeypatch.setattr(command, "long_form_entry", lambda: long_form)
-    fake = ScriptedTranscriber(["hello"])
+    fake = ScriptedRunner(["hello"])
     short = np.full(10 * SAMPLE_RATE, 0.1, np.float32)
     long = np.full(int(command.AUTO_BATCHED_MIN_SECONDS * SAMPLE_RATE), 0.1, np.float32)
     auto = command.make_decoder("auto", fake)
@@ -430,9 +430,9 @@ def test_short_and_long_files_get_the_model_laid_out_for_their_decoder(
 
     sequential, long_form = command.make_backends("tiny.en", "cpu", "auto", "auto")
     if (os.cpu_count() or 1) >= 2:
-        assert sequential.layout[0] == 1 and long_form.layout[0] == 2
+        assert sequential.streams == 1 and long_form.streams == 2
     same = command.make_backends("tiny.en", "cpu", "auto", "sequential")
-    assert same[0] is same[1] and same[0].layout[0] == 1
+    assert same[0] is same[1] and same[0].streams == 1
 
     used: list[object] = []
 
@@ -441,9 +441,9 @@ def test_short_and_long_files_get_the_model_laid_out_for_their_decoder(
         return transcribe_audio(audio, transcriber, options, progress)
 
     monkeypatch.setattr(command, "long_form_entry", lambda: long_entry)
-    short_fake, long_fake = ScriptedTranscriber(["short"]), ScriptedTranscriber(["long"])
+    short_fake, long_fake = ScriptedRunner(["short"]), ScriptedRunner(["long"])
     decoder = command.make_decoder("auto", short_fake, long_fake)
     assert decoder(np.full(SAMPLE_RATE, 0.1, np.float32), DecodeOptions(), None).text == "short"
     long = np.full(int(command.AUTO_BATCHED_MIN_SECONDS * SAMPLE_RATE), 0.1, np.float32)
-    assert decoder(long, DecodeOptions(), None).text == "long"
+    assert set(decoder(long, DecodeOptions(), None).text.split()) == {"long"}  # 30 s windows
     assert used == [long_fake]

@@ -31,9 +31,9 @@ JOINED = ("arctic-aew-a0001.wav", "ljs-LJ050-0131.wav", "ls-tc-1995-1837-0001.wa
 @pytest.fixture(scope="module")
 def shared_tiny():  # type: ignore[no-untyped-def]
     """The app's default local transcriber over tiny.en, loaded once for this module."""
-    from engine.live import local_transcriber
+    from engine.asr import local_runner
 
-    transcriber = local_transcriber("tiny.en", device="cpu")
+    transcriber = local_runner("tiny.en", device="cpu")
     transcriber.load()
     return transcriber
 

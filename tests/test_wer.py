@@ -51,9 +51,9 @@ def test_tiny_en_long_file(tiny_transcriber, manifest: list[ManifestEntry]) -> N
 
 @pytest.fixture(scope="module")
 def base_transcriber():  # type: ignore[no-untyped-def]
-    from engine.asr.faster_whisper_backend import FasterWhisperTranscriber
+    from engine.asr.sequential import SequentialRunner
 
-    transcriber = FasterWhisperTranscriber("base")
+    transcriber = SequentialRunner("base")
     transcriber.load()
     return transcriber
 

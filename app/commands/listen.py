@@ -15,6 +15,7 @@ import sys
 import threading
 from typing import Any, TextIO
 
+from engine.asr import local_runner
 from engine.audio.sources import AudioSource, FileSource, MicrophoneSource
 from engine.core.policy import PolicyOptions
 from engine.events import (
@@ -25,7 +26,7 @@ from engine.events import (
     PartialText,
     StateChanged,
 )
-from engine.live import LiveOptions, LocalLiveEngine, local_transcriber
+from engine.live import LiveOptions, LocalLiveEngine
 from engine.models import DEFAULT_MODEL
 from engine.types import samples_to_seconds
 
@@ -150,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
     options = LiveOptions(mode=args.mode, policy=policy, journal=not args.no_journal)
     printer = Printer(sys.stdout)
     engine = LocalLiveEngine(printer, source=_source(args),
-                             transcriber=local_transcriber(args.model, fast=not args.padded),
+                             runner=local_runner(args.model, fast=not args.padded),
                              options=options)
     engine.start()
     if args.mode == "ptt":

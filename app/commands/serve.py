@@ -48,8 +48,8 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from engine.asr.ct2_decoder import Ct2Runner
     from engine.errors import EngineError
-    from engine.server.runner import Ct2Runner
     from engine.server.scheduler import SchedulerOptions
     from engine.server.server import ServerOptions, TranscriptionServer
 

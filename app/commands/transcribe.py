@@ -25,14 +25,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from engine.asr.base import Transcriber
 from engine.atomic import atomic_write_text
 from engine.audio.decode import load_audio
 from engine.core.export import FORMATS, render
 from engine.errors import AudioDecodeError, EngineError
 from engine.models import DEFAULT_MODEL
 from engine.offline import ProgressCallback, transcribe_audio
-from engine.types import SAMPLE_RATE, Audio, DecodeOptions, Transcript
+from engine.types import SAMPLE_RATE, Audio, DecodeOptions, Runner, Transcript
 
 log = logging.getLogger(__name__)
 
@@ -112,16 +111,16 @@ def make_backends(model: str, device: str, compute_type: str, engine: str) -> tu
     the CPU loads the model twice; where the layouts are the same (CUDA, one core), one backend
     serves both.
     """
-    from engine.asr.faster_whisper_backend import FasterWhisperTranscriber
+    from engine.asr.sequential import SequentialRunner
 
-    sequential = FasterWhisperTranscriber(model, device=device, compute_type=compute_type)
+    sequential = SequentialRunner(model, device=device, compute_type=compute_type)
     if engine == "sequential" or long_form_entry() is None:
         return sequential, sequential
     from engine.longform import long_form_backend
 
     long_form = long_form_backend(model, device=device, compute_type=compute_type)
-    if long_form.layout[0] == 1 or not _on_cpu(device, compute_type):
-        return long_form, long_form
+    if long_form.streams == 1 or not _on_cpu(device, compute_type):
+        return SequentialRunner(long_form.model), long_form  # one model serves both
     return sequential, long_form
 
 
@@ -136,8 +135,8 @@ def _on_cpu(device: str, compute_type: str) -> bool:
         return False  # the error comes back, with its message, when the model loads
 
 
-def make_decoder(engine: str, transcriber: Transcriber,
-                 long_form_backend: Transcriber | None = None) -> Decoder:
+def make_decoder(engine: str, transcriber: Runner,
+                 long_form_backend: Runner | None = None) -> Decoder:
     """The decode call for ``--engine``; ValueError when batched is asked for but absent.
 
     ``transcriber`` runs faster-whisper's own loop, ``long_form_backend`` (default: the same)
@@ -217,7 +216,7 @@ def _transcribe_all(args: argparse.Namespace, decoder: Decoder, options: DecodeO
     return failed
 
 
-def _load_model(transcriber: Transcriber, language: str | None) -> None:
+def _load_model(transcriber: Runner, language: str | None) -> None:
     try:
         transcriber.load()
     except EngineError as exc:

@@ -1,4 +1,4 @@
-"""The batch decode behind `Ct2WhisperRunner.decode_batch`: short pass, guards, padded pass.
+"""The batch decode behind `Ct2Runner.decode_batch`: short pass, guards, padded pass.
 
 Each request becomes an `_Item` that carries its features, tokenizer and attempts through the
 passes. A pass encodes all its items in one call, detects languages where needed, then runs one
@@ -28,12 +28,12 @@ from engine.asr.ct2_guards import (
     token_budget,
 )
 from engine.asr.ct2_words import TokenSpan, assign_to_spans, split_spans
+from engine.asr.short_context import ShortContextSettings
 from engine.core.quality import QualityThresholds
 from engine.errors import TranscriptionError
 from engine.types import SAMPLE_RATE, Segment, Word, seconds_to_samples
 
 if TYPE_CHECKING:
-    from engine.asr.ct2_decoder import ShortContextSettings
     from engine.types import DecodeRequest
 
 log = logging.getLogger(__name__)

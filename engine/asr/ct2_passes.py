@@ -1,9 +1,9 @@
 """The CTranslate2 Whisper calls behind the chunk decoder: features, encode, generate, align.
 
 Works on a loaded ``faster_whisper.WhisperModel`` (its CTranslate2 model, feature extractor and
-tokenizer), so the weights are shared with the faster-whisper transcriber. Like
-``engine.asr.faster_whisper_backend`` this module is only imported once faster-whisper is known
-to be installed (the decoder imports it lazily).
+tokenizer), so the weights are shared with faster-whisper's own loop
+(`engine.asr.whisper_model.FasterWhisperModel`). This module is only imported once
+faster-whisper is known to be installed (the runner imports it lazily).
 """
 
 from __future__ import annotations

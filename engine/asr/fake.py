@@ -1,4 +1,4 @@
-"""A scripted Transcriber for tests of the layers above ASR (streaming, UI, server).
+"""A scripted `engine.types.Runner` for tests of the layers above ASR (streaming, UI, server).
 
 It is a real implementation of the interface whose output is fixed by a script, so tests can
 assert exact text and timings without a model. Time costs are reported, never slept, unless
@@ -23,10 +23,13 @@ from engine.types import (
 )
 
 
-class ScriptedTranscriber:
-    """Returns the script's texts in order (cycling), spreading words evenly over the audio.
+class ScriptedRunner:
+    """Returns the script's texts in order (cycling, one per request that is not silent),
+    spreading words evenly over the audio.
 
     Silent audio (RMS below ``silence_rms``) returns an empty transcript, like a good backend.
+    ``calls`` records (samples, options) for every request decoded, in order; with ``sleep``
+    each request sleeps its ``decode_ms``.
     """
 
     def __init__(
@@ -61,9 +64,9 @@ class ScriptedTranscriber:
         self.loaded = True
 
     def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]:
-        return [self.transcribe(r.audio, r.options) for r in requests]
+        return [self._decode(r.audio, r.options) for r in requests]
 
-    def transcribe(self, audio: Audio, options: DecodeOptions) -> Transcript:
+    def _decode(self, audio: Audio, options: DecodeOptions) -> Transcript:
         self.calls.append((len(audio), options))
         if self._sleep is not None:
             self._sleep(self._decode_ms / 1000)
@@ -89,6 +92,3 @@ class ScriptedTranscriber:
 def silence(seconds: float) -> Audio:
     """Digital silence of the given length (a test helper)."""
     return np.zeros(int(seconds * SAMPLE_RATE), dtype=np.float32)
-
-
-ScriptedRunner = ScriptedTranscriber

@@ -3,7 +3,7 @@
 Work is a queue of chunk jobs in file order. Each round (a *wave*) takes up to ``batch_size`` jobs
 per decode stream and hands each stream's batch to the runner as one ``decode_batch`` call (one
 batched CTranslate2 generate), all streams at the same time. A stream is a model replica
-(`FasterWhisperTranscriber(streams=2)` on the CPU: two replicas of one thread each, sharing the
+(`Ct2Runner(streams=2)` on the CPU: two replicas of one thread each, sharing the
 weights); CTranslate2 releases the GIL, so plain threads keep both cores busy. Two one-thread
 streams beat one two-thread stream here because a decoder step is too small to split well over
 two cores: on the 20 min mix, 13.0-14.2 s against 19.1-20.2 s wall, and 24-27 against 29-31 s
@@ -50,14 +50,7 @@ from engine.longform.chunking import (
     split_at_quiet,
 )
 from engine.longform.retry import RetryPolicy, Step, Verdict
-from engine.longform.runners import (
-    BatchRunner,
-    as_runner,
-    choose_batch_size,
-    decode_streams,
-    free_memory_bytes,
-    runner_device,
-)
+from engine.longform.runners import choose_batch_size, free_memory_bytes
 from engine.longform.stitch import (
     ChunkResult,
     covered_until,
@@ -65,7 +58,7 @@ from engine.longform.stitch import (
     stitch,
     text_spans,
 )
-from engine.types import SAMPLE_RATE, Audio, DecodeOptions, DecodeRequest, Transcript
+from engine.types import SAMPLE_RATE, Audio, DecodeOptions, DecodeRequest, Runner, Transcript
 
 log = logging.getLogger(__name__)
 
@@ -303,8 +296,7 @@ def transcribe_long(
 ) -> Transcript:
     """Transcribe a whole 16 kHz mono recording; segments come back on the file's timeline.
 
-    ``runner_or_transcriber``: a batch runner (``decode_batch``), a ``FasterWhisperTranscriber``
-    (its model is wrapped in a ``Ct2WhisperRunner``) or any ``Transcriber``. The two leading
+    ``runner_or_transcriber``: any `engine.types.Runner` (loaded here if it is not). The two leading
     arguments may also come in (backend, audio) order, as the CLI passes them.
     ``progress(done_samples, total_samples)`` is called after every wave of batches;
     ``cancel.is_set()`` is checked before every wave, and a cancelled run returns what was
@@ -318,9 +310,10 @@ def transcribe_long(
         raise ValueError("audio must be mono: a 1-D array of 16 kHz samples")
     started = time.perf_counter()
     opts = LongFormOptions.coerce(options)
-    runner = as_runner(runner_or_transcriber)
+    runner: Runner = runner_or_transcriber
+    runner.load()  # idempotent; the CLI hands over an unloaded runner
     total = int(len(audio))
-    size = batch_size or choose_batch_size(runner_device(runner),
+    size = batch_size or choose_batch_size(runner.device,
                                            free_memory_bytes=free_memory_bytes())
     if size < 1:
         raise ValueError("batch_size must be >= 1")
@@ -332,7 +325,7 @@ def transcribe_long(
     run = _Run(audio, probs, opts)
     run.pending.extend(_Job(c, Step.FIRST, opts.decode, timestamps=not opts.text_only_first)
                        for c in chunks)
-    streams = decode_streams(runner)
+    streams = max(1, runner.streams)
     cancelled = _drain(run, runner, size, streams, progress, cancel)
     segments = stitch(run.results)
     elapsed = time.perf_counter() - started
@@ -347,7 +340,7 @@ def transcribe_long(
                       decode_ms=elapsed * 1000, extra=extra)
 
 
-def _drain(run: _Run, runner: BatchRunner, size: int, streams: int,
+def _drain(run: _Run, runner: Runner, size: int, streams: int,
            progress: ProgressCallback | None, cancel: CancelToken | None) -> bool:
     """Decode the queue wave by wave; True when stopped by ``cancel``. One batch of a wave runs
     on the calling thread, the others on a pool of ``streams - 1`` threads."""

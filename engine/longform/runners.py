@@ -1,59 +1,24 @@
-"""Batch runners for the long-form pipeline: adapting a backend, and batch sizing.
+"""Runners for the long-form pipeline: the local backend it wants, and batch sizing.
 
-`transcribe_long` takes a batch runner (``decode_batch``) or anything that transcribes; `as_runner`
-turns the latter into the former, and `choose_batch_size` picks how many chunks one call gets.
+`transcribe_long` takes any `engine.types.Runner`; `long_form_backend` builds the local one laid
+out for it, and `choose_batch_size` picks how many chunks one call gets.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
 
-from engine.asr.faster_whisper_backend import FasterWhisperTranscriber
-from engine.types import DecodeRequest, Transcript
+from engine.asr.ct2_decoder import Ct2Runner
 
 # Decode streams on the CPU: model replicas of cores // 2 threads each, one batch each at a
 # time (see `engine.longform.pipeline`). Measured on the 2-core test machine only; CUDA keeps one.
 CPU_STREAMS = 2
 
 
-class BatchRunner(Protocol):
-    def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]: ...
-
-
-class TranscriberRunner:
-    """Adapts any `Transcriber` (one chunk per call) to the batch-runner interface, so the
-    pipeline also runs over the scripted fake or a remote backend; no batching gain there."""
-
-    def __init__(self, transcriber: Any) -> None:
-        self._transcriber = transcriber
-
-    def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]:
-        return [self._transcriber.transcribe(r.audio, r.options) for r in requests]
-
-
-def as_runner(backend: Any) -> BatchRunner:
-    """A batch runner for ``backend``: itself if it batches, a `Ct2WhisperRunner` over a
-    faster-whisper model (``FasterWhisperTranscriber``), else a one-by-one adapter."""
-    if hasattr(backend, "decode_batch"):
-        return backend  # type: ignore[no-any-return]
-    if hasattr(backend, "load"):
-        backend.load()  # idempotent on every backend; the CLI hands over an unloaded one
-    inner = getattr(backend, "runner", None)  # FastChunkTranscriber
-    if inner is not None and hasattr(inner, "decode_batch"):
-        return inner  # type: ignore[no-any-return]
-    model = getattr(backend, "model", None)
-    if model is not None and hasattr(model, "feature_extractor"):
-        from engine.asr.ct2_decoder import Ct2WhisperRunner
-
-        return Ct2WhisperRunner(model)
-    return TranscriberRunner(backend)
-
-
 def long_form_backend(model: Any = None, *, device: str = "auto",
-                      compute_type: str = "auto") -> FasterWhisperTranscriber:
-    """The local backend (not loaded) as the long-form pipeline wants it: `CPU_STREAMS` decode
+                      compute_type: str = "auto") -> Ct2Runner:
+    """The local runner (not loaded) as the long-form pipeline wants it: `CPU_STREAMS` decode
     streams on a CPU with that many cores, one stream on CUDA or a single core.
 
     A single decode call runs on one replica with its share of the cores: faster-whisper's own
@@ -61,20 +26,7 @@ def long_form_backend(model: Any = None, *, device: str = "auto",
     keeps an all-cores backend for those (`app.commands.transcribe.make_backends`).
     """
     streams = max(1, min(CPU_STREAMS, os.cpu_count() or 1))
-    return FasterWhisperTranscriber(model, device=device, compute_type=compute_type,
-                                    streams=streams)
-
-
-def decode_streams(runner: Any) -> int:
-    """How many ``decode_batch`` calls ``runner`` serves at the same time (its ``streams``: the
-    model replicas of a `Ct2WhisperRunner`), 1 for runners that do not say."""
-    return max(1, int(getattr(runner, "streams", 1)))
-
-
-def runner_device(runner: Any) -> str:
-    """"cuda" or "cpu": where the runner's CTranslate2 model lives (cpu when unknown)."""
-    device = getattr(runner, "device", "cpu")
-    return "cuda" if str(device).startswith("cuda") else "cpu"
+    return Ct2Runner(model, device=device, compute_type=compute_type, streams=streams)
 
 
 def choose_batch_size(device: str, cpu_count: int | None = None,

@@ -1,6 +1,6 @@
 """Optional: spread chunk decoding over worker processes, each holding its own model.
 
-`ProcessPoolRunner` is a batch runner (``decode_batch``) like `Ct2WhisperRunner`, so
+`ProcessPoolRunner` is an `engine.types.Runner` like `Ct2Runner`, so
 `transcribe_long` uses it unchanged. Each call splits its batch across the workers and waits for
 all of them. It pays off where one process cannot keep the cores busy (many cores, Python-side
 work between CTranslate2 calls); on a 2-core machine one process with 2 CTranslate2 threads is
@@ -21,7 +21,7 @@ from types import TracebackType
 from typing import Any
 
 from engine.errors import EngineError, TranscriptionError
-from engine.types import DecodeRequest, Transcript
+from engine.types import DecodeRequest, ModelInfo, Transcript
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ class WorkerSettings:
 
     Attributes:
       model: a model name or directory for `engine.models.resolve_model`.
-      device, compute_type: as for `FasterWhisperTranscriber`.
+      device, compute_type: as for `engine.asr.ct2_decoder.Ct2Runner`.
       workers: processes; threads_per_worker: CTranslate2 threads in each (workers x threads
         should not exceed the cores).
     """
@@ -55,14 +55,13 @@ _worker_runner: Any = None
 
 def _init_worker(settings: WorkerSettings) -> None:
     global _worker_runner
-    from engine.asr.ct2_decoder import Ct2WhisperRunner
-    from engine.asr.faster_whisper_backend import FasterWhisperTranscriber
+    from engine.asr.ct2_decoder import Ct2Runner
 
-    transcriber = FasterWhisperTranscriber(settings.model, device=settings.device,
-                                           compute_type=settings.compute_type,
-                                           cpu_threads=settings.threads_per_worker)
-    transcriber.load()
-    _worker_runner = Ct2WhisperRunner(transcriber.model)
+    runner = Ct2Runner(settings.model, device=settings.device,
+                       compute_type=settings.compute_type,
+                       cpu_threads=settings.threads_per_worker)
+    runner.load()
+    _worker_runner = runner
 
 
 def _decode(requests: list[DecodeRequest]) -> list[Transcript]:
@@ -77,6 +76,24 @@ class ProcessPoolRunner:
     def __init__(self, settings: WorkerSettings | None = None) -> None:
         self.settings = settings or WorkerSettings()
         self._pool: ProcessPoolExecutor | None = None
+
+    @property
+    def info(self) -> ModelInfo:
+        return ModelInfo(name=self.settings.model, device=self.settings.device,
+                         compute_type=self.settings.compute_type,
+                         multilingual=not self.settings.model.endswith(".en"))
+
+    @property
+    def streams(self) -> int:
+        """One call at a time: each call already spreads its batch over every worker."""
+        return 1
+
+    @property
+    def device(self) -> str:
+        return "cuda" if self.settings.device.startswith("cuda") else "cpu"
+
+    def load(self) -> None:
+        self.start()
 
     def start(self) -> None:
         """Start the workers and wait until every one has loaded its model."""

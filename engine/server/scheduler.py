@@ -38,8 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from engine.errors import EngineError, TranscriptionError
-from engine.server.runner import Runner, audio_seconds
-from engine.types import DecodeRequest, Transcript
+from engine.types import SAMPLE_RATE, DecodeRequest, Runner, Transcript
 
 log = logging.getLogger(__name__)
 
@@ -336,3 +335,7 @@ def _set_result(future: asyncio.Future[Transcript], result: Transcript) -> None:
 def _set_exception(future: asyncio.Future[Transcript], error: BaseException) -> None:
     if not future.done():
         future.set_exception(error)
+
+
+def audio_seconds(requests: list[DecodeRequest]) -> float:
+    return sum(len(r.audio) for r in requests) / SAMPLE_RATE

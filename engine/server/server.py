@@ -31,10 +31,9 @@ from typing import Any
 from engine.core import protocol as p
 from engine.errors import EngineError, missing_dependency
 from engine.server.connection import Connection, TokenBucket, close_reason
-from engine.server.runner import Runner
 from engine.server.scheduler import BatchScheduler, SchedulerOptions
 from engine.server.session import SessionOptions
-from engine.types import SpeechScorer
+from engine.types import Runner, SpeechScorer
 
 log = logging.getLogger(__name__)
 

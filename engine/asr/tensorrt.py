@@ -1,14 +1,9 @@
-"""Runners: what the server's scheduler calls to decode one batch of requests.
+"""`TensorRTLLMRunner`: NVIDIA's TensorRT-LLM Whisper engines behind the `engine.types.Runner`
+interface, for GPU servers (``sottovoce serve`` can take it in place of the default
+`engine.asr.ct2_decoder.Ct2Runner`).
 
-The interface is one method, ``decode_batch(requests) -> list[Transcript]`` (results in request
-order), so the inference backend can change without touching sessions or the scheduler:
-
-- `Ct2Runner` (default): the CTranslate2 Whisper model inside faster-whisper, one batched encode
-  and one batched generate per batch with per-item prompts (`engine.asr.ct2_decoder`). CPU int8
-  or CUDA float16.
-- `TensorRTLLMRunner`: NVIDIA's TensorRT-LLM Whisper engines for GPU servers. It needs the
-  ``tensorrt_llm`` package and a Whisper engine directory built with TensorRT-LLM's
-  ``examples/whisper`` build scripts; without them `load()` raises a clear error.
+It needs the ``tensorrt_llm`` package and a Whisper engine directory built with TensorRT-LLM's
+``examples/whisper`` build scripts; without them `load()` raises a clear `DependencyMissingError`.
 """
 
 from __future__ import annotations
@@ -17,67 +12,14 @@ import logging
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
 from engine.errors import DependencyMissingError, EngineError, TranscriptionError
-from engine.types import SAMPLE_RATE, DecodeRequest, ModelInfo, Segment, Transcript
+from engine.types import DecodeRequest, ModelInfo, Segment, Transcript
 
 log = logging.getLogger(__name__)
-
-__all__ = ["Runner", "Ct2Runner", "TensorRTLLMRunner", "DecodeRequest"]
-
-
-class Runner(Protocol):
-    """Decodes a batch of requests on one thread; `load()` is explicit."""
-
-    @property
-    def info(self) -> ModelInfo: ...
-
-    def load(self) -> None: ...
-
-    def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]: ...
-
-
-class Ct2Runner:
-    """`Runner` over a faster-whisper model: loads it, then batches with `Ct2WhisperRunner`."""
-
-    def __init__(self, model: str | None = None, *, device: str = "auto",
-                 compute_type: str = "auto", cpu_threads: int = 0) -> None:
-        from engine.asr.faster_whisper_backend import FasterWhisperTranscriber
-
-        self._backend = FasterWhisperTranscriber(model, device=device, compute_type=compute_type,
-                                                 cpu_threads=cpu_threads)
-        self._batcher: Any = None
-
-    @classmethod
-    def from_loaded(cls, backend: Any) -> Ct2Runner:
-        """Share an already loaded `FasterWhisperTranscriber` (tests, the desktop app).
-
-        On a CPU the decoder encodes a batch's items one by one and batches only the decoder
-        steps (`engine.asr.ct2_passes.EncodedBatch` says why), so nothing here needs tuning."""
-        runner = cls.__new__(cls)
-        runner._backend = backend
-        runner._batcher = None
-        return runner
-
-    @property
-    def info(self) -> ModelInfo:
-        info: ModelInfo = self._backend.info
-        return info
-
-    def load(self) -> None:
-        from engine.asr.ct2_decoder import Ct2WhisperRunner
-
-        self._backend.load()
-        self._batcher = Ct2WhisperRunner(self._backend.model)
-
-    def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]:
-        if self._batcher is None:
-            raise EngineError("runner not loaded: call load() first")
-        results: list[Transcript] = self._batcher.decode_batch(requests)
-        return results
 
 
 class TensorRTLLMRunner:
@@ -104,6 +46,15 @@ class TensorRTLLMRunner:
     def info(self) -> ModelInfo:
         return ModelInfo(name=self._engine_dir.name, device="cuda", compute_type="tensorrt",
                          multilingual=not self._tokenizer_model.endswith(".en"))
+
+    @property
+    def streams(self) -> int:
+        """One call at a time: TensorRT-LLM batches in flight inside that call."""
+        return 1
+
+    @property
+    def device(self) -> str:
+        return "cuda"
 
     def load(self) -> None:
         try:
@@ -169,7 +120,3 @@ class TensorRTLLMRunner:
             prompt = [self._tokenizer.sot_prev, *previous[-(448 // 2 - 1):]]
         sequence: list[int] = list(self._tokenizer.sot_sequence)
         return [*prompt, *sequence, self._tokenizer.no_timestamps]
-
-
-def audio_seconds(requests: Sequence[DecodeRequest]) -> float:
-    return sum(len(r.audio) for r in requests) / SAMPLE_RATE
