@@ -1,6 +1,6 @@
 """Live streaming engine: latency, streaming vs offline WER, silence/noise hallucinations.
 
-    python bench/streaming.py --manifest ../shared/audio/manifest.jsonl \
+    python bench/streaming.py --manifest tests/audio/manifest.jsonl \
         --out bench/results/streaming.json [--realtime] [--model tiny.en] [--limit N]
         [--compare OLD.json] [--final-beam N] [--beam-sweep 1,2,3,5]
 
@@ -51,7 +51,7 @@ from engine.events import Event, FinalText, Metrics, PartialText, SpeechStarted 
 from engine.live import LiveOptions, LocalLiveEngine  # noqa: E402
 from engine.types import SAMPLE_RATE, Audio, DecodeOptions, ModelInfo, Transcript  # noqa: E402  # noqa: E402
 
-DEFAULT_MANIFEST = REPO.parent / "shared" / "audio" / "manifest.jsonl"
+DEFAULT_MANIFEST = REPO / "tests" / "audio" / "manifest.jsonl"
 
 
 class Recording:
