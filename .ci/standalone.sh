@@ -50,6 +50,7 @@ out=$(cd "$WORK" && env -u PYTHONPATH -u VIRTUAL_ENV \
   || fail "bash scripts/sottovoce transcribe --sample exited $?"
 echo "bash scripts/sottovoce transcribe --sample ($(( $(now_ms) - started )) ms):"
 echo "$out"
+[ -n "$BASE_VENV" ] || echo "first-run install: .venv is $(du -sh "$CLONE/.venv" | cut -f1)"
 # From outside the clone, so the import shows what the clone's install resolves to.
 (cd "$WORK" && env -u PYTHONPATH sottovoce/.venv/bin/python - "$out" "$CLONE" <<'PY') \
   || fail "the transcript is not the sample's text, or the code is not the clone's"
