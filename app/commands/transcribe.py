@@ -76,8 +76,8 @@ def run(args: argparse.Namespace) -> int:
         from resources import sample_path
 
         args.files = [*args.files, str(sample_path())]
-    if not args.files:
-        return _usage_error("no FILE given (or --sample)")
+    if not args.files:  # as argparse does for a missing positional: usage, exit 2
+        raise SystemExit(_usage_error("the following arguments are required: FILE (or --sample)"))
     try:
         options = decode_options(args.language, args.beam_size, args.format)
     except ValueError as exc:
