@@ -7,7 +7,7 @@
 # and no Python environment variables, so nothing can leak in from the source tree or the venv:
 #   1. `sottovoce --version`          prints the version
 #   2. `sottovoce doctor`             exits 0 (nothing essential missing from the bundle)
-#   3. `sottovoce transcribe WAV`     the bundled tiny.en model transcribes real speech
+#   3. `sottovoce transcribe --sample` the bundled model transcribes the bundled speech sample
 #   4. `sottovoce --input WAV --exit-after-input`
 #                                     the desktop app starts under X, loads the model, transcribes
 #                                     the file, writes it to its journal, and exits 0
@@ -18,7 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 PYTHON=${PYTHON:-python}
-WAV=$(cd "$ROOT/.." && pwd)/shared/audio/jfk-inaugural-1961-excerpt.wav
+WAV=$ROOT/resources/samples/jfk-inaugural-1961-excerpt.flac
 WAV=${SOTTOVOCE_SMOKE_WAV:-$WAV}
 EXPECT=country   # "ask not what your country can do for you"
 EXE=$ROOT/dist/sottovoce/sottovoce
@@ -83,8 +83,8 @@ if [ -z "${WAYLAND_DISPLAY:-}" ] && [ "${XDG_SESSION_TYPE:-x11}" != wayland ]; t
     grep -q "^OK  *Hotkeys" "$SMOKE/doctor.log" || fail "the bundle cannot use pynput on X11"
 fi
 
-step "smoke 3: transcribe a WAV with the bundled model"
-frozen transcribe transcribe --no-progress "$WAV" || fail "transcribe exited $?"
+step "smoke 3: transcribe the bundled sample with the bundled model"
+frozen transcribe transcribe --no-progress --sample || fail "transcribe exited $?"
 grep -qi "$EXPECT" "$SMOKE/transcribe.log" || fail "transcript lacks '$EXPECT'"
 
 step "smoke 4: desktop app under X: --input WAV --exit-after-input"

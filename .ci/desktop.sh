@@ -3,7 +3,7 @@
 # PulseAudio server with a virtual microphone. Source it (". .ci/desktop.sh"): it exports
 # DISPLAY, DBUS_SESSION_BUS_ADDRESS, PULSE_SERVER... for the commands that follow.
 # Idempotent: a second source in the same shell reuses what is running.
-# Recipe: ../shared/design.md section 7.
+# Recipe: the project's design notes, section 7; the comments below say why each step is there.
 
 export SOTTOVOCE_DESKTOP_DIR="${SOTTOVOCE_DESKTOP_DIR:-/tmp/sottovoce-desktop}"
 mkdir -p "$SOTTOVOCE_DESKTOP_DIR"

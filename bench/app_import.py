@@ -1,6 +1,6 @@
 """The app's File > Open file… path: sectioned import vs one whole-file `transcribe_long` call.
 
-    python bench/app_import.py --manifest ../shared/audio/manifest.jsonl --out import.json
+    python bench/app_import.py --manifest tests/audio/manifest.jsonl --out import.json
 
 The app cuts a file into sections (60 s on the CPU; app.file_import) so text appears, and is
 journalled, as it is made. This measures what that costs against one `transcribe_long` over the
@@ -34,6 +34,8 @@ from engine.types import (
     SAMPLE_RATE,  # noqa: E402
     DecodeOptions,  # noqa: E402
 )
+
+DEFAULT_MANIFEST = Path(__file__).resolve().parents[1] / "tests" / "audio" / "manifest.jsonl"
 
 
 class _Listener:
@@ -109,7 +111,7 @@ def _p95(values: list[float]) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--manifest", type=Path, required=True)
+    parser.add_argument("--manifest", type=Path, default=DEFAULT_MANIFEST)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--model", default="tiny.en")

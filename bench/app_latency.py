@@ -44,13 +44,13 @@ from desktop_driver import (  # noqa: E402
     xdotool,
 )
 
-SHARED_AUDIO = REPO.parent / "shared" / "audio"
+TEST_AUDIO = REPO / "tests" / "audio"
 # Different sentences, as in real dictation: repeating one sentence makes it the prompt of the
 # next decode, which trips the engine's repetition guards and measures their retries instead.
-DEFAULT_CLIPS = ("arctic-aew-a0001.wav", "arctic-aew-a0002.wav", "arctic-aew-a0003.wav",
-                 "arctic-axb-a0004.wav", "arctic-axb-a0006.wav", "ls-tc-6930-75918-0000.wav",
-                 "cmusphinx-goforward.wav", "timit-ldc93s1.wav", "mfa-thoughts.wav",
-                 "speechrecognition-english-one-two-three.wav")
+DEFAULT_CLIPS = ("arctic-aew-a0001.flac", "arctic-aew-a0002.flac", "arctic-aew-a0003.flac",
+                 "arctic-axb-a0004.flac", "arctic-axb-a0006.flac", "ls-tc-6930-75918-0000.flac",
+                 "cmusphinx-goforward.flac", "timit-ldc93s1.flac", "mfa-thoughts.flac",
+                 "speechrecognition-english-one-two-three.flac")
 MODES = ("paste", "type")
 
 
@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10, help="dictations per mode")
     parser.add_argument("--clips", type=Path, nargs="+",
-                        default=[SHARED_AUDIO / name for name in DEFAULT_CLIPS],
+                        default=[TEST_AUDIO / name for name in DEFAULT_CLIPS],
                         help="speech WAVs to dictate, in turn")
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "app_latency.json")

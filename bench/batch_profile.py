@@ -2,7 +2,7 @@
 single calls, split into encoder, generate, alignment and the rest (Python: features, guards,
 tokenizing), for the request mixes the server's streaming policy produces.
 
-    python bench/batch_profile.py --manifest ../shared/audio/manifest.jsonl [--repeats 3] \
+    python bench/batch_profile.py --manifest tests/audio/manifest.jsonl [--repeats 3] \
         [--out FILE.json]
 
 Scenarios (N = 8 by default, real English speech from the manifest):
@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_MANIFEST = Path(__file__).resolve().parents[1] / "tests" / "audio" / "manifest.jsonl"
 sys.path.insert(0, str(ROOT))
 
 from engine.asr.ct2_decoder import Ct2Runner  # noqa: E402
@@ -175,7 +176,7 @@ def encoder_scaling(model: Any, frames: int, n: int, repeats: int) -> dict[str, 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--manifest", required=True, type=Path)
+    parser.add_argument("--manifest", default=DEFAULT_MANIFEST, type=Path)
     parser.add_argument("--n", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--model", default="tiny.en")

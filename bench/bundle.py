@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_WAV = REPO.parent / "shared" / "audio" / "jfk-inaugural-1961-excerpt.wav"
+DEFAULT_WAV = REPO / "resources" / "samples" / "jfk-inaugural-1961-excerpt.flac"
 SYSTEMS = ("frozen", "source")
 
 

@@ -1,6 +1,6 @@
 """Chunk decode latency and accuracy: short-context vs padded CTranslate2 path vs faster-whisper.
 
-    python bench/chunk_decode.py --manifest ../shared/audio/manifest.jsonl --out chunk.json
+    python bench/chunk_decode.py --manifest tests/audio/manifest.jsonl --out chunk.json
 
 For every English ``short`` clip of the manifest, and for 2-5 s cuts of the longer ones, decodes
 the chunk three ways on the same loaded model:
@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+DEFAULT_MANIFEST = Path(__file__).resolve().parents[1] / "tests" / "audio" / "manifest.jsonl"
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine.asr.ct2_decoder import Ct2Runner  # noqa: E402
@@ -203,7 +204,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--manifest", required=True)
+    parser.add_argument("--manifest", type=Path, default=DEFAULT_MANIFEST)
     parser.add_argument("--out", required=True, help="JSON results (a PNG is written beside it)")
     parser.add_argument("--model", default="tiny.en")
     parser.add_argument("--device", default="auto")

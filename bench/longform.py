@@ -1,6 +1,6 @@
 """Long-form transcription: ours vs faster-whisper's sequential and batched pipelines.
 
-    python bench/longform.py --manifest ../shared/audio/manifest.jsonl --out longform.json
+    python bench/longform.py --manifest tests/audio/manifest.jsonl --out longform.json
 
 For every English ``long`` file of the manifest, plus a >= 20 min concatenation of all the
 manifest's English audio with real-length pauses (and a few long silences), the three systems
@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+DEFAULT_MANIFEST = Path(__file__).resolve().parents[1] / "tests" / "audio" / "manifest.jsonl"
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine.audio.decode import load_audio  # noqa: E402
@@ -229,7 +230,7 @@ def plot(summary: dict[str, Any], path: Path, title: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--manifest", type=Path, required=True)
+    parser.add_argument("--manifest", type=Path, default=DEFAULT_MANIFEST)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--model", default="tiny.en")
     parser.add_argument("--device", default="cpu", choices=("auto", "cpu", "cuda"))

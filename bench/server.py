@@ -1,7 +1,7 @@
 """Server benchmark: N simulated real-time streams against our server (batched and unbatched)
 and against WhisperLive's server, on this machine with the same model (tiny.en by default).
 
-    python bench/server.py --manifest ../shared/audio/manifest.jsonl --streams 1,4,8,16 \
+    python bench/server.py --manifest tests/audio/manifest.jsonl --streams 1,4,8,16 \
         --out bench-server.json [--seconds 20] [--plot bench-server.png]
 
 Each stream plays English clips from the manifest back to back (0.6 s apart) in real time
@@ -47,6 +47,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_MANIFEST = Path(__file__).resolve().parents[1] / "tests" / "audio" / "manifest.jsonl"
 sys.path.insert(0, str(ROOT))
 
 from engine.audio.decode import load_audio  # noqa: E402
@@ -275,7 +276,7 @@ def print_table(results: dict[str, dict[str, dict[str, object]]]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--manifest", required=True, type=Path)
+    parser.add_argument("--manifest", default=DEFAULT_MANIFEST, type=Path)
     parser.add_argument("--streams", default="1,4,8,16")
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--plot", type=Path, help="PNG (default: --out with .png)")

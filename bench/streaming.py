@@ -1,6 +1,6 @@
 """Live streaming engine: latency, streaming vs offline WER, silence/noise hallucinations.
 
-    python bench/streaming.py --manifest ../shared/audio/manifest.jsonl \
+    python bench/streaming.py --manifest tests/audio/manifest.jsonl \
         --out bench/results/streaming.json [--realtime] [--model tiny.en] [--limit N]
         [--compare OLD.json] [--final-beam N] [--beam-sweep 1,2,3,5]
 
@@ -60,7 +60,7 @@ from engine.types import (  # noqa: E402
     Transcript,
 )
 
-DEFAULT_MANIFEST = REPO.parent / "shared" / "audio" / "manifest.jsonl"
+DEFAULT_MANIFEST = REPO / "tests" / "audio" / "manifest.jsonl"
 
 
 class Recording:

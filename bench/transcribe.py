@@ -1,6 +1,6 @@
 """`sottovoce transcribe` against plain faster-whisper: speed (RTF) and accuracy (WER).
 
-    python bench/transcribe.py --manifest ../shared/audio/manifest.jsonl --out transcribe.json
+    python bench/transcribe.py --manifest tests/audio/manifest.jsonl --out transcribe.json
 
 Every English file of the manifest (any kind; any manifest with the same fields works) is
 transcribed two ways, same model and device, in the same run:
@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+DEFAULT_MANIFEST = Path(__file__).resolve().parents[1] / "tests" / "audio" / "manifest.jsonl"
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.commands.transcribe import (  # noqa: E402
@@ -171,7 +172,7 @@ def engine_label(engine: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--manifest", required=True, type=Path)
+    parser.add_argument("--manifest", default=DEFAULT_MANIFEST, type=Path)
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--model", default="tiny.en")
     parser.add_argument("--device", default="auto")

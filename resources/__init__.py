@@ -1,4 +1,4 @@
-"""Data files shipped with Sottovoce (icons, stylesheet, the Silero VAD ONNX model).
+"""Data files shipped with Sottovoce (icons, stylesheet, Silero VAD model, a speech sample).
 
 Located the same way from a source checkout, an installed wheel and a PyInstaller bundle: the
 files sit next to this module in all three (the spec in packaging/ copies the folder verbatim),
@@ -16,6 +16,11 @@ APP_ICON_NAME = "sottovoce"
 APP_ICON_SIZES: tuple[int, ...] = (16, 24, 32, 48, 64, 128, 256)
 TRAY_ICON_SIZES: tuple[int, ...] = (16, 22, 24, 32, 48, 64)
 STYLESHEET_NAME = "style.qss"
+# A public-domain speech sample (samples/README.md) and what it says, for `sottovoce transcribe
+# --sample` and the doctor's end-to-end check: a first run needs no file of the user's own.
+SAMPLE_NAME = "samples/jfk-inaugural-1961-excerpt.flac"
+SAMPLE_TEXT = ("And so, my fellow Americans: ask not what your country can do for you, "
+               "ask what you can do for your country.")
 
 
 def resource_path(name: str) -> Path:
@@ -56,3 +61,8 @@ def icon_files(*, tray: bool = False, recording: bool = False) -> list[Path]:
 def stylesheet() -> str:
     """The application stylesheet (Qt style sheet syntax), to pass to ``QApplication.setStyleSheet``."""
     return resource_path(STYLESHEET_NAME).read_text(encoding="utf-8")
+
+
+def sample_path() -> Path:
+    """The bundled speech sample (11 s, 16 kHz mono FLAC); its words are ``SAMPLE_TEXT``."""
+    return resource_path(SAMPLE_NAME)

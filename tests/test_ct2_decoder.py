@@ -1,4 +1,4 @@
-"""The CTranslate2 chunk decoder on the real tiny.en model and real speech from ../shared/audio.
+"""The CTranslate2 chunk decoder on the real tiny.en model and real speech from tests/audio.
 
 Decoding is greedy (beam 1) here to keep the suite's CPU time small; the bench covers beam 5.
 """

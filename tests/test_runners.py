@@ -1,5 +1,5 @@
 """Every ASR backend is one `engine.types.Runner`: the two faster-whisper runners on the real
-tiny.en and real speech from ../shared/audio, the scripted fake, and the TensorRT-LLM runner's
+tiny.en and real speech from the test corpus (tests/audio), the scripted fake, and the TensorRT-LLM runner's
 clear error where its package is missing."""
 
 from __future__ import annotations

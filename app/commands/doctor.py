@@ -360,6 +360,25 @@ def _dir_size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
+def check_transcription() -> CheckResult:
+    """End to end: `sottovoce transcribe --sample` with the bundled model gives the sample's words."""
+    try:
+        import faster_whisper  # noqa: F401 - only asking whether local ASR is installed
+    except ImportError:
+        return CheckResult("Transcription", WARN, "faster-whisper not installed: nothing to run",
+                           "pip install 'sottovoce[local]', or use a remote server")
+    from app.selftest import run_sample
+
+    run = run_sample()
+    if run.ok:
+        return CheckResult("Transcription", OK, f"bundled sample in {run.seconds:.1f} s: "
+                           f"{run.text!r}", essential=True)
+    detail = run.error or f"wrong text ({run.agreement:.0%} agreement): {run.text!r}"
+    return CheckResult("Transcription", FAIL, f"`sottovoce transcribe --sample`: {detail}",
+                       "run `sottovoce -v transcribe --sample` to see where it fails",
+                       essential=True)
+
+
 def check_config() -> CheckResult:
     from app.settings import read_settings, settings_path
 
@@ -388,6 +407,7 @@ CHECKS: tuple[tuple[str, Callable[[], CheckResult]], ...] = (
     ("Keyring", check_keyring),
     ("Hotkeys", check_hotkeys),
     ("Model", check_model),
+    ("Transcription", check_transcription),
     ("Config", check_config),
 )
 

@@ -47,7 +47,9 @@ def add_parser(subparsers: Any) -> None:
         description="Transcribe audio/video files (any format PyAV/FFmpeg decodes).",
         epilog="Exit status: 0 all files done, 1 some failed, 2 usage error.",
     )
-    p.add_argument("files", nargs="+", metavar="FILE", help="audio or video files")
+    p.add_argument("files", nargs="*", metavar="FILE", help="audio or video files")
+    p.add_argument("--sample", action="store_true",
+                   help="also transcribe the bundled speech sample (11 s, public domain)")
     # SUPPRESS: `sottovoce --model base transcribe F` (the app-wide option) must not be
     # overwritten by this parser's default.
     p.add_argument("--model", default=argparse.SUPPRESS,
@@ -69,6 +71,12 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "sample", False):  # a first try needs no file of one's own
+        from resources import sample_path
+
+        args.files = [*args.files, str(sample_path())]
+    if not args.files:  # as argparse does for a missing positional: usage, exit 2
+        raise SystemExit(_usage_error("the following arguments are required: FILE (or --sample)"))
     try:
         options = decode_options(args.language, args.beam_size, args.format)
     except ValueError as exc:
