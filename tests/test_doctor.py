@@ -28,6 +28,7 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
                           capture_output=True, text=True, timeout=120, check=False)
 
 
+@pytest.mark.model  # the Transcription check runs the bundled model on the sample
 def test_doctor_reports_every_part_of_this_machine_and_exits_0() -> None:
     out = run_cli("doctor")
     assert out.returncode == 0, out.stdout + out.stderr
@@ -41,6 +42,7 @@ def test_doctor_reports_every_part_of_this_machine_and_exits_0() -> None:
     assert "Traceback" not in out.stderr
 
 
+@pytest.mark.model  # the Transcription check runs the bundled model on the sample
 def test_doctor_json_is_machine_readable() -> None:
     out = run_cli("doctor", "--json")
     results = json.loads(out.stdout)
@@ -49,6 +51,7 @@ def test_doctor_json_is_machine_readable() -> None:
     assert model["status"] == OK and "tiny.en" in model["detail"] and model["essential"]
 
 
+@pytest.mark.model  # the Transcription check runs the bundled model on the sample
 def test_doctor_without_a_display_warns_instead_of_failing() -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
     env["XDG_SESSION_TYPE"] = "tty"
@@ -59,6 +62,7 @@ def test_doctor_without_a_display_warns_instead_of_failing() -> None:
     assert by_name["Hotkeys"]["status"] == WARN and by_name["Hotkeys"]["hint"]
 
 
+@pytest.mark.model  # the Transcription check runs the bundled model on the sample
 def test_every_check_runs_here_without_raising() -> None:
     for name, check in doctor.CHECKS:
         result = check()
