@@ -22,12 +22,12 @@ from engine.audio.decode import load_audio
 from engine.core.quality import words_of
 from engine.errors import EngineError
 from engine.evaluation import error_rate
+from engine.files import Progress, transcribe_file
 from engine.longform import (
     LongFormOptions,
     ProcessPoolRunner,
     WorkerSettings,
     choose_batch_size,
-    transcribe_long,
 )
 from engine.longform.chunking import (
     VAD_PIECE_S,
@@ -39,10 +39,11 @@ from engine.longform.chunking import (
     split_at_quiet,
     vad_pieces,
 )
-from engine.longform.pipeline import _Job, _next_wave
+from engine.longform.pipeline import ChunkJob, _next_wave
 from engine.longform.retry import RetryPolicy, Step, Verdict, chunk_flags, give_up, verdict
 from engine.longform.stitch import (
     ChunkResult,
+    Stitcher,
     drop_border_duplicates,
     first_uncovered_speech,
     make_monotonic,
@@ -51,6 +52,40 @@ from engine.longform.stitch import (
 from engine.types import SAMPLE_RATE, DecodeOptions, Segment, Transcript, Word
 
 SR = SAMPLE_RATE
+
+
+class _AsRunner:
+    """The `Runner` protocol's streams/device around a test double that only decodes (or, like
+    the scripted fake, only transcribes one chunk per call)."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner = inner
+
+    @property
+    def streams(self) -> int:
+        return int(getattr(self.inner, "streams", 1))
+
+    device = "cpu"
+
+    def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]:
+        decode = getattr(self.inner, "decode_batch", None)
+        if decode is not None:
+            return decode(requests)  # type: ignore[no-any-return]
+        return [self.inner.transcribe(r.audio, r.options)  # type: ignore[attr-defined]
+                for r in requests]
+
+
+def transcribe_long(audio, runner, options=None, *, batch_size=None, progress=None,  # type: ignore[no-untyped-def]
+                    cancel=None) -> Transcript:
+    """The whole file through `engine.files.transcribe_file`, as one Transcript."""
+    opts = LongFormOptions.coerce(options)
+    if batch_size is not None:
+        opts = dataclasses.replace(opts, batch_size=batch_size)
+    run = transcribe_file(audio, _AsRunner(runner), opts, cancel=cancel)  # type: ignore[arg-type]
+    for event in run:
+        if isinstance(event, Progress) and progress is not None:
+            progress(event.done, event.total)
+    return run.transcript()
 
 # (file, pause after it in seconds): real utterances with pauses of varied length; the 0.3 s
 # pause joins JFK and the LibriSpeech reader into one 23 s speech region that must be split.
@@ -260,6 +295,27 @@ def test_stitch_drops_words_repeated_across_a_border():
     # Far apart, a repetition is speech, not a duplicate.
     later = [_segment("your country can do", before[0].end + 5 * SR)]
     assert drop_border_duplicates(before, later) == later
+
+
+def test_stitching_as_results_become_final_gives_what_stitching_all_at_once_gives():
+    """Chunk results handed over a few at a time (as `FileRun.take_resolved` does) give the very
+    segments of one whole-file stitch: border duplicates trimmed, sentences split, times
+    monotonic across the hand-overs."""
+    texts = ["It was late. The fire had gone out and", "gone out and the room was cold.",
+             "Nobody spoke. Then", "the door opened slowly"]
+    results = []
+    for i, text in enumerate(texts):
+        start = i * 3 * SR
+        # Overlapping chunks: each re-reads the end of the one before (a continuation).
+        chunk = Chunk(start - (SR // 2 if i else 0), start + 3 * SR)
+        relative = _segment(text, start - chunk.start)
+        results.append(ChunkResult(chunk, Transcript(segments=(relative,))))
+    whole = stitch(results)
+    stitcher = Stitcher()
+    pieces = stitcher.add(results[:1]) + stitcher.add(results[1:3]) + stitcher.add(results[3:])
+    assert pieces == whole
+    assert "gone out and gone out" not in " ".join(s.text for s in whole)
+    assert len(whole) > len(texts)  # cut at sentence ends
 
 
 def test_a_chunk_long_segment_is_cut_at_sentence_ends_but_not_after_an_abbreviation():
@@ -552,10 +608,10 @@ def test_cancel_keeps_what_was_done(long_file, runner, result):
 
 
 @pytest.mark.model
-def test_cli_argument_order_and_plain_decode_options_are_accepted(shared_audio, tiny_transcriber):
+def test_plain_decode_options_are_accepted(shared_audio, tiny_transcriber):
     audio = load_audio(shared_audio / "jfk-inaugural-1961-excerpt.wav")
     options = DecodeOptions(beam_size=1, word_timestamps=False)
-    transcript = transcribe_long(tiny_transcriber, audio, options)
+    transcript = transcribe_long(audio, Ct2WhisperRunner(tiny_transcriber.model), options)
     assert "fellow americans" in transcript.text.lower()
     assert transcript.duration == len(audio)
 
@@ -563,8 +619,8 @@ def test_cli_argument_order_and_plain_decode_options_are_accepted(shared_audio, 
 def test_a_wave_gives_each_stream_a_batch_and_shares_a_short_queue_evenly():
     from collections import deque
 
-    def jobs(n: int) -> deque[_Job]:
-        return deque(_Job(Chunk(i * SR, i * SR + SR), Step.FIRST, DecodeOptions())
+    def jobs(n: int) -> deque[ChunkJob]:
+        return deque(ChunkJob(Chunk(i * SR, i * SR + SR), Step.FIRST, DecodeOptions())
                      for i in range(n))
 
     full = _next_wave(jobs(40), size=16, streams=2, lookahead=3)

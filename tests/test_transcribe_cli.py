@@ -4,7 +4,6 @@ format parsed back, many containers/rates/channel counts, every bad-input case, 
 from __future__ import annotations
 
 import errno
-import json
 import os
 import pty
 import subprocess
@@ -15,12 +14,11 @@ import numpy as np
 import pytest
 
 from app.cli import main
-from engine.asr.fake import ScriptedTranscriber, silence
+from engine.asr.fake import ScriptedTranscriber
 from engine.atomic import OutputWriteError, atomic_write_text
 from engine.audio.decode import load_audio
 from engine.core.export import parse_json, parse_srt, parse_txt, parse_vtt
 from engine.evaluation import error_rate
-from engine.offline import transcribe_audio
 from engine.types import SAMPLE_RATE, DecodeOptions
 
 REPO = Path(__file__).resolve().parents[1]
@@ -138,7 +136,8 @@ def test_several_files_to_stdout_get_headers(capsys: pytest.CaptureFixture[str],
     rc, out, err = run_cli(capsys, "--beam-size", "1", *map(str, names))
     assert rc == 0 and err == ""
     assert out.startswith(f"==> {names[0]} <==\n") and f"\n\n==> {names[1]} <==\n" in out
-    assert "one two three" in out.lower().replace(",", "")
+    # Either spelling (the sequential loop on this CPU writes digits; main did too).
+    assert any(t in out.lower().replace(",", "") for t in ("one two three", "1 2 3"))
 
 
 def test_silence_gives_no_text(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -315,61 +314,90 @@ def test_cli_write_failure_is_reported_and_leaves_nothing(tmp_path: Path, jfk_wa
     assert list(out_dir.iterdir()) == []
 
 
-# ------------------------------------------------------------------ offline decoder
+# ------------------------------------------------------------------ the file entry point
 
 
-def test_offline_decoder_with_another_transcriber_flags_and_reports_progress() -> None:
-    """A Transcriber that is not faster-whisper returns whole results: progress jumps 0 -> end;
-    quality checks still flag a looping segment."""
-    loop = "the cat sat " * 12
-    speech = np.sin(np.arange(3 * SAMPLE_RATE) / 10).astype(np.float32) * 0.3
-    seen: list[tuple[int, int]] = []
-    transcript = transcribe_audio(speech, ScriptedTranscriber([loop]), DecodeOptions(),
-                                  lambda done, total: seen.append((done, total)))
-    assert seen[0] == (0, len(speech)) and seen[-1] == (len(speech), len(speech))
-    assert "repeats" in transcript.segments[0].flags
-    empty = transcribe_audio(silence(1.0), ScriptedTranscriber(["hi"]), DecodeOptions())
-    assert empty.segments == () and empty.extra["engine"] == "sequential"
+class _ScriptedRunner:
+    """The scripted fake as a `Runner` that must be loaded before it decodes."""
+
+    streams, device = 1, "cpu"
+    info = ScriptedTranscriber(["x"]).info
+
+    def __init__(self, text: str) -> None:
+        self.fake, self.loaded = ScriptedTranscriber([text]), False
+
+    def load(self) -> None:
+        self.loaded = True
+
+    def decode_batch(self, requests):  # type: ignore[no-untyped-def]
+        assert self.loaded
+        return [self.fake.transcribe(r.audio, r.options) for r in requests]
 
 
-def test_offline_decoder_streams_progress_with_faster_whisper(tiny_transcriber, shared_audio) -> None:  # type: ignore[no-untyped-def]
-    audio = load_audio(shared_audio / "mfa-acoustic-corpus.wav")
-    seen: list[int] = []
-    transcript = transcribe_audio(audio, tiny_transcriber, DecodeOptions(beam_size=1,
-                                  word_timestamps=False), lambda done, _total: seen.append(done))
-    assert len(seen) > 3 and seen == sorted(seen) and seen[-1] == len(audio)
-    assert transcript.text and json.dumps(transcript.extra)
+class _ScriptedLoop(_ScriptedRunner):
+    """A stand-in for faster-whisper's own loop: one segment over the whole recording."""
+
+    def iter_segments(self, audio, options):  # type: ignore[no-untyped-def]
+        assert self.loaded
+        return iter(self.fake.transcribe(audio, options).segments), "en"
 
 
-# ------------------------------------------------------------------ decoder choice
-
-
-def test_sequential_engine_json_has_word_timings(capsys: pytest.CaptureFixture[str],
-                                                 jfk_wav: Path) -> None:
-    rc, out, err = run_cli(capsys, "--engine", "sequential", "--format", "json", str(jfk_wav))
-    assert rc == 0 and err == ""
-    transcript = parse_json(out)
-    assert transcript.extra["engine"] == "sequential"
-    assert_jfk(transcript.text, 0.0)
-    words = transcript.words
-    assert len(words) >= 20 and all(w.start <= w.end for w in words)
-
-
-def test_batched_engine_absent_is_a_usage_error(capsys: pytest.CaptureFixture[str],
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    """Where engine.longform is not installed (a thin build), auto falls back to sequential and
-    an explicit --engine batched is refused up front (replaces the lookup, not the pipeline)."""
+def test_the_cli_follows_the_file_generator_and_loads_the_runner_first(shared_audio) -> None:  # type: ignore[no-untyped-def]
+    """`transcribe` loads the runner, then reports every `Progress` event of
+    `engine.files.transcribe_file` (no engine probe)."""
     import app.commands.transcribe as command
 
-    monkeypatch.setattr(command, "long_form_entry", lambda: None)
-    rc, out, err = run_cli(capsys, "--engine", "batched", "x.wav")
-    assert rc == 2 and "--engine sequential" in err
-    fake = ScriptedTranscriber(["hello"])
-    decoder = command.make_decoder("auto", fake)
-    speech = np.full(SAMPLE_RATE, 0.1, np.float32)
-    assert decoder(speech, DecodeOptions(), None).extra["engine"] == "sequential"
+    audio = load_audio(shared_audio / "mfa-acoustic-corpus.wav")
+    seen: list[tuple[int, int]] = []
+    decoders = command.Decoders(_ScriptedRunner("hello there."), None, 0.0)  # type: ignore[arg-type]
+    transcript = command.transcribe(audio, decoders, DecodeOptions(),
+                                    lambda done, total: seen.append((done, total)))
+    assert seen[0] == (0, len(audio)) and seen[-1] == (len(audio), len(audio))
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen)
+    assert "hello there" in transcript.text and transcript.extra["engine"] == "longform"
+    assert not hasattr(command, "long_form_entry")
+
+
+def test_auto_engine_uses_the_sequential_loop_only_for_short_recordings() -> None:
+    import app.commands.transcribe as command
+
+    loop, runner = _ScriptedLoop("short one."), _ScriptedRunner("long one.")
+    decoders = command.Decoders(runner, loop, command.AUTO_BATCHED_MIN_SECONDS)  # type: ignore[arg-type]
+    speech = np.sin(np.arange(10 * SAMPLE_RATE) / 10).astype(np.float32) * 0.3
+    short = command.transcribe(speech, decoders, DecodeOptions())
+    assert short.text == "short one." and short.extra["engine"] == "sequential"
+    assert loop.loaded and not runner.loaded  # only the model a file needs is loaded
     with pytest.raises(ValueError, match="unknown engine"):
-        command.make_decoder("turbo", fake)
+        command.make_decoders("tiny.en", "cpu", "auto", "turbo")
+
+
+def test_short_and_long_files_get_the_model_laid_out_for_their_decoder() -> None:
+    """faster-whisper's loop gets one replica on all cores, the pipeline two decode streams."""
+    import app.commands.transcribe as command
+
+    auto = command.make_decoders("tiny.en", "cpu", "auto", "auto")
+    assert auto.sequential is not None and auto.sequential_below_s == 120.0
+    if (os.cpu_count() or 1) >= 2:
+        assert auto.sequential.layout[0] == 1
+    batched = command.make_decoders("tiny.en", "cpu", "auto", "batched")
+    assert batched.sequential is None
+    assert command.make_decoders("tiny.en", "cpu", "auto", "sequential").sequential_below_s > 1e9
+
+
+# ------------------------------------------------------------------ --engine
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("engine", ["sequential", "batched"])
+def test_both_engines_write_json_with_word_timings(
+        capsys: pytest.CaptureFixture[str], jfk_wav: Path, engine: str) -> None:
+    rc, out, err = run_cli(capsys, "--engine", engine, "--format", "json", str(jfk_wav))
+    assert rc == 0 and err == ""
+    transcript = parse_json(out)
+    assert transcript.extra["engine"] == {"sequential": "sequential", "batched": "longform"}[engine]
+    assert_jfk(transcript.text, 0.0 if engine == "sequential" else 0.1)
+    words = transcript.words
+    assert len(words) >= 20 and all(w.start <= w.end for w in words)
 
 
 def test_interrupted_write_removes_its_temp_file(tmp_path: Path,
@@ -387,54 +415,3 @@ def test_interrupted_write_removes_its_temp_file(tmp_path: Path,
     monkeypatch.undo()
     assert target.read_text() == "old\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
-
-
-def test_auto_engine_uses_batched_only_for_long_recordings(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """The long-form entry point is replaced by a recorder: only which decoder runs is checked."""
-    import app.commands.transcribe as command
-
-    calls: list[int] = []
-
-    def long_form(transcriber, audio, options, *, progress):  # type: ignore[no-untyped-def]
-        calls.append(len(audio))
-        return transcribe_audio(audio, transcriber, options, progress)
-
-    monkeypatch.setattr(command, "long_form_entry", lambda: long_form)
-    fake = ScriptedTranscriber(["hello"])
-    short = np.full(10 * SAMPLE_RATE, 0.1, np.float32)
-    long = np.full(int(command.AUTO_BATCHED_MIN_SECONDS * SAMPLE_RATE), 0.1, np.float32)
-    auto = command.make_decoder("auto", fake)
-    auto(short, DecodeOptions(), None)
-    assert calls == []
-    auto(long, DecodeOptions(), None)
-    assert calls == [len(long)]
-    command.make_decoder("batched", fake)(short, DecodeOptions(), None)
-    assert calls == [len(long), len(short)]
-
-
-def test_short_and_long_files_get_the_model_laid_out_for_their_decoder(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """faster-whisper's loop gets one replica on all cores, the long-form pipeline two decode
-    streams; each backend is loaded by the first file that needs it."""
-    import app.commands.transcribe as command
-
-    sequential, long_form = command.make_backends("tiny.en", "cpu", "auto", "auto")
-    if (os.cpu_count() or 1) >= 2:
-        assert sequential.layout[0] == 1 and long_form.layout[0] == 2
-    same = command.make_backends("tiny.en", "cpu", "auto", "sequential")
-    assert same[0] is same[1] and same[0].layout[0] == 1
-
-    used: list[object] = []
-
-    def long_entry(transcriber, audio, options, *, progress):  # type: ignore[no-untyped-def]
-        used.append(transcriber)
-        return transcribe_audio(audio, transcriber, options, progress)
-
-    monkeypatch.setattr(command, "long_form_entry", lambda: long_entry)
-    short_fake, long_fake = ScriptedTranscriber(["short"]), ScriptedTranscriber(["long"])
-    decoder = command.make_decoder("auto", short_fake, long_fake)
-    assert decoder(np.full(SAMPLE_RATE, 0.1, np.float32), DecodeOptions(), None).text == "short"
-    long = np.full(int(command.AUTO_BATCHED_MIN_SECONDS * SAMPLE_RATE), 0.1, np.float32)
-    assert decoder(long, DecodeOptions(), None).text == "long"
-    assert used == [long_fake]

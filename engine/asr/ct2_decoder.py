@@ -171,6 +171,18 @@ class FastChunkTranscriber:
             self._backend.load()
             self._runner = Ct2WhisperRunner(self._backend.model, short=self._short)
 
+    # The `engine.types.Runner` protocol, delegated (files: engine.files.local_runner).
+    @property
+    def streams(self) -> int:
+        return self.runner.streams
+
+    @property
+    def device(self) -> str:
+        return self.runner.device
+
+    def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]:
+        return self.runner.decode_batch(requests)
+
     def transcribe(self, audio: Audio, options: DecodeOptions) -> Transcript:
         """Decode one chunk. Audio over 30 s (not a chunk; the long-form pipeline cuts at
         silences) is cut into plain 30 s windows decoded as one batch, so the same guards

@@ -1,7 +1,7 @@
 """Optional: spread chunk decoding over worker processes, each holding its own model.
 
 `ProcessPoolRunner` is a batch runner (``decode_batch``) like `Ct2WhisperRunner`, so
-`transcribe_long` uses it unchanged. Each call splits its batch across the workers and waits for
+`engine.files.transcribe_file` uses it unchanged. Each call splits its batch across the workers and waits for
 all of them. It pays off where one process cannot keep the cores busy (many cores, Python-side
 work between CTranslate2 calls); on a 2-core machine one process with 2 CTranslate2 threads is
 usually as fast, and the extra models cost memory, so it is off by default.
@@ -92,6 +92,18 @@ class ProcessPoolRunner:
         self._gather([self._pool.submit(_decode, []) for _ in range(n)])
         log.info("started %d decode workers (%d thread(s) each)", n,
                  self.settings.threads_per_worker)
+
+    def load(self) -> None:
+        self.start()
+
+    @property
+    def streams(self) -> int:
+        """One: each call already spreads its batch over every worker."""
+        return 1
+
+    @property
+    def device(self) -> str:
+        return "cuda" if self.settings.device.startswith("cuda") else "cpu"
 
     def close(self) -> None:
         if self._pool is not None:
