@@ -167,8 +167,9 @@ class FileImport:
         opts = self.options
         decode = DecodeOptions(language=opts.language, beam_size=1, word_timestamps=True)
         base = FileOptions.coerce(decode)
-        run = transcribe_file(audio, runner, dataclasses.replace(base, batch_size=opts.batch_size),
-                              cancel=self._cancel)
+        # Waves from one chunk per stream, doubling: the first text shows early.
+        file_options = dataclasses.replace(base, batch_size=opts.batch_size, first_batch=1)
+        run = transcribe_file(audio, runner, file_options, cancel=self._cancel)
         journal = Journal(journal_id(self.path), self._journal_dir)
         count = 0
         try:

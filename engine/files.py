@@ -10,8 +10,9 @@ This is the long-form pipeline (`engine.longform`): VAD chunks, batched decodes 
 runner's decode streams, the hallucination checks and retries, stitching. Each *wave* (one
 batch per stream, decoded at the same time) ends with the chunk results that no later job can
 change: they are stitched and their segments yielded at once, then the progress (everything
-before the earliest unfinished chunk is done). Waves start small and double
-(`FileOptions.first_batch`) so the first text shows after one chunk per stream. Cancel is
+before the earliest unfinished chunk is done). Waves may start small and double
+(`FileOptions.first_batch`; the app's import does) so the first text shows after one chunk per
+stream. Cancel is
 checked before each wave: the wave in flight finishes, its final prefix is yielded, and the
 run ends with ``info.cancelled`` set; what was yielded is a prefix of the full result.
 
@@ -139,7 +140,7 @@ class FileTranscription:
         run = plan_file(self.audio, self.options)
         self.info.chunks = run.chunks
         stitcher = Stitcher()
-        size = min(full, self.options.first_batch)
+        size = min(full, self.options.first_batch or full)
         pool = ThreadPoolExecutor(streams - 1, "files") if streams > 1 else None
         try:
             while run.pending:

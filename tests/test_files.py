@@ -18,6 +18,7 @@ from engine.types import SAMPLE_RATE, DecodeRequest, Segment, Transcript
 # several waves, short enough for the test lane.
 LONG_FILE = "long-ljspeech-LJ001-0001-0032.wav"
 SECONDS = 90
+RAMP = FileOptions(first_batch=1)  # as the app imports: waves of 1, 2, 4... chunks per stream
 
 
 class _Scripted:
@@ -65,7 +66,7 @@ def test_options_validate_the_batch_ramp() -> None:
 @pytest.mark.model
 def test_segments_arrive_in_order_before_the_file_is_done(runner, audio, manifest):  # type: ignore[no-untyped-def]
     total = len(audio)
-    run = transcribe_file(audio, runner)
+    run = transcribe_file(audio, runner, RAMP)
     events = list(run)
     assert events[0] == Progress(0, total) and events[-1] == Progress(total, total)
     done = [e.done for e in events if isinstance(e, Progress)]
@@ -92,9 +93,9 @@ def test_segments_arrive_in_order_before_the_file_is_done(runner, audio, manifes
 
 @pytest.mark.model
 def test_cancel_mid_file_yields_a_prefix_of_the_full_result(runner, audio):  # type: ignore[no-untyped-def]
-    full = transcribe_file(audio, runner).transcript().segments
+    full = transcribe_file(audio, runner, RAMP).transcript().segments
     cancel = threading.Event()
-    run = transcribe_file(audio, runner, cancel=cancel)
+    run = transcribe_file(audio, runner, RAMP, cancel=cancel)
     segments: list[Segment] = []
     for event in run:
         if isinstance(event, Segment):
