@@ -124,9 +124,9 @@ class FileTranscription:
             pass
         info = self.info
         extra: dict[str, object] = {
-            "engine": "longform" if self._sequential is None else "sequential", "chunks": info.chunks, "batch_size": info.batch_size,
-            "streams": info.streams, "cancelled": info.cancelled, "dropped": info.dropped,
-            **info.counts}
+            "engine": "longform" if self._sequential is None else "sequential",
+            "chunks": info.chunks, "batch_size": info.batch_size, "streams": info.streams,
+            "cancelled": info.cancelled, "dropped": info.dropped, **info.counts}
         return Transcript(segments=tuple(self._segments), language=info.language,
                           duration=info.duration, decode_ms=info.elapsed_s * 1000, extra=extra)
 
@@ -158,7 +158,7 @@ class FileTranscription:
         finally:
             if pool is not None:
                 pool.shutdown(wait=True)  # no decode may outlive the run (an error in another)
-            self.info.counts = dict(run.counts)
+            self.info.counts.update(run.counts)
             self.info.dropped = run.dropped
             self.info.elapsed_s = time.perf_counter() - started
         log.info("file: %.1f s audio, %d chunks, %.2f s (%s)", total / SAMPLE_RATE, run.chunks,

@@ -105,3 +105,40 @@ def test_cancel_mid_file_yields_a_prefix_of_the_full_result(runner, audio):  # t
     assert 0 < len(segments) < len(full)
     assert tuple(segments) == full[: len(segments)]
     assert run.transcript().segments == tuple(segments)
+
+
+class _Loop:
+    """A stand-in for faster-whisper's own loop: scripted segments on the file's timeline."""
+
+    def __init__(self, segments: list[Segment]) -> None:
+        self.segments = segments
+
+    def iter_segments(self, audio, options):  # type: ignore[no-untyped-def]
+        return iter(self.segments), "en"
+
+
+def test_short_files_go_to_the_sequential_loop_with_its_silence_rule_and_cancel() -> None:
+    speech = np.sin(np.arange(4 * SAMPLE_RATE) / 10).astype(np.float32) * 0.3
+    audio = np.concatenate([speech, np.zeros(2 * SAMPLE_RATE, np.float32), speech])
+    loop = _Loop([Segment(" Hello.", 0, 4 * SAMPLE_RATE),
+                  # Whisper's "Thank you." over digital silence: dropped.
+                  Segment(" Thank you.", 4 * SAMPLE_RATE, 6 * SAMPLE_RATE, no_speech_prob=0.9),
+                  Segment(" Again.", 6 * SAMPLE_RATE, 10 * SAMPLE_RATE)])
+    run = transcribe_file(audio, _Scripted([]), FileOptions(), sequential=loop)
+    events = list(run)
+    assert [e.text for e in events if isinstance(e, Segment)] == [" Hello.", " Again."]
+    assert events[-1] == Progress(len(audio), len(audio))
+    transcript = run.transcript()
+    assert transcript.extra["engine"] == "sequential"
+    assert transcript.extra["dropped_silent_segments"] == 1
+    # Over sequential_below_s: the pipeline, not the loop (the scripted runner answers).
+    long_run = transcribe_file(audio, _Scripted(["piped."]), FileOptions(sequential_below_s=5),
+                               sequential=loop)
+    assert long_run.transcript().extra["engine"] == "longform"
+    cancel = threading.Event()
+    cancelled = transcribe_file(audio, _Scripted([]), sequential=loop, cancel=cancel)
+    for event in cancelled:
+        if isinstance(event, Segment):
+            cancel.set()
+    assert cancelled.info.cancelled and [s.text for s in cancelled.transcript().segments] == [
+        " Hello."]
