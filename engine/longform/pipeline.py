@@ -94,9 +94,10 @@ class LongFormOptions:
       first_batch: when set, the first wave's batch per stream; each wave doubles it up to
         ``batch_size``. Text is final only wave by wave, so one full first wave (32 chunks on
         two CPU streams: over 5 minutes of speech) shows nothing until it ends; the app's
-        import starts at 1 and shows the first text of the 231 s reading after 4.2 s instead
-        of 6.5 s with the old 60 s sections (2 busy cores). None (default) keeps every wave
-        full: the ramp's smaller batches cost the whole-file run about a fifth more CPU there.
+        import starts at 1 and shows the first text of the 231 s reading after 1.5-1.7 s
+        (the old 60 s sections: 4.0 s, same run; 2 cores at load 4) for the same CPU time as
+        those sections. None (default) keeps every wave full: the whole-file run then costs
+        what it did before (CPU RTF 0.0238 vs 0.0242), the ramp about a fifth more.
       sequential_below_s: files shorter than this are decoded by the sequential decoder
         (faster-whisper's own 30 s loop) when the caller gives one to `transcribe_file`: on the
         26 short English clips it scored 9.9 % WER against 15.4 % for this pipeline at beam 5
