@@ -19,7 +19,7 @@ from PySide6.QtWidgets import QApplication
 
 from app.engine_factory import EngineConfig, EngineFactory, make_engine
 from app.hotkeys import GlobalHotkey, HotkeyUnavailableError
-from app.import_flow import ImportFlow, TranscriberFactory, local_transcriber
+from app.import_flow import ImportFlow, RunnerFactory, import_runner
 from app.import_host import ImportHost, engine_finished
 from app.inject import TextInjector, copy_to_clipboard
 from app.session import Session
@@ -54,7 +54,7 @@ class Controller(ImportHost):
     def __init__(self, settings: Settings, options: LaunchOptions | None = None,
                  engine_factory: EngineFactory = make_engine,
                  parent: QObject | None = None,
-                 transcriber_factory: TranscriberFactory = local_transcriber) -> None:
+                 runner_factory: RunnerFactory = import_runner) -> None:
         super().__init__(parent)
         self.settings = settings
         self.options = options or LaunchOptions()
@@ -74,7 +74,7 @@ class Controller(ImportHost):
         self._dropped_reported = 0
         self._generation = 0  # which engine instance is current (see _engine_sink)
         self._stopping: list[LiveEngine] = []  # stopped engines whose threads may still run
-        self.imports = ImportFlow(self, transcriber_factory)  # File > Open file…
+        self.imports = ImportFlow(self, runner_factory)  # File > Open file…
         self._connect()
 
     # -- setup ---------------------------------------------------------------------------------

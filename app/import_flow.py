@@ -15,7 +15,8 @@ libgomp's thread team, which belongs to the loading thread), so no model is kept
 
 The view and session are replaced by the file's transcript only once the file has decoded and
 the model has loaded, so an unreadable file changes nothing. Earlier live text is not lost: it
-is in its journal (History). The import has its own journal, written section by section.
+is in its journal (History). The import has its own journal, written segment by segment as
+`engine.files.transcribe_file` yields them.
 """
 
 from __future__ import annotations
@@ -30,29 +31,29 @@ from PySide6.QtCore import QObject
 
 from app.file_import import FileImport, ImportOptions, ImportResult
 from app.import_host import ImportHost, engine_finished
-from engine.types import SAMPLE_RATE, Segment
+from engine.types import SAMPLE_RATE, Runner, Segment
 from ui.bridge import ImportBridge
 from ui.import_panel import format_duration
 
 log = logging.getLogger(__name__)
 
 QUIT_WAIT_S = 10.0
-TranscriberFactory = Callable[[str, str], Any]  # (model, device) -> an unloaded Transcriber
+RunnerFactory = Callable[[str, str], Runner]  # (model, device) -> an unloaded Runner
 
 
-def local_transcriber(model: str, device: str) -> Any:
-    """The import's backend: loaded as the long-form pipeline wants it (two decode streams on
-    the CPU, see `engine.longform.long_form_backend`)."""
-    from engine.longform import long_form_backend
+def import_runner(model: str, device: str) -> Runner:
+    """The import's runner: laid out as the long-form pipeline wants it (two decode streams on
+    the CPU, see `engine.files.file_runner`)."""
+    from engine.files import file_runner
 
-    return long_form_backend(model, device=device)
+    return file_runner(model, device=device)
 
 
 class ImportFlow(QObject):
     """Owns at most one `FileImport` at a time and keeps the window and session in step."""
 
     def __init__(self, controller: ImportHost,
-                 transcriber_factory: TranscriberFactory = local_transcriber,
+                 runner_factory: RunnerFactory = import_runner,
                  options: ImportOptions | None = None) -> None:
         super().__init__(controller)
         self.controller = controller
@@ -61,7 +62,7 @@ class ImportFlow(QObject):
         self.bridge = ImportBridge(self)
         self.current: FileImport | None = None
         self.last_result: ImportResult | None = None
-        self._factory = transcriber_factory
+        self._factory = runner_factory
         self._resume = False
         self._done = 0
         self._connect()

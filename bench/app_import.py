@@ -1,19 +1,21 @@
-"""The app's File > Open file… path: sectioned import vs one whole-file `transcribe_long` call.
+"""The app's File > Open file… path against one whole-file run with nothing consuming it.
 
-    python bench/app_import.py --manifest tests/audio/manifest.jsonl --out import.json
+    python bench/app_import.py --manifest ../shared/audio/manifest.jsonl --out import.json
 
-The app cuts a file into sections (60 s on the CPU; app.file_import) so text appears, and is
-journalled, as it is made. This measures what that costs against one `transcribe_long` over the
-whole file (same model, same decode options, interleaved, ``--repeats`` times): wall and CPU RTF
-(median, p95), WER after Whisper's English normaliser, and the time until the first text shows.
-Files: the manifest's English ``long`` files plus a mix of its English short clips joined with
-1-2 s pauses. Runs `FileImport` itself (journal writes included), without Qt.
+The app consumes `engine.files.transcribe_file` on a worker (app.file_import): text appears,
+and is journalled, wave by wave. This measures what that costs against draining the same
+generator in one go (same runner, same decode options, interleaved, ``--repeats`` times):
+wall and CPU RTF (median, p95), WER after Whisper's English normaliser, and the time until the
+first text shows. Files: the manifest's English ``long`` files plus (unless ``--long-only``) a
+mix of its English short clips joined with 1-2 s pauses. Runs `FileImport` itself (journal
+writes included), without Qt. Reports the load average at start and end (shared machines).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -30,12 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from app.file_import import FileImport, ImportOptions  # noqa: E402
 from engine.audio.decode import load_audio  # noqa: E402
 from engine.evaluation import english, error_rate, read_manifest  # noqa: E402
-from engine.types import (
-    SAMPLE_RATE,  # noqa: E402
-    DecodeOptions,  # noqa: E402
-)
-
-DEFAULT_MANIFEST = Path(__file__).resolve().parents[1] / "tests" / "audio" / "manifest.jsonl"
+from engine.files import transcribe_file  # noqa: E402
+from engine.types import SAMPLE_RATE, DecodeOptions  # noqa: E402
 
 
 class _Listener:
@@ -63,11 +61,10 @@ class _Listener:
         self.done.set()
 
 
-def run_sections(path: Path, transcriber: Any, section_s: float, journal: Path) -> dict[str, Any]:
+def run_import(path: Path, runner: Any, journal: Path) -> dict[str, Any]:
     listener = _Listener()
     cpu = time.process_time()
-    job = FileImport(path, lambda: transcriber, listener, ImportOptions(section_s=section_s),
-                     journal_dir=journal)
+    job = FileImport(path, lambda: runner, listener, ImportOptions(), journal_dir=journal)
     job.start()
     listener.done.wait()
     if listener.error:
@@ -76,13 +73,11 @@ def run_sections(path: Path, transcriber: Any, section_s: float, journal: Path) 
             "first": listener.first_text_s, "text": listener.result.transcript.text}
 
 
-def run_whole(path: Path, transcriber: Any) -> dict[str, Any]:
-    from engine.longform import transcribe_long
-
+def run_whole(path: Path, runner: Any) -> dict[str, Any]:
     started, cpu = time.perf_counter(), time.process_time()
     audio = load_audio(path)
-    transcript = transcribe_long(audio, transcriber,
-                                 DecodeOptions(beam_size=1, word_timestamps=True))
+    transcript = transcribe_file(audio, runner,
+                                 DecodeOptions(beam_size=1, word_timestamps=True)).transcript()
     wall = time.perf_counter() - started
     return {"wall": wall, "cpu": time.process_time() - cpu, "first": wall,
             "text": transcript.text}
@@ -111,22 +106,23 @@ def _p95(values: list[float]) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--manifest", type=Path, default=DEFAULT_MANIFEST)
+    parser.add_argument("--manifest", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--model", default="tiny.en")
+    parser.add_argument("--long-only", action="store_true", help="leave out the short-clip mix")
     args = parser.parse_args()
-    from engine.asr import local_runner
+    from app.import_flow import local_runner
 
-    transcriber = local_runner(args.model, device="cpu")
-    transcriber.load()
+    runner = local_runner(args.model, "cpu")  # as the app loads it (two streams on the CPU)
+    runner.load()
     tmp = Path(tempfile.mkdtemp(prefix="bench-import-"))
     files = [(e.path, e.text) for e in english(read_manifest(args.manifest), kinds=("long",))]
-    files.append(joined_mix(args.manifest, tmp / "english-short-mix.wav"))
-    systems = {"sections_30s": lambda p: run_sections(p, transcriber, 30.0, tmp / "journal"),
-               "sections_60s": lambda p: run_sections(p, transcriber, 60.0, tmp / "journal"),
-               "whole_file": lambda p: run_whole(p, transcriber)}
-    report: dict[str, Any] = {}
+    if not args.long_only:
+        files.append(joined_mix(args.manifest, tmp / "english-short-mix.wav"))
+    systems = {"app_import": lambda p: run_import(p, runner, tmp / "journal"),
+               "whole_file": lambda p: run_whole(p, runner)}
+    report: dict[str, Any] = {"load_average_at_start": os.getloadavg()}
     for path, reference in files:
         seconds = len(load_audio(path)) / SAMPLE_RATE
         runs: dict[str, list[dict[str, Any]]] = {name: [] for name in systems}
@@ -135,6 +131,7 @@ def main() -> int:
                 runs[name].append(run(path))
         report[path.name] = {"audio_s": round(seconds, 1), **{name: _summary(r, seconds, reference)
                                                              for name, r in runs.items()}}
+    report["load_average_at_end"] = os.getloadavg()
     args.out.write_text(json.dumps(report, indent=2))
     _print_table(report)
     return 0
@@ -153,6 +150,9 @@ def _print_table(report: dict[str, Any]) -> None:
     print(f"{'file':34} {'system':14} {'RTF med':>8} {'p95':>7} {'CPU RTF':>8} "
           f"{'1st text s':>10} {'WER %':>6}")
     for name, row in report.items():
+        if name.startswith("load_average"):
+            print(f"{name}: {', '.join(f'{x:.2f}' for x in row)}")
+            continue
         label = f"{name} ({row['audio_s']:.0f} s)"
         for system, s in row.items():
             if system == "audio_s":

@@ -6,7 +6,7 @@ For every English ``long`` file of the manifest, plus a >= 20 min concatenation 
 manifest's English audio with real-length pauses (and a few long silences), the three systems
 decode the same audio with the same model weights, interleaved, ``--repeats`` times:
 
-- ``ours``: `engine.longform.transcribe_long` with its defaults (VAD chunks, greedy, text-only first,
+- ``ours``: `engine.files.transcribe_file` with its defaults (VAD chunks, greedy, text-only first,
   batched CTranslate2 decoding on two decode streams, hallucination retries), over the model as
   ``sottovoce transcribe`` loads it (`engine.longform.long_form_backend`: on the CPU two
   replicas of cores // 2 threads, sharing the weights); word timings only with
@@ -98,15 +98,18 @@ def make_systems(model: Any, transcriber: Any, word_timestamps: bool,
 
     from faster_whisper import BatchedInferencePipeline
 
-    from engine.longform import LongFormOptions, transcribe_long
+    from engine.files import transcribe_file
+    from engine.longform import LongFormOptions
 
+    runner = transcriber
+    runner.load()
     batched = BatchedInferencePipeline(model)
     defaults = LongFormOptions()
     options = dataclasses.replace(
         defaults, decode=dataclasses.replace(defaults.decode, word_timestamps=word_timestamps))
 
     def ours(audio: np.ndarray) -> str:
-        transcript = transcribe_long(audio, transcriber, options)
+        transcript = transcribe_file(audio, runner, options).transcript()
         ours_extra[len(audio)] = {k: v for k, v in transcript.extra.items() if k != "dropped"}
         return transcript.text
 

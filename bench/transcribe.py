@@ -1,6 +1,6 @@
 """`sottovoce transcribe` against plain faster-whisper: speed (RTF) and accuracy (WER).
 
-    python bench/transcribe.py --manifest tests/audio/manifest.jsonl --out transcribe.json
+    python bench/transcribe.py --manifest ../shared/audio/manifest.jsonl --out transcribe.json
 
 Every English file of the manifest (any kind; any manifest with the same fields works) is
 transcribed two ways, same model and device, in the same run:
@@ -28,15 +28,13 @@ from typing import Any
 
 import numpy as np
 
-DEFAULT_MANIFEST = Path(__file__).resolve().parents[1] / "tests" / "audio" / "manifest.jsonl"
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.commands.transcribe import (  # noqa: E402
     AUTO_BATCHED_MIN_SECONDS,
     decode_options,
-    long_form_entry,
-    make_backends,
-    make_decoder,
+    make_decoders,
+    transcribe,
 )
 from engine.asr.sequential import SequentialRunner  # noqa: E402
 from engine.audio.decode import load_audio  # noqa: E402
@@ -52,18 +50,19 @@ Pass = Callable[[Path], str]
 
 def ours_pass(model: str, device: str, compute_type: str,
               engine: str) -> tuple[Pass, SequentialRunner, float]:
-    transcriber, long_form = make_backends(model, device, compute_type, engine)
+    decoders = make_decoders(model, device, compute_type, engine)
     started = time.perf_counter()
-    transcriber.load()
-    long_form.load()  # both, as a run of short and long files loads them (one if shared)
+    if decoders.sequential is not None:
+        decoders.sequential.load()
+    decoders.runner.load()  # both, as a run of short and long files loads them (one if shared)
     load_s = time.perf_counter() - started
-    decoder = make_decoder(engine, transcriber, long_form)
     options = decode_options(None, 5, "txt")
 
     def run(path: Path) -> str:
-        return parse_txt(render(decoder(load_audio(path), options, None), "txt"))
+        return parse_txt(render(transcribe(load_audio(path), decoders, options), "txt"))
 
-    return run, transcriber, load_s
+    transcriber = decoders.sequential or decoders.runner
+    return run, transcriber, load_s  # type: ignore[return-value]
 
 
 def baseline_pass(model_path: str, device: str, compute_type: str) -> tuple[Pass, float]:
@@ -162,8 +161,8 @@ def run_passes(runs: dict[str, Pass], entries: list[ManifestEntry], repeat: int,
 
 
 def engine_label(engine: str) -> str:
-    """Which decoder(s) the CLI path used, as `make_decoder` picks them."""
-    if engine == "sequential" or long_form_entry() is None:
+    """Which decoder(s) the CLI path used, as `make_decoders` picks them."""
+    if engine == "sequential":
         return "sequential"
     if engine == "batched":
         return "batched"
@@ -172,7 +171,7 @@ def engine_label(engine: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--manifest", default=DEFAULT_MANIFEST, type=Path)
+    parser.add_argument("--manifest", required=True, type=Path)
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--model", default="tiny.en")
     parser.add_argument("--device", default="auto")

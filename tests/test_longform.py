@@ -22,12 +22,12 @@ from engine.audio.decode import load_audio
 from engine.core.quality import words_of
 from engine.errors import EngineError
 from engine.evaluation import error_rate
+from engine.files import Progress, transcribe_file
 from engine.longform import (
     LongFormOptions,
     ProcessPoolRunner,
     WorkerSettings,
     choose_batch_size,
-    transcribe_long,
 )
 from engine.longform.chunking import (
     VAD_PIECE_S,
@@ -39,26 +39,53 @@ from engine.longform.chunking import (
     split_at_quiet,
     vad_pieces,
 )
-from engine.longform.pipeline import _Job, _next_wave
+from engine.longform.pipeline import ChunkJob, _next_wave
 from engine.longform.retry import RetryPolicy, Step, Verdict, chunk_flags, give_up, verdict
 from engine.longform.stitch import (
     ChunkResult,
+    Stitcher,
     drop_border_duplicates,
     first_uncovered_speech,
     make_monotonic,
     stitch,
 )
-from engine.types import (
-    SAMPLE_RATE,
-    DecodeOptions,
-    DecodeRequest,
-    ModelInfo,
-    Segment,
-    Transcript,
-    Word,
-)
+from engine.types import SAMPLE_RATE, DecodeOptions, DecodeRequest, Segment, Transcript, Word
 
 SR = SAMPLE_RATE
+
+
+class _AsRunner:
+    """The `Runner` protocol's streams/device around a test double that only decodes (or, like
+    the scripted fake, only transcribes one chunk per call)."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner = inner
+
+    @property
+    def streams(self) -> int:
+        return int(getattr(self.inner, "streams", 1))
+
+    device = "cpu"
+
+    def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]:
+        decode = getattr(self.inner, "decode_batch", None)
+        if decode is not None:
+            return decode(requests)  # type: ignore[no-any-return]
+        return [self.inner.transcribe(r.audio, r.options)  # type: ignore[attr-defined]
+                for r in requests]
+
+
+def transcribe_long(audio, runner, options=None, *, batch_size=None, progress=None,  # type: ignore[no-untyped-def]
+                    cancel=None) -> Transcript:
+    """The whole file through `engine.files.transcribe_file`, as one Transcript."""
+    opts = LongFormOptions.coerce(options)
+    if batch_size is not None:
+        opts = dataclasses.replace(opts, batch_size=batch_size)
+    run = transcribe_file(audio, _AsRunner(runner), opts, cancel=cancel)  # type: ignore[arg-type]
+    for event in run:
+        if isinstance(event, Progress) and progress is not None:
+            progress(event.done, event.total)
+    return run.transcript()
 
 # (file, pause after it in seconds): real utterances with pauses of varied length; the 0.3 s
 # pause joins JFK and the LibriSpeech reader into one 23 s speech region that must be split.
@@ -270,6 +297,27 @@ def test_stitch_drops_words_repeated_across_a_border():
     assert drop_border_duplicates(before, later) == later
 
 
+def test_stitching_as_results_become_final_gives_what_stitching_all_at_once_gives():
+    """Chunk results handed over a few at a time (as `FileRun.take_resolved` does) give the very
+    segments of one whole-file stitch: border duplicates trimmed, sentences split, times
+    monotonic across the hand-overs."""
+    texts = ["It was late. The fire had gone out and", "gone out and the room was cold.",
+             "Nobody spoke. Then", "the door opened slowly"]
+    results = []
+    for i, text in enumerate(texts):
+        start = i * 3 * SR
+        # Overlapping chunks: each re-reads the end of the one before (a continuation).
+        chunk = Chunk(start - (SR // 2 if i else 0), start + 3 * SR)
+        relative = _segment(text, start - chunk.start)
+        results.append(ChunkResult(chunk, Transcript(segments=(relative,))))
+    whole = stitch(results)
+    stitcher = Stitcher()
+    pieces = stitcher.add(results[:1]) + stitcher.add(results[1:3]) + stitcher.add(results[3:])
+    assert pieces == whole
+    assert "gone out and gone out" not in " ".join(s.text for s in whole)
+    assert len(whole) > len(texts)  # cut at sentence ends
+
+
 def test_a_chunk_long_segment_is_cut_at_sentence_ends_but_not_after_an_abbreviation():
     segment = _segment("Mr. Quilter is here. He came late. Good.", SR)
     pieces = stitch([ChunkResult(Chunk(0, 20 * SR), Transcript((segment,)))])
@@ -443,9 +491,7 @@ def test_chunks_are_cut_between_words(long_file, runner):
     # The 23 s JFK + LibriSpeech region must be split, and at a quiet point.
     seen: list[Chunk] = []
 
-    class Recording(_Wrapper):
-        inner = runner
-
+    class Recording:
         def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]:
             seen.extend(r.tag for r in requests)  # type: ignore[misc]
             return [Transcript(()) for _ in requests]
@@ -462,28 +508,7 @@ def test_chunks_are_cut_between_words(long_file, runner):
     assert all(c.seconds <= 12 for c in seen)
 
 
-class _Wrapper:
-    """A runner around the real one (``inner``): the same model, device and streams."""
-
-    inner: Ct2Runner
-
-    @property
-    def info(self) -> ModelInfo:
-        return self.inner.info
-
-    @property
-    def streams(self) -> int:
-        return self.inner.streams
-
-    @property
-    def device(self) -> str:
-        return self.inner.device
-
-    def load(self) -> None:
-        self.inner.load()
-
-
-class _PlantedRunner(_Wrapper):
+class _PlantedRunner:
     """Wraps the real runner; returns a looped decode for chunks overlapping ``span``, at most
     ``times`` times (a stand-in for a model loop, which cannot be produced on demand)."""
 
@@ -528,7 +553,7 @@ def test_a_chunk_that_keeps_failing_is_split_then_marked_not_silently_kept(long_
     assert "apostle" in transcript.text.lower() and "greasy" in transcript.text.lower()
 
 
-class _EarlyStopRunner(_Wrapper):
+class _EarlyStopRunner:
     """Wraps the real runner; the first chunk's decode loses its second half, as when Whisper
     stops early (a stand-in: the real model cannot be made to stop early on demand)."""
 
@@ -583,10 +608,10 @@ def test_cancel_keeps_what_was_done(long_file, runner, result):
 
 
 @pytest.mark.model
-def test_cli_argument_order_and_plain_decode_options_are_accepted(shared_audio, tiny_transcriber):
+def test_plain_decode_options_are_accepted(shared_audio, tiny_transcriber):
     audio = load_audio(shared_audio / "jfk-inaugural-1961-excerpt.wav")
     options = DecodeOptions(beam_size=1, word_timestamps=False)
-    transcript = transcribe_long(Ct2Runner(tiny_transcriber.model), audio, options)
+    transcript = transcribe_long(audio, Ct2Runner(tiny_transcriber.model), options)
     assert "fellow americans" in transcript.text.lower()
     assert transcript.duration == len(audio)
 
@@ -594,8 +619,8 @@ def test_cli_argument_order_and_plain_decode_options_are_accepted(shared_audio, 
 def test_a_wave_gives_each_stream_a_batch_and_shares_a_short_queue_evenly():
     from collections import deque
 
-    def jobs(n: int) -> deque[_Job]:
-        return deque(_Job(Chunk(i * SR, i * SR + SR), Step.FIRST, DecodeOptions())
+    def jobs(n: int) -> deque[ChunkJob]:
+        return deque(ChunkJob(Chunk(i * SR, i * SR + SR), Step.FIRST, DecodeOptions())
                      for i in range(n))
 
     full = _next_wave(jobs(40), size=16, streams=2, lookahead=3)
@@ -607,7 +632,7 @@ def test_a_wave_gives_each_stream_a_batch_and_shares_a_short_queue_evenly():
     assert [len(b) for b in one] == [16]
 
 
-class _MeetingRunner(_Wrapper):
+class _MeetingRunner:
     """Wraps a real two-stream runner; the first two calls must meet at a barrier before they
     decode, which only happens when the pipeline has both in flight at once."""
 
@@ -664,7 +689,7 @@ def test_two_decode_streams_run_batches_at_once_deterministically(long_file, two
     assert starts == sorted(starts)
 
 
-class _FailingRunner(_Wrapper):
+class _FailingRunner:
     """A real two-stream runner whose second call fails (a stand-in for a decode error)."""
 
     def __init__(self, inner: Ct2Runner) -> None:

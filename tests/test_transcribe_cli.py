@@ -4,7 +4,6 @@ format parsed back, many containers/rates/channel counts, every bad-input case, 
 from __future__ import annotations
 
 import errno
-import json
 import os
 import pty
 import subprocess
@@ -15,12 +14,11 @@ import numpy as np
 import pytest
 
 from app.cli import main
-from engine.asr.fake import ScriptedRunner, silence
+from engine.asr.fake import ScriptedRunner
 from engine.atomic import OutputWriteError, atomic_write_text
 from engine.audio.decode import load_audio
 from engine.core.export import parse_json, parse_srt, parse_txt, parse_vtt
 from engine.evaluation import error_rate
-from engine.offline import transcribe_audio
 from engine.types import SAMPLE_RATE, DecodeOptions
 
 REPO = Path(__file__).resolve().parents[1]
@@ -77,7 +75,6 @@ def assert_jfk(text: str, limit: float = 0.1) -> None:
 # ------------------------------------------------------------------ good input
 
 
-@pytest.mark.model
 def test_jfk_prints_transcript_to_stdout(capsys: pytest.CaptureFixture[str],
                                          jfk_wav: Path) -> None:
     rc, out, err = run_cli(capsys, str(jfk_wav))
@@ -85,7 +82,6 @@ def test_jfk_prints_transcript_to_stdout(capsys: pytest.CaptureFixture[str],
     assert_jfk(out, 0.0)
 
 
-@pytest.mark.model
 def test_console_script_entry_point(jfk_wav: Path) -> None:
     """The real process boundary: argv parsing, exit status, stdout."""
     proc = subprocess.run([sys.executable, "-m", "app.cli", "transcribe", "--beam-size", "1",
@@ -94,7 +90,6 @@ def test_console_script_entry_point(jfk_wav: Path) -> None:
     assert_jfk(proc.stdout)
 
 
-@pytest.mark.model
 def test_every_format_from_many_containers_parses_back(
         capsys: pytest.CaptureFixture[str], tmp_path: Path, jfk_wav: Path) -> None:
     """One input per container/rate/layout, all four formats, read back and checked."""
@@ -134,7 +129,6 @@ def test_every_format_from_many_containers_parses_back(
     assert not list(out_dir.glob(".*"))  # no temp files left behind
 
 
-@pytest.mark.model
 def test_several_files_to_stdout_get_headers(capsys: pytest.CaptureFixture[str],
                                              shared_audio: Path) -> None:
     names = [shared_audio / "cmusphinx-goforward.wav",
@@ -142,10 +136,10 @@ def test_several_files_to_stdout_get_headers(capsys: pytest.CaptureFixture[str],
     rc, out, err = run_cli(capsys, "--beam-size", "1", *map(str, names))
     assert rc == 0 and err == ""
     assert out.startswith(f"==> {names[0]} <==\n") and f"\n\n==> {names[1]} <==\n" in out
-    assert "one two three" in out.lower().replace(",", "")
+    # Either spelling (the sequential loop on this CPU writes digits; main did too).
+    assert any(t in out.lower().replace(",", "") for t in ("one two three", "1 2 3"))
 
 
-@pytest.mark.model
 def test_silence_gives_no_text(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """tiny.en says "You" on 3 s of digital silence; that must not reach the output."""
     quiet = tmp_path / "silence.wav"
@@ -188,7 +182,6 @@ def test_bad_input_is_one_line_error_naming_the_file(
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
 
 
-@pytest.mark.model
 def test_mixed_good_and_bad_files(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                   jfk_wav: Path, shared_audio: Path) -> None:
     bad = [make_bad_input(kind, tmp_path) for kind in BAD_KINDS]
@@ -241,7 +234,6 @@ def test_model_that_cannot_load_fails_once_clearly(capsys: pytest.CaptureFixture
     assert err.count("\n") == 1 and "unknown model 'tiny-pirate'" in err
 
 
-@pytest.mark.model
 def test_progress_bar_on_a_terminal(jfk_wav: Path) -> None:
     """stderr on a pseudo-terminal: a bar with audio seconds done/total and the ETA."""
     leader, follower = pty.openpty()
@@ -306,7 +298,6 @@ def test_disk_full_leaves_old_file_untouched(tmp_path: Path,
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
 
 
-@pytest.mark.model
 def test_cli_write_failure_is_reported_and_leaves_nothing(tmp_path: Path, jfk_wav: Path) -> None:
     """A real kernel refusal mid-write (file size limit) while the CLI writes its JSON."""
     code = ("import resource, signal, sys\n"
@@ -323,62 +314,90 @@ def test_cli_write_failure_is_reported_and_leaves_nothing(tmp_path: Path, jfk_wa
     assert list(out_dir.iterdir()) == []
 
 
-# ------------------------------------------------------------------ offline decoder
+# ------------------------------------------------------------------ the file entry point
 
 
-def test_offline_decoder_with_another_transcriber_flags_and_reports_progress() -> None:
-    """A Transcriber that is not faster-whisper returns whole results: progress jumps 0 -> end;
-    quality checks still flag a looping segment."""
-    loop = "the cat sat " * 12
-    speech = np.sin(np.arange(3 * SAMPLE_RATE) / 10).astype(np.float32) * 0.3
-    seen: list[tuple[int, int]] = []
-    transcript = transcribe_audio(speech, ScriptedRunner([loop]), DecodeOptions(),
-                                  lambda done, total: seen.append((done, total)))
-    assert seen[0] == (0, len(speech)) and seen[-1] == (len(speech), len(speech))
-    assert "repeats" in transcript.segments[0].flags
-    empty = transcribe_audio(silence(1.0), ScriptedRunner(["hi"]), DecodeOptions())
-    assert empty.segments == () and empty.extra["engine"] == "sequential"
+class _ScriptedRunner:
+    """The scripted fake as a `Runner` that must be loaded before it decodes."""
+
+    streams, device = 1, "cpu"
+    info = ScriptedRunner(["x"]).info
+
+    def __init__(self, text: str) -> None:
+        self.fake, self.loaded = ScriptedRunner([text]), False
+
+    def load(self) -> None:
+        self.loaded = True
+
+    def decode_batch(self, requests):  # type: ignore[no-untyped-def]
+        assert self.loaded
+        return [self.fake.transcribe(r.audio, r.options) for r in requests]
 
 
-def test_offline_decoder_streams_progress_with_faster_whisper(tiny_transcriber, shared_audio) -> None:  # type: ignore[no-untyped-def]
+class _ScriptedLoop(_ScriptedRunner):
+    """A stand-in for faster-whisper's own loop: one segment over the whole recording."""
+
+    def iter_segments(self, audio, options):  # type: ignore[no-untyped-def]
+        assert self.loaded
+        return iter(self.fake.transcribe(audio, options).segments), "en"
+
+
+def test_the_cli_follows_the_file_generator_and_loads_the_runner_first(shared_audio) -> None:  # type: ignore[no-untyped-def]
+    """`transcribe` loads the runner, then reports every `Progress` event of
+    `engine.files.transcribe_file` (no engine probe)."""
+    import app.commands.transcribe as command
+
     audio = load_audio(shared_audio / "mfa-acoustic-corpus.wav")
-    seen: list[int] = []
-    transcript = transcribe_audio(audio, tiny_transcriber, DecodeOptions(beam_size=1,
-                                  word_timestamps=False), lambda done, _total: seen.append(done))
-    assert len(seen) > 3 and seen == sorted(seen) and seen[-1] == len(audio)
-    assert transcript.text and json.dumps(transcript.extra)
+    seen: list[tuple[int, int]] = []
+    decoders = command.Decoders(_ScriptedRunner("hello there."), None, 0.0)  # type: ignore[arg-type]
+    transcript = command.transcribe(audio, decoders, DecodeOptions(),
+                                    lambda done, total: seen.append((done, total)))
+    assert seen[0] == (0, len(audio)) and seen[-1] == (len(audio), len(audio))
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen)
+    assert "hello there" in transcript.text and transcript.extra["engine"] == "longform"
+    assert not hasattr(command, "long_form_entry")
 
 
-# ------------------------------------------------------------------ decoder choice
+def test_auto_engine_uses_the_sequential_loop_only_for_short_recordings() -> None:
+    import app.commands.transcribe as command
+
+    loop, runner = _ScriptedLoop("short one."), _ScriptedRunner("long one.")
+    decoders = command.Decoders(runner, loop, command.AUTO_BATCHED_MIN_SECONDS)  # type: ignore[arg-type]
+    speech = np.sin(np.arange(10 * SAMPLE_RATE) / 10).astype(np.float32) * 0.3
+    short = command.transcribe(speech, decoders, DecodeOptions())
+    assert short.text == "short one." and short.extra["engine"] == "sequential"
+    assert loop.loaded and not runner.loaded  # only the model a file needs is loaded
+    with pytest.raises(ValueError, match="unknown engine"):
+        command.make_decoders("tiny.en", "cpu", "auto", "turbo")
+
+
+def test_short_and_long_files_get_the_model_laid_out_for_their_decoder() -> None:
+    """faster-whisper's loop gets one replica on all cores, the pipeline two decode streams."""
+    import app.commands.transcribe as command
+
+    auto = command.make_decoders("tiny.en", "cpu", "auto", "auto")
+    assert auto.sequential is not None and auto.sequential_below_s == 120.0
+    if (os.cpu_count() or 1) >= 2:
+        assert auto.sequential.streams == 1
+    batched = command.make_decoders("tiny.en", "cpu", "auto", "batched")
+    assert batched.sequential is None
+    assert command.make_decoders("tiny.en", "cpu", "auto", "sequential").sequential_below_s > 1e9
+
+
+# ------------------------------------------------------------------ --engine
 
 
 @pytest.mark.model
-def test_sequential_engine_json_has_word_timings(capsys: pytest.CaptureFixture[str],
-                                                 jfk_wav: Path) -> None:
-    rc, out, err = run_cli(capsys, "--engine", "sequential", "--format", "json", str(jfk_wav))
+@pytest.mark.parametrize("engine", ["sequential", "batched"])
+def test_both_engines_write_json_with_word_timings(
+        capsys: pytest.CaptureFixture[str], jfk_wav: Path, engine: str) -> None:
+    rc, out, err = run_cli(capsys, "--engine", engine, "--format", "json", str(jfk_wav))
     assert rc == 0 and err == ""
     transcript = parse_json(out)
-    assert transcript.extra["engine"] == "sequential"
-    assert_jfk(transcript.text, 0.0)
+    assert transcript.extra["engine"] == {"sequential": "sequential", "batched": "longform"}[engine]
+    assert_jfk(transcript.text, 0.0 if engine == "sequential" else 0.1)
     words = transcript.words
     assert len(words) >= 20 and all(w.start <= w.end for w in words)
-
-
-def test_batched_engine_absent_is_a_usage_error(capsys: pytest.CaptureFixture[str],
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    """Where engine.longform is not installed (a thin build), auto falls back to sequential and
-    an explicit --engine batched is refused up front (replaces the lookup, not the pipeline)."""
-    import app.commands.transcribe as command
-
-    monkeypatch.setattr(command, "long_form_entry", lambda: None)
-    rc, out, err = run_cli(capsys, "--engine", "batched", "x.wav")
-    assert rc == 2 and "--engine sequential" in err
-    fake = ScriptedRunner(["hello"])
-    decoder = command.make_decoder("auto", fake)
-    speech = np.full(SAMPLE_RATE, 0.1, np.float32)
-    assert decoder(speech, DecodeOptions(), None).extra["engine"] == "sequential"
-    with pytest.raises(ValueError, match="unknown engine"):
-        command.make_decoder("turbo", fake)
 
 
 def test_interrupted_write_removes_its_temp_file(tmp_path: Path,
@@ -396,54 +415,3 @@ def test_interrupted_write_removes_its_temp_file(tmp_path: Path,
     monkeypatch.undo()
     assert target.read_text() == "old\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
-
-
-def test_auto_engine_uses_batched_only_for_long_recordings(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """The long-form entry point is replaced by a recorder: only which decoder runs is checked."""
-    import app.commands.transcribe as command
-
-    calls: list[int] = []
-
-    def long_form(transcriber, audio, options, *, progress):  # type: ignore[no-untyped-def]
-        calls.append(len(audio))
-        return transcribe_audio(audio, transcriber, options, progress)
-
-    monkeypatch.setattr(command, "long_form_entry", lambda: long_form)
-    fake = ScriptedRunner(["hello"])
-    short = np.full(10 * SAMPLE_RATE, 0.1, np.float32)
-    long = np.full(int(command.AUTO_BATCHED_MIN_SECONDS * SAMPLE_RATE), 0.1, np.float32)
-    auto = command.make_decoder("auto", fake)
-    auto(short, DecodeOptions(), None)
-    assert calls == []
-    auto(long, DecodeOptions(), None)
-    assert calls == [len(long)]
-    command.make_decoder("batched", fake)(short, DecodeOptions(), None)
-    assert calls == [len(long), len(short)]
-
-
-def test_short_and_long_files_get_the_model_laid_out_for_their_decoder(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """faster-whisper's loop gets one replica on all cores, the long-form pipeline two decode
-    streams; each backend is loaded by the first file that needs it."""
-    import app.commands.transcribe as command
-
-    sequential, long_form = command.make_backends("tiny.en", "cpu", "auto", "auto")
-    if (os.cpu_count() or 1) >= 2:
-        assert sequential.streams == 1 and long_form.streams == 2
-    same = command.make_backends("tiny.en", "cpu", "auto", "sequential")
-    assert same[0] is same[1] and same[0].streams == 1
-
-    used: list[object] = []
-
-    def long_entry(transcriber, audio, options, *, progress):  # type: ignore[no-untyped-def]
-        used.append(transcriber)
-        return transcribe_audio(audio, transcriber, options, progress)
-
-    monkeypatch.setattr(command, "long_form_entry", lambda: long_entry)
-    short_fake, long_fake = ScriptedRunner(["short"]), ScriptedRunner(["long"])
-    decoder = command.make_decoder("auto", short_fake, long_fake)
-    assert decoder(np.full(SAMPLE_RATE, 0.1, np.float32), DecodeOptions(), None).text == "short"
-    long = np.full(int(command.AUTO_BATCHED_MIN_SECONDS * SAMPLE_RATE), 0.1, np.float32)
-    assert set(decoder(long, DecodeOptions(), None).text.split()) == {"long"}  # 30 s windows
-    assert used == [long_fake]

@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.file_import import ImportOptions, section_bounds, shift_segment, source_name
-from engine.types import SAMPLE_RATE, Segment, Word
+from app.file_import import ImportOptions, source_name
+from engine.types import SAMPLE_RATE, Segment
 
 gui = pytest.mark.skipif(not os.environ.get("DISPLAY"),
                          reason="needs an X display: run under Xvfb (source .ci/desktop.sh)")
@@ -30,12 +30,13 @@ JOINED = ("arctic-aew-a0001.wav", "ljs-LJ050-0131.wav", "ls-tc-1995-1837-0001.wa
 
 @pytest.fixture(scope="module")
 def shared_tiny():  # type: ignore[no-untyped-def]
-    """The app's default local transcriber over tiny.en, loaded once for this module."""
-    from engine.asr import local_runner
+    """The app's import runner over tiny.en (`engine.files.local_runner`), loaded once for this
+    module."""
+    from engine.files import local_runner
 
-    transcriber = local_runner("tiny.en", device="cpu")
-    transcriber.load()
-    return transcriber
+    runner = local_runner("tiny.en", device="cpu")
+    runner.load()
+    return runner
 
 
 class _LoadRecorder:
@@ -101,6 +102,21 @@ def _status(controller) -> str:  # type: ignore[no-untyped-def]
 
 def _wait_import(qtbot, controller) -> None:  # type: ignore[no-untyped-def]
     qtbot.waitUntil(lambda: not controller.imports.running, timeout=IMPORT_TIMEOUT_MS)
+
+
+def _reading_wav(shared_audio: Path, path: Path, seconds: int = 90) -> Path:
+    """The first ``seconds`` of the shared long reading: its chunks decode cleanly, so the
+    first text comes after the first wave (a chunk that needs follow-ups holds back all text
+    after it until they are done)."""
+    from engine.audio.decode import load_audio
+
+    audio = load_audio(shared_audio / "long-ljspeech-LJ001-0001-0032.wav")[:seconds * SAMPLE_RATE]
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(SAMPLE_RATE)
+        out.writeframes((np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes())
+    return path
 
 
 def _joined_wav(shared_audio: Path, path: Path) -> tuple[Path, list[str]]:
@@ -189,19 +205,24 @@ def test_cancel_keeps_partial_text_and_live_listening_pauses(qtbot, make_control
                                                              shared_audio, tmp_path):
     from engine.journal import list_sessions, read_journal
 
-    path, _ = _joined_wav(shared_audio, tmp_path / "joined.wav")
-    controller, engines = make_controller(ImportOptions(section_s=10.0, search_s=2.0))
+    path = _reading_wav(shared_audio, tmp_path / "joined.wav")
+    controller, engines = make_controller(ImportOptions())
     controller.start_engine()
     qtbot.waitUntil(lambda: controller.state == "listening")
     window = controller.window
     progress: list[int] = []
 
-    def on_progress(done: int, _total: int) -> None:
-        progress.append(done)
-        if done > 0 and window.import_panel.cancel_button.isEnabled():
-            window.import_panel.cancel_button.click()  # the user's Cancel, after one step
+    bridge = controller.imports.bridge
+    worker_side = bridge.import_segments
 
-    controller.imports.bridge.progress.connect(on_progress)
+    def first_text_then_cancel(segments: object, language: str | None) -> None:
+        # On the worker, so the Cancel lands before the next wave (a click on the GUI thread
+        # could come after a 45 s file is done); what the Cancel button does, minus the click.
+        controller.imports.cancel()
+        worker_side(segments, language)
+
+    bridge.import_segments = first_text_then_cancel  # type: ignore[method-assign]
+    bridge.progress.connect(lambda done, _total: progress.append(done))
     assert controller.imports.open_file(path)
     assert engines[0].calls[-1] == "stop"  # paused, not competing with the import
     assert not window.start_button.isEnabled()
@@ -265,7 +286,7 @@ def test_flagged_text_is_marked_in_view_and_json(qtbot, make_controller):
     good = Segment(" Fine words.", 0, SAMPLE_RATE)
     bad = Segment(" Thank you. Thank you. Thank you.", SAMPLE_RATE, 3 * SAMPLE_RATE,
                   flags=("repetition",))
-    flow._on_segments((good, bad), "en")  # what the bridge delivers for a section
+    flow._on_segments((good, bad), "en")  # what the bridge delivers
     view = controller.window.transcript
     assert view.flagged_lines == [(SAMPLE_RATE, bad.text.strip(), ("repetition",))]
     assert SUSPECT_MARKER in view.toPlainText() and SUSPECT_MARKER not in view.plain_text()
@@ -366,30 +387,8 @@ def test_journal_failure_is_reported_and_the_import_goes_on(shared_tiny, jfk_wav
     assert result.journal_path is None and "country" in result.transcript.text
 
 
-def test_sections_cut_at_the_quietest_spot_and_cover_the_file():
-    rng = np.random.default_rng(1)
-    audio = rng.normal(0, 0.1, 35 * SAMPLE_RATE).astype(np.float32)
-    for quiet_s in (9.0, 20.5):  # a pause near each nominal border (10 s, 20 s)
-        start = int(quiet_s * SAMPLE_RATE)
-        audio[start:start + SAMPLE_RATE // 5] = 0.0  # 200 ms
-    audio[int(8.5 * SAMPLE_RATE):int(8.5 * SAMPLE_RATE) + 320] = 0.0  # 20 ms: a stop, no pause
-    bounds = section_bounds(audio, 10 * SAMPLE_RATE, 2 * SAMPLE_RATE)
-    assert bounds[0][0] == 0 and bounds[-1][1] == len(audio)
-    assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:], strict=False))
-    cuts = [end / SAMPLE_RATE for _, end in bounds[:-1]]
-    assert 9.0 <= cuts[0] <= 9.2 and 20.5 <= cuts[1] <= 20.7
-    assert section_bounds(audio[:SAMPLE_RATE], 10 * SAMPLE_RATE, 2 * SAMPLE_RATE) == [
-        (0, SAMPLE_RATE)]
-    with pytest.raises(ValueError):
-        ImportOptions(section_s=10.0, search_s=6.0)
-
-
-def test_shifted_segments_and_import_journal_names():
+def test_import_journal_names():
     from app.file_import import journal_id
 
-    segment = Segment(" a b", 100, 900, words=(Word(" a", 100, 400), Word(" b", 500, 900)))
-    moved = shift_segment(segment, 1000)
-    assert (moved.start, moved.end) == (1100, 1900)
-    assert [(w.start, w.end) for w in moved.words] == [(1100, 1400), (1500, 1900)]
     session_id = journal_id(Path("/x/My talk (final).mp4"))
     assert source_name(session_id) == "My_talk_final" and source_name("20261129-1") is None

@@ -13,11 +13,12 @@ The batched long-form engine (``--engine batched``) is measured by its own tests
 
 from __future__ import annotations
 
+import math
 import statistics
 
 import pytest
 
-from app.commands.transcribe import decode_options, make_decoder
+from app.commands.transcribe import Decoders, decode_options, transcribe
 from engine.audio.decode import load_audio
 from engine.evaluation import ManifestEntry, english, error_rate
 
@@ -26,10 +27,15 @@ LONG_WER_LIMIT = 0.055
 BASE_MEAN_ERROR_LIMIT = 0.23
 
 
+def sequential(transcriber) -> Decoders:  # type: ignore[no-untyped-def]
+    """``--engine sequential`` over ``transcriber`` (the pipeline's runner is never used)."""
+    return Decoders(runner=None, sequential=transcriber, sequential_below_s=math.inf)  # type: ignore[arg-type]
+
+
 def transcribe_texts(transcriber, entries: list[ManifestEntry]) -> list[str]:  # type: ignore[no-untyped-def]
-    decoder = make_decoder("sequential", transcriber)
+    decoders = sequential(transcriber)
     options = decode_options(None, 5, "txt")
-    return [decoder(load_audio(e.path), options, None).text for e in entries]
+    return [transcribe(load_audio(e.path), decoders, options).text for e in entries]
 
 
 def test_tiny_en_short_english_set(tiny_transcriber, manifest: list[ManifestEntry]) -> None:  # type: ignore[no-untyped-def]
@@ -63,11 +69,11 @@ def test_base_detects_language_and_transcribes_non_english(
     """Language detection (no --language given) and WER, or CER for zh/ja/ko."""
     entries = [e for e in manifest if e.language != "en" and e.kind == "short"]
     assert len(entries) == 9
-    decoder = make_decoder("sequential", base_transcriber)
+    decoders = sequential(base_transcriber)
     options = decode_options(None, 5, "txt")
     errors = {}
     for entry in entries:
-        transcript = decoder(load_audio(entry.path), options, None)
+        transcript = transcribe(load_audio(entry.path), decoders, options)
         assert transcript.language == entry.language, entry.path.name
         errors[entry.language] = error_rate([entry.text], [transcript.text], entry.language)
     print("base error rates:", {k: round(v, 3) for k, v in errors.items()})

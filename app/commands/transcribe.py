@@ -5,40 +5,44 @@ written atomically to ``-o DIR`` as ``<name>.<format>``, or printed to stdout wi
 A file that cannot be read gets a one-line error naming it and the others are still done.
 Exit status: 0 all done, 1 some file failed (or the model could not load), 2 usage error.
 
-The decode step is one swappable call (`Decoder`): ``--engine batched`` uses the long-form
-pipeline (`engine.longform.transcribe_long`) when that module is installed, ``sequential`` the
-backend's own loop (`engine.offline`). ``auto`` (default) uses batched for recordings of at least
-`AUTO_BATCHED_MIN_SECONDS` and sequential for shorter ones: a short clip is one 30 s window, so
-batching has nothing to gain, and on the shared corpus the sequential decoder was more accurate
-on short clips (bench/transcribe.py).
+Every file goes through `engine.files.transcribe_file` (the app's import path too); the progress
+bar follows its `Progress` events. ``--engine auto`` (default) gives files under
+`AUTO_BATCHED_MIN_SECONDS` to the sequential decoder (faster-whisper's own loop, a mode of the
+same entry point) and longer ones to the batched long-form pipeline; ``batched`` and
+``sequential`` force one. Measured again for the redesign (bench/transcribe.py, tiny.en, beam 5,
+26 short English clips): sequential 9.9 % WER, the pipeline 15.4 %; on the 231 s reading the
+pipeline is at par (5.1 vs 4.7 %) and 1.5x faster. So short files stay sequential.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
+import dataclasses
 import logging
+import math
 import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.asr.sequential import SequentialRunner
 from engine.atomic import atomic_write_text
 from engine.audio.decode import load_audio
 from engine.core.export import FORMATS, render
 from engine.errors import AudioDecodeError, EngineError
+from engine.files import FileOptions, Progress, transcribe_file, uses_sequential
+from engine.longform import long_form_backend
 from engine.models import DEFAULT_MODEL
-from engine.offline import ProgressCallback, transcribe_audio
 from engine.types import SAMPLE_RATE, Audio, DecodeOptions, Runner, Transcript
 
 log = logging.getLogger(__name__)
 
 ENGINES = ("auto", "batched", "sequential")
 AUTO_BATCHED_MIN_SECONDS = 120.0
-# audio, options, progress -> transcript: the one call `--engine` swaps.
-Decoder = Callable[[Audio, DecodeOptions, "ProgressCallback | None"], Transcript]
+ProgressCallback = Callable[[int, int], None]  # (samples done, total samples)
 
 
 def add_parser(subparsers: Any) -> None:
@@ -65,7 +69,8 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--compute-type", default="auto", help="CTranslate2 compute type (auto)")
     p.add_argument("--beam-size", type=int, default=5, help="1 = greedy (default 5)")
     p.add_argument("--engine", choices=ENGINES, default="auto",
-                   help="batched long-form pipeline or the sequential decoder (auto)")
+                   help="batched long-form pipeline or the sequential decoder (auto: sequential"
+                        " under 2 minutes)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on a terminal")
     p.set_defaults(handler=run)
 
@@ -84,14 +89,10 @@ def run(args: argparse.Namespace) -> int:
     if args.output_dir is not None and args.output_dir.exists() and not args.output_dir.is_dir():
         return _usage_error(f"-o {args.output_dir}: exists and is not a directory")
     model = getattr(args, "model", None) or DEFAULT_MODEL
-    sequential, long_form = make_backends(model, args.device, args.compute_type, args.engine)
-    try:
-        decoder = make_decoder(args.engine, sequential, long_form)
-    except ValueError as exc:
-        return _usage_error(str(exc))
+    decoders = make_decoders(model, args.device, args.compute_type, args.engine)
     show_progress = not args.no_progress and sys.stderr.isatty()
     try:
-        failed = _transcribe_all(args, decoder, options, show_progress)
+        failed = _transcribe_all(args, decoders, options, show_progress)
     except KeyboardInterrupt:
         _error("interrupted")
         return 130
@@ -108,28 +109,36 @@ def decode_options(language: str | None, beam_size: int, fmt: str) -> DecodeOpti
                          word_timestamps=fmt != "txt")
 
 
-def make_backends(model: str, device: str, compute_type: str, engine: str) -> tuple[Any, Any]:
-    """The backends (neither loaded: each loads when a file first needs it) for faster-whisper's
-    own loop and for the long-form pipeline, which want the cores laid out differently.
+@dataclass(frozen=True)
+class Decoders:
+    """What ``--engine`` chose: the batched pipeline's runner, the sequential decoder (None:
+    never) and the length under which a file goes to it. Neither is loaded until a file needs
+    it."""
 
-    faster-whisper decodes one window at a time: one replica on all cores (on the 2-core test
-    machine, two one-thread replicas took 1.2x as long over the 26 short clips). The long-form
-    pipeline keeps two replicas busy (`engine.longform.long_form_backend`: 7 % less wall time
-    than two two-thread replicas, which would serve both). A run with short and long files on
-    the CPU loads the model twice; where the layouts are the same (CUDA, one core), one backend
-    serves both.
+    runner: Runner
+    sequential: SequentialRunner | None
+    sequential_below_s: float
+
+
+def make_decoders(model: str, device: str, compute_type: str, engine: str) -> Decoders:
+    """The backends for ``--engine``, laid out for their decoder.
+
+    faster-whisper's loop decodes one window at a time: one replica on all cores (on the 2-core
+    test machine, two one-thread replicas took 1.2x as long over the 26 short clips). The
+    pipeline keeps two replicas busy (`engine.longform.long_form_backend`). A run with short and
+    long files on the CPU loads the model twice; where the layouts are the same (CUDA, one
+    core), one backend serves both.
     """
-    from engine.asr.sequential import SequentialRunner
-
-    sequential = SequentialRunner(model, device=device, compute_type=compute_type)
-    if engine == "sequential" or long_form_entry() is None:
-        return sequential, sequential
-    from engine.longform import long_form_backend
-
-    long_form = long_form_backend(model, device=device, compute_type=compute_type)
-    if long_form.streams == 1 or not _on_cpu(device, compute_type):
-        return SequentialRunner(long_form.model), long_form  # one model serves both
-    return sequential, long_form
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}")
+    runner = long_form_backend(model, device=device, compute_type=compute_type)
+    if engine == "batched":
+        return Decoders(runner, None, 0.0)
+    below = math.inf if engine == "sequential" else AUTO_BATCHED_MIN_SECONDS
+    if runner.streams == 1 or not _on_cpu(device, compute_type):
+        return Decoders(runner, SequentialRunner(runner.model), below)  # one model serves both
+    return Decoders(runner, SequentialRunner(model, device=device, compute_type=compute_type),
+                    below)
 
 
 def _on_cpu(device: str, compute_type: str) -> bool:
@@ -143,59 +152,30 @@ def _on_cpu(device: str, compute_type: str) -> bool:
         return False  # the error comes back, with its message, when the model loads
 
 
-def make_decoder(engine: str, transcriber: Runner,
-                 long_form_backend: Runner | None = None) -> Decoder:
-    """The decode call for ``--engine``; ValueError when batched is asked for but absent.
-
-    ``transcriber`` runs faster-whisper's own loop, ``long_form_backend`` (default: the same)
-    the long-form pipeline; each is loaded by the first decode that needs it (`_FatalError`
-    when it cannot be)."""
-    if engine not in ENGINES:
-        raise ValueError(f"unknown engine {engine!r}")
-    long_form = long_form_entry() if engine != "sequential" else None
-    if engine == "batched" and long_form is None:
-        raise ValueError("--engine batched needs engine.longform.transcribe_long, which is not "
-                         "available in this install; use --engine sequential")
-    batched_backend = long_form_backend or transcriber
-
-    def sequential(audio: Audio, options: DecodeOptions,
-                   progress: ProgressCallback | None) -> Transcript:
-        _load_model(transcriber, options.language)
-        return transcribe_audio(audio, transcriber, options, progress)
-
-    if long_form is None:
-        return sequential
-    min_batched = 0 if engine == "batched" else int(AUTO_BATCHED_MIN_SECONDS * SAMPLE_RATE)
-
-    def batched(audio: Audio, options: DecodeOptions,
-                progress: ProgressCallback | None) -> Transcript:
-        if len(audio) < min_batched:
-            return sequential(audio, options, progress)
-        _load_model(batched_backend, options.language)
+def transcribe(audio: Audio, decoders: Decoders, options: DecodeOptions,
+               progress: ProgressCallback | None = None) -> Transcript:
+    """One file's transcript through `engine.files.transcribe_file`, loading the decoder it
+    needs first (`_FatalError` when it cannot load); ``progress(done, total)`` follows it."""
+    file_options = dataclasses.replace(FileOptions.coerce(options),
+                                       sequential_below_s=decoders.sequential_below_s)
+    if uses_sequential(len(audio), file_options, decoders.sequential):
+        assert decoders.sequential is not None
+        _load_model(decoders.sequential, options.language)
+    else:
+        _load_model(decoders.runner, options.language)
         log.info("decoding with the batched long-form pipeline")
-        result: Transcript = long_form(batched_backend, audio, options, progress=progress)
-        return result
-
-    return batched
-
-
-def long_form_entry() -> Callable[..., Transcript] | None:
-    """``engine.longform.transcribe_long(transcriber, audio, options, *, progress)``, if present."""
-    try:
-        module = importlib.import_module("engine.longform")
-    except ModuleNotFoundError as exc:
-        if exc.name in ("engine.longform", "engine"):
-            return None
-        raise
-    entry = getattr(module, "transcribe_long", None)
-    return entry if callable(entry) else None
+    run = transcribe_file(audio, decoders.runner, file_options, sequential=decoders.sequential)
+    for event in run:
+        if isinstance(event, Progress) and progress is not None:
+            progress(event.done, event.total)
+    return run.transcript()
 
 
 class _FatalError(Exception):
     """Stops the whole run (the model cannot load, so no file can be transcribed)."""
 
 
-def _transcribe_all(args: argparse.Namespace, decoder: Decoder, options: DecodeOptions,
+def _transcribe_all(args: argparse.Namespace, decoders: Decoders, options: DecodeOptions,
                     show_progress: bool) -> int:
     """Transcribe every file in turn; returns how many failed."""
     failed = printed = 0
@@ -207,9 +187,9 @@ def _transcribe_all(args: argparse.Namespace, decoder: Decoder, options: DecodeO
             _error(str(exc))
             failed += 1
             continue
-        try:  # the decoder loads its model once a file is worth decoding
+        try:  # the model loads once a file is worth decoding
             with _progress_bar(Path(name).name, len(audio), show_progress) as progress:
-                transcript = decoder(audio, options, progress)
+                transcript = transcribe(audio, decoders, options, progress)
             text = render(transcript, args.format)
             if args.output_dir is None:
                 _print_result(name, text, len(args.files) > 1, printed)
@@ -224,12 +204,12 @@ def _transcribe_all(args: argparse.Namespace, decoder: Decoder, options: DecodeO
     return failed
 
 
-def _load_model(transcriber: Runner, language: str | None) -> None:
+def _load_model(runner: Runner, language: str | None) -> None:
     try:
-        transcriber.load()
+        runner.load()
     except EngineError as exc:
         raise _FatalError(str(exc)) from exc
-    info = transcriber.info
+    info = runner.info
     if language and language != "en" and not info.multilingual:
         log.warning("model %s is English-only: --language %s is ignored (try --model base)",
                     info.name, language)

@@ -29,12 +29,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import time
 from collections import Counter, deque
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Protocol
 
 import numpy as np
 
@@ -55,14 +51,12 @@ from engine.longform.stitch import (
     ChunkResult,
     covered_until,
     first_uncovered_speech,
-    stitch,
     text_spans,
 )
-from engine.types import SAMPLE_RATE, Audio, DecodeOptions, DecodeRequest, Runner, Transcript
+from engine.types import SAMPLE_RATE, Audio, DecodeOptions, DecodeRequest, Transcript
 
 log = logging.getLogger(__name__)
 
-ProgressCallback = Callable[[int, int], None]
 PHRASE_SIZES = tuple(range(4, 13))  # phrases (in words) whose back-to-back repeat sends a chunk to timed
 
 # Greedy, short-context decoding (first decodes text-only, see LongFormOptions): on tiny.en
@@ -73,13 +67,9 @@ PHRASE_SIZES = tuple(range(4, 13))  # phrases (in words) whose back-to-back repe
 DEFAULT_DECODE = DecodeOptions(beam_size=1, short_context=True, word_timestamps=True)
 
 
-class CancelToken(Protocol):
-    def is_set(self) -> bool: ...
-
-
 @dataclass(frozen=True)
 class LongFormOptions:
-    """Everything `transcribe_long` can be told.
+    """Everything `engine.files.transcribe_file` can be told (``FileOptions`` there).
 
     Attributes:
       decode: options of every chunk's first decode (greedy and short-context by default).
@@ -100,6 +90,18 @@ class LongFormOptions:
         the shared corpus every chunk Whisper cut short scored under 2.1, and 11 of 144 chunks
         in all scored under 2.2 (bench/longform.py).
       min_sparse_check_s: chunks with less VAD speech than this are not judged by word rate.
+      batch_size: chunks per decode call and stream (None: `choose_batch_size` for the device).
+      first_batch: when set, the first wave's batch per stream; each wave doubles it up to
+        ``batch_size``. Text is final only wave by wave, so one full first wave (32 chunks on
+        two CPU streams: over 5 minutes of speech) shows nothing until it ends; the app's
+        import starts at 1 and shows the first text of the 231 s reading after 1.5-1.7 s
+        (the old 60 s sections: 4.0 s, same run; 2 cores at load 4) for the same CPU time as
+        those sections. None (default) keeps every wave full: the whole-file run then costs
+        what it did before (CPU RTF 0.0238 vs 0.0242), the ramp about a fifth more.
+      sequential_below_s: files shorter than this are decoded by the sequential decoder
+        (faster-whisper's own 30 s loop) when the caller gives one to `transcribe_file`: on the
+        26 short English clips it scored 9.9 % WER against 15.4 % for this pipeline at beam 5
+        (bench/transcribe.py); on the 231 s reading the pipeline is at par and 1.5x faster.
     """
 
     decode: DecodeOptions = DEFAULT_DECODE
@@ -113,8 +115,13 @@ class LongFormOptions:
     text_only_first: bool = True
     min_words_per_speech_s: float = 2.2
     min_sparse_check_s: float = 2.0
+    batch_size: int | None = None
+    first_batch: int | None = None
+    sequential_below_s: float = 120.0
 
     def __post_init__(self) -> None:
+        if any(n is not None and n < 1 for n in (self.batch_size, self.first_batch)):
+            raise ValueError("batch_size and first_batch must be >= 1")
         if self.min_words_per_speech_s < 0 or self.min_sparse_check_s < 0:
             raise ValueError("min_words_per_speech_s and min_sparse_check_s must not be negative")
         if self.lookahead_batches < 1:
@@ -140,7 +147,7 @@ class LongFormOptions:
 
 
 @dataclass(frozen=True)
-class _Job:
+class ChunkJob:
     chunk: Chunk
     step: Step
     options: DecodeOptions
@@ -148,8 +155,13 @@ class _Job:
     timestamps: bool = True
 
 
-class _Run:
-    """One pipeline run's state (private): the job queue, results and counters."""
+class FileRun:
+    """One file's pipeline state: the job queue, finished chunk results and counters.
+
+    The steps a driver calls (`engine.files` runs them on local threads; a cluster would fan
+    the batches out instead): `next_wave` -> `requests` -> decode -> `judge_wave`, then
+    `take_resolved` for the chunk results no later job can change, in file order.
+    """
 
     def __init__(self, audio: Audio, probs: Probabilities, options: LongFormOptions) -> None:
         self.audio = audio
@@ -158,14 +170,37 @@ class _Run:
         self.results: list[ChunkResult] = []
         self.dropped: list[dict[str, object]] = []
         self.counts: Counter[str] = Counter()
-        self.pending: deque[_Job] = deque()
+        self.pending: deque[ChunkJob] = deque()
+        self.chunks = 0  # planned chunks (follow-up jobs not counted)
+
+    def next_wave(self, size: int, streams: int) -> list[list[ChunkJob]]:
+        """Up to ``streams`` batches of at most ``size`` jobs each, taken off the queue."""
+        return _next_wave(self.pending, size, streams, self.options.lookahead_batches)
+
+    @property
+    def frontier(self) -> int:
+        """Where the earliest unfinished job starts: the file before it is done (silence
+        included), since every follow-up job lies inside the job it came from."""
+        return min((j.chunk.start for j in self.pending), default=len(self.audio))
+
+    def take_resolved(self) -> list[ChunkResult]:
+        """The leading results (in file order) that end by the frontier, removed from
+        `results`. One that reaches past it may still get a continuation or fill inside it,
+        and nothing after it is released before it."""
+        frontier = self.frontier
+        ordered = sorted(self.results, key=lambda r: (r.chunk.start, r.chunk.end))
+        n = 0
+        while n < len(ordered) and ordered[n].chunk.end <= frontier:
+            n += 1
+        self.results = ordered[n:]
+        return ordered[:n]
 
     def speech_seconds(self, chunk: Chunk) -> float:
         window = self.probs[chunk.start // VAD_WINDOW: -(-chunk.end // VAD_WINDOW)]
         return float(np.count_nonzero(window >= self.options.chunking.threshold)) * (
             VAD_WINDOW / SAMPLE_RATE)
 
-    def timed_redecode_reason(self, job: _Job, transcript: Transcript) -> str | None:
+    def timed_redecode_reason(self, job: ChunkJob, transcript: Transcript) -> str | None:
         """Why a text-only decode should be decoded again with timestamps, or None.
 
         "sparse": its words are too few for the VAD speech of its chunk (Whisper stopped early;
@@ -187,22 +222,22 @@ class _Run:
         window = self.probs[chunk.start // VAD_WINDOW: -(-chunk.end // VAD_WINDOW)]
         return float(window.max()) if window.size else 0.0
 
-    def requests(self, batch: list[_Job]) -> list[DecodeRequest]:
+    def requests(self, batch: list[ChunkJob]) -> list[DecodeRequest]:
         # padding="silence": padded decodes encode only their audio (see DecodeRequest).
         return [DecodeRequest(audio=self.audio[j.chunk.start:j.chunk.end], options=j.options,
                               tag=j.chunk, timestamps=j.timestamps, padding="silence")
                 for j in batch]
 
-    def judge_wave(self, wave: list[list[_Job]], decoded: list[list[Transcript]]) -> None:
+    def judge_wave(self, wave: list[list[ChunkJob]], decoded: list[list[Transcript]]) -> None:
         """Judge a wave's results in batch order; follow-ups go to the front of the queue."""
-        follow_ups: list[_Job] = []
+        follow_ups: list[ChunkJob] = []
         for batch, transcripts in zip(wave, decoded, strict=True):
             for job, transcript in zip(batch, transcripts, strict=True):
                 self.counts[f"path_{transcript.extra.get('path', 'unknown')}"] += 1
                 follow_ups.extend(self.judge(job, transcript))
         self.pending.extendleft(reversed(follow_ups))
 
-    def judge(self, job: _Job, transcript: Transcript) -> list[_Job]:
+    def judge(self, job: ChunkJob, transcript: Transcript) -> list[ChunkJob]:
         """Accept, retry, split or give up on one decoded chunk; returns follow-up jobs."""
         policy = self.options.retry
         seconds = job.chunk.seconds
@@ -213,7 +248,7 @@ class _Run:
                      job.chunk.end / SAMPLE_RATE, ",".join(flags), job.step.name, step.value)
         if step is Verdict.RETRY_HOTTER:
             self.counts["retried_hotter"] += 1
-            return [_Job(job.chunk, Step.HOTTER, retry.hotter_options(job.options, policy))]
+            return [ChunkJob(job.chunk, Step.HOTTER, retry.hotter_options(job.options, policy))]
         if step is Verdict.SPLIT:
             self.counts["split"] += 1
             return self.split(job)
@@ -233,14 +268,14 @@ class _Run:
         self.results.append(ChunkResult(job.chunk, transcript))
         return follow_ups
 
-    def split(self, job: _Job) -> list[_Job]:
+    def split(self, job: ChunkJob) -> list[ChunkJob]:
         chunk = job.chunk
         max_len = chunk.samples * 3 // 5  # the cut lands between 30 % and 60 % of the chunk
         options = dataclasses.replace(self.options.decode, short_context=False)
-        return [_Job(Chunk(start, end), Step.SPLIT, options)
+        return [ChunkJob(Chunk(start, end), Step.SPLIT, options)
                 for start, end in split_at_quiet(self.probs, chunk.start, chunk.end, max_len)]
 
-    def continuation(self, job: _Job, transcript: Transcript) -> tuple[Transcript, list[_Job]]:
+    def continuation(self, job: ChunkJob, transcript: Transcript) -> tuple[Transcript, list[ChunkJob]]:
         """Whisper's seek, driven by VAD: when the text skipped speech (stopped early, or left a
         hole), keep the text before the hole and decode again from there.
 
@@ -268,14 +303,14 @@ class _Run:
             self.counts["continued"] += 1
             # Back off a little: word end times are approximate; stitching drops duplicates.
             new = Chunk(chunk.start + max(0, resume - SAMPLE_RATE // 10), chunk.end)
-            return kept, [_Job(new, Step.FIRST, job.options, job.continuations + 1,
+            return kept, [ChunkJob(new, Step.FIRST, job.options, job.continuations + 1,
                                job.timestamps)]
         hole_end = min(chunk.samples, hole[1] - offset + SAMPLE_RATE // 5)
         if hole_end - hole_start < SAMPLE_RATE // 2 or hole_end - hole_start >= chunk.samples:
             return transcript, []
         self.counts["filled"] += 1
         fill = Chunk(chunk.start + hole_start, chunk.start + hole_end)
-        return transcript, [_Job(fill, Step.FIRST, job.options, job.continuations + 1,
+        return transcript, [ChunkJob(fill, Step.FIRST, job.options, job.continuations + 1,
                                  job.timestamps)]
 
 
@@ -285,98 +320,36 @@ def _before(transcript: Transcript, limit: int) -> Transcript:
     return dataclasses.replace(transcript, segments=kept)
 
 
-def transcribe_long(
-    audio: Audio | Any,
-    runner_or_transcriber: Any,
-    options: LongFormOptions | DecodeOptions | None = None,
-    *,
-    batch_size: int | None = None,
-    progress: ProgressCallback | None = None,
-    cancel: CancelToken | None = None,
-) -> Transcript:
-    """Transcribe a whole 16 kHz mono recording; segments come back on the file's timeline.
+def plan_file(audio: Audio, options: LongFormOptions) -> FileRun:
+    """Step 1 of a file: VAD over the whole file, chunks planned, first decode jobs queued.
 
-    ``runner_or_transcriber``: any `engine.types.Runner` (loaded here if it is not). The two leading
-    arguments may also come in (backend, audio) order, as the CLI passes them.
-    ``progress(done_samples, total_samples)`` is called after every wave of batches;
-    ``cancel.is_set()`` is checked before every wave, and a cancelled run returns what was
-    decoded so far with ``extra["cancelled"] = True``. A runner with ``streams`` > 1 decodes
-    that many batches at the same time, on threads that end with this call.
-    """
-    if isinstance(runner_or_transcriber, np.ndarray) and not isinstance(audio, np.ndarray):
-        audio, runner_or_transcriber = runner_or_transcriber, audio
-    audio = np.ascontiguousarray(audio, dtype=np.float32)
-    if audio.ndim != 1:
-        raise ValueError("audio must be mono: a 1-D array of 16 kHz samples")
-    started = time.perf_counter()
-    opts = LongFormOptions.coerce(options)
-    runner: Runner = runner_or_transcriber
-    runner.load()  # idempotent; the CLI hands over an unloaded runner
-    total = int(len(audio))
-    size = batch_size or choose_batch_size(runner.device,
-                                           free_memory_bytes=free_memory_bytes())
+    VAD runs before any decode, so it may use every core (scored in parallel parts)."""
+    probs = speech_probabilities(audio, workers=min(4, os.cpu_count() or 1))
+    chunks = plan_chunks(probs, len(audio), options.chunking)
+    run = FileRun(audio, probs, options)
+    run.chunks = len(chunks)
+    run.pending.extend(ChunkJob(c, Step.FIRST, options.decode,
+                                timestamps=not options.text_only_first) for c in chunks)
+    return run
+
+
+def batch_size_for(device: str, asked: int | None) -> int:
+    """Chunks per decode call: ``asked``, else what suits ``device`` and the free memory."""
+    size = asked or choose_batch_size(device, free_memory_bytes=free_memory_bytes())
     if size < 1:
         raise ValueError("batch_size must be >= 1")
-    if progress is not None:
-        progress(0, total)
-    # VAD runs before any decode, so it may use every core (scored in parallel parts).
-    probs = speech_probabilities(audio, workers=min(4, os.cpu_count() or 1))
-    chunks = plan_chunks(probs, total, opts.chunking)
-    run = _Run(audio, probs, opts)
-    run.pending.extend(_Job(c, Step.FIRST, opts.decode, timestamps=not opts.text_only_first)
-                       for c in chunks)
-    streams = max(1, runner.streams)
-    cancelled = _drain(run, runner, size, streams, progress, cancel)
-    segments = stitch(run.results)
-    elapsed = time.perf_counter() - started
-    log.info("long-form: %.1f s audio, %d chunks, %.2f s (%s)", total / SAMPLE_RATE, len(chunks),
-             elapsed, dict(run.counts))
-    language = opts.decode.language or _first_language(run.results)
-    extra: dict[str, object] = {
-        "engine": "longform", "chunks": len(chunks), "batch_size": size, "streams": streams,
-        "cancelled": cancelled, "dropped": run.dropped, **dict(run.counts),
-    }
-    return Transcript(segments=tuple(segments), language=language, duration=total,
-                      decode_ms=elapsed * 1000, extra=extra)
+    return size
 
 
-def _drain(run: _Run, runner: Runner, size: int, streams: int,
-           progress: ProgressCallback | None, cancel: CancelToken | None) -> bool:
-    """Decode the queue wave by wave; True when stopped by ``cancel``. One batch of a wave runs
-    on the calling thread, the others on a pool of ``streams - 1`` threads."""
-    total = len(run.audio)
-    pool = ThreadPoolExecutor(streams - 1, "longform") if streams > 1 else None
-    reported = 0
-    try:
-        while run.pending:
-            if cancel is not None and cancel.is_set():
-                log.info("long-form: cancelled with %d chunk jobs left", len(run.pending))
-                return True
-            wave = _next_wave(run.pending, size, streams, run.options.lookahead_batches)
-            requests = [run.requests(batch) for batch in wave]
-            others = [pool.submit(runner.decode_batch, r) for r in requests[1:]] if pool else []
-            decoded = [runner.decode_batch(requests[0]), *(f.result() for f in others)]
-            run.judge_wave(wave, decoded)
-            # Everything before the earliest unfinished job is done (silence included).
-            frontier = min((j.chunk.start for j in run.pending), default=total)
-            reported = max(reported, frontier)
-            if progress is not None:
-                progress(reported, total)
-    finally:
-        if pool is not None:
-            pool.shutdown(wait=True)  # no decode may outlive the call (an error in another)
-    return False
-
-
-def _next_wave(pending: deque[_Job], size: int, streams: int, lookahead: int
-               ) -> list[list[_Job]]:
+def _next_wave(pending: deque[ChunkJob], size: int, streams: int, lookahead: int
+               ) -> list[list[ChunkJob]]:
     """Up to ``streams`` batches of at most ``size`` jobs. A short queue is shared out evenly,
     so no stream idles while another decodes a full batch."""
     per_stream = min(size, -(-len(pending) // streams))
     return [_next_batch(pending, per_stream, lookahead) for _ in range(streams) if pending]
 
 
-def _next_batch(pending: deque[_Job], size: int, lookahead: int) -> list[_Job]:
+def _next_batch(pending: deque[ChunkJob], size: int, lookahead: int) -> list[ChunkJob]:
     """Up to ``size`` jobs: the oldest, plus those of the next ``lookahead`` batches closest to
     it in length. A batch is generated at its longest item's width (and encoded at it on
     CUDA), so similar lengths waste less; always taking the oldest job keeps progress moving
@@ -390,7 +363,7 @@ def _next_batch(pending: deque[_Job], size: int, lookahead: int) -> list[_Job]:
     return batch
 
 
-def _first_language(results: list[ChunkResult]) -> str | None:
+def first_language(results: list[ChunkResult]) -> str | None:
     for result in results:
         if result.transcript.language:
             return result.transcript.language

@@ -83,15 +83,37 @@ def split_at_sentences(segment: Segment) -> list[Segment]:
 
 def stitch(results: Iterable[ChunkResult]) -> list[Segment]:
     """All chunk results as one ordered, monotonic, border-deduplicated segment list."""
-    segments: list[Segment] = []
-    for result in sorted(results, key=lambda r: (r.chunk.start, r.chunk.end)):
-        incoming = place(result)
-        if segments and incoming:
-            incoming = drop_border_duplicates(segments, incoming)
-        segments.extend(incoming)
-    # A fill chunk (speech a decode skipped) lies inside its parent chunk: order by time.
-    segments.sort(key=lambda s: s.start)
-    return make_monotonic(segments)
+    return Stitcher().add(results)
+
+
+class Stitcher:
+    """Stitching as chunk results become final, in file order: `add` returns the new segments,
+    the same ones (split the same way) that stitching every result at once would give.
+
+    Why nothing needs holding back: border de-duplication only trims the *incoming* chunk's
+    leading words against the last two segments placed, which it keeps; the monotonic floor is
+    the last segment's end. Callers add results whose chunks end before any later result
+    starts (`FileRun.take_resolved`), so no later segment sorts before one already returned.
+    """
+
+    def __init__(self) -> None:
+        self._tail: list[Segment] = []  # the last placed segments, before ordering/monotonic
+        self._floor = 0
+
+    def add(self, results: Iterable[ChunkResult]) -> list[Segment]:
+        new: list[Segment] = []
+        for result in sorted(results, key=lambda r: (r.chunk.start, r.chunk.end)):
+            incoming = place(result)
+            if self._tail and incoming:
+                incoming = drop_border_duplicates(self._tail, incoming)
+            new.extend(incoming)
+            self._tail = (self._tail + incoming)[-2:]
+        # A fill chunk (speech a decode skipped) lies inside its parent chunk: order by time.
+        new.sort(key=lambda s: s.start)
+        out = make_monotonic(new, self._floor)
+        if out:
+            self._floor = out[-1].end
+        return out
 
 
 def drop_border_duplicates(before: Sequence[Segment], after: list[Segment]) -> list[Segment]:
@@ -129,11 +151,10 @@ def _overlap_length(tail: list[str], head: list[str]) -> int:
     return 0
 
 
-def make_monotonic(segments: list[Segment]) -> list[Segment]:
-    """Times never go backwards: each segment starts at or after the previous one's end, and
-    words inside a segment are ordered and within it."""
+def make_monotonic(segments: list[Segment], floor: int = 0) -> list[Segment]:
+    """Times never go backwards: each segment starts at or after the previous one's end (the
+    first at or after ``floor``), and words inside a segment are ordered and within it."""
     out: list[Segment] = []
-    floor = 0
     for seg in segments:
         start = max(seg.start, floor)
         words: list[Word] = []

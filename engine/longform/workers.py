@@ -1,7 +1,7 @@
 """Optional: spread chunk decoding over worker processes, each holding its own model.
 
 `ProcessPoolRunner` is an `engine.types.Runner` like `Ct2Runner`, so
-`transcribe_long` uses it unchanged. Each call splits its batch across the workers and waits for
+`engine.files.transcribe_file` uses it unchanged. Each call splits its batch across the workers and waits for
 all of them. It pays off where one process cannot keep the cores busy (many cores, Python-side
 work between CTranslate2 calls); on a 2-core machine one process with 2 CTranslate2 threads is
 usually as fast, and the extra models cost memory, so it is off by default.
@@ -21,7 +21,7 @@ from types import TracebackType
 from typing import Any
 
 from engine.errors import EngineError, TranscriptionError
-from engine.types import DecodeRequest, ModelInfo, Transcript
+from engine.types import DecodeRequest, Transcript
 
 log = logging.getLogger(__name__)
 
@@ -77,24 +77,6 @@ class ProcessPoolRunner:
         self.settings = settings or WorkerSettings()
         self._pool: ProcessPoolExecutor | None = None
 
-    @property
-    def info(self) -> ModelInfo:
-        return ModelInfo(name=self.settings.model, device=self.settings.device,
-                         compute_type=self.settings.compute_type,
-                         multilingual=not self.settings.model.endswith(".en"))
-
-    @property
-    def streams(self) -> int:
-        """One call at a time: each call already spreads its batch over every worker."""
-        return 1
-
-    @property
-    def device(self) -> str:
-        return "cuda" if self.settings.device.startswith("cuda") else "cpu"
-
-    def load(self) -> None:
-        self.start()
-
     def start(self) -> None:
         """Start the workers and wait until every one has loaded its model."""
         if self._pool is not None:
@@ -109,6 +91,18 @@ class ProcessPoolRunner:
         self._gather([self._pool.submit(_decode, []) for _ in range(n)])
         log.info("started %d decode workers (%d thread(s) each)", n,
                  self.settings.threads_per_worker)
+
+    def load(self) -> None:
+        self.start()
+
+    @property
+    def streams(self) -> int:
+        """One: each call already spreads its batch over every worker."""
+        return 1
+
+    @property
+    def device(self) -> str:
+        return "cuda" if self.settings.device.startswith("cuda") else "cpu"
 
     def close(self) -> None:
         if self._pool is not None:

@@ -1,0 +1,144 @@
+"""`engine.files.transcribe_file`, the one entry point for files: segments come out final and in
+file order while the file is still being decoded, and a cancel keeps a prefix of the result."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from engine.asr.fake import ScriptedRunner
+from engine.audio.decode import load_audio
+from engine.evaluation import error_rate
+from engine.files import FileOptions, Progress, transcribe_file
+from engine.types import SAMPLE_RATE, DecodeRequest, Segment, Transcript
+
+# The shared corpus's long reading, cut to its first 90 s (about ten chunks): long enough for
+# several waves, short enough for the test lane.
+LONG_FILE = "long-ljspeech-LJ001-0001-0032.wav"
+SECONDS = 90
+RAMP = FileOptions(first_batch=1)  # as the app imports: waves of 1, 2, 4... chunks per stream
+
+
+class _Scripted:
+    """The scripted fake as a `Runner` (one stream, CPU)."""
+
+    streams = 1
+    device = "cpu"
+
+    def __init__(self, texts: list[str]) -> None:
+        self.fake = ScriptedRunner(texts)
+
+    def decode_batch(self, requests: list[DecodeRequest]) -> list[Transcript]:
+        return [self.fake.transcribe(r.audio, r.options) for r in requests]
+
+
+@pytest.fixture(scope="module")
+def runner():  # type: ignore[no-untyped-def]
+    from engine.files import file_runner
+
+    runner = file_runner("tiny.en", device="cpu")
+    runner.load()
+    return runner
+
+
+@pytest.fixture(scope="module")
+def audio(shared_audio) -> np.ndarray:  # type: ignore[no-untyped-def]
+    return load_audio(shared_audio / LONG_FILE)[: SECONDS * SAMPLE_RATE]
+
+
+def test_events_without_speech_are_progress_from_zero_to_the_end() -> None:
+    run = transcribe_file(np.zeros(3 * SAMPLE_RATE, np.float32), _Scripted(["Thank you."]))
+    assert list(run) == [Progress(0, 3 * SAMPLE_RATE), Progress(3 * SAMPLE_RATE, 3 * SAMPLE_RATE)]
+    assert run.transcript().segments == () and run.info.chunks == 0
+    with pytest.raises(RuntimeError):
+        iter(run)  # a run is consumed once
+
+
+def test_options_validate_the_batch_ramp() -> None:
+    with pytest.raises(ValueError):
+        FileOptions(first_batch=0)
+    with pytest.raises(ValueError):
+        FileOptions(batch_size=0)
+
+
+@pytest.mark.model
+def test_segments_arrive_in_order_before_the_file_is_done(runner, audio, manifest):  # type: ignore[no-untyped-def]
+    total = len(audio)
+    run = transcribe_file(audio, runner, RAMP)
+    events = list(run)
+    assert events[0] == Progress(0, total) and events[-1] == Progress(total, total)
+    done = [e.done for e in events if isinstance(e, Progress)]
+    assert done == sorted(done) and len(done) >= 4  # several waves reported
+    first = next(i for i, e in enumerate(events) if isinstance(e, Segment))
+    before = [e for e in events[:first] if isinstance(e, Progress)]
+    after = [e for e in events[first:] if isinstance(e, Progress)]
+    assert before[-1].done == 0 and after[0].done < total  # text while work remains
+    segments = [e for e in events if isinstance(e, Segment)]
+    # Each segment lies before the progress reported after it, in time order, as collected.
+    for i, event in enumerate(events):
+        if isinstance(event, Segment):
+            later = next(e for e in events[i:] if isinstance(e, Progress))
+            assert event.end <= later.done
+    starts = [s.start for s in segments]
+    assert starts == sorted(starts)
+    transcript = run.transcript()
+    assert list(transcript.segments) == segments and run.info.cancelled is False
+    assert run.info.language == "en" and run.info.streams == runner.streams
+    reference = next(e.text for e in manifest if e.path.name == LONG_FILE)
+    words = reference.split()[: len(transcript.text.split())]
+    assert error_rate([" ".join(words)], [transcript.text]) < 0.15, transcript.text
+
+
+@pytest.mark.model
+def test_cancel_mid_file_yields_a_prefix_of_the_full_result(runner, audio):  # type: ignore[no-untyped-def]
+    full = transcribe_file(audio, runner, RAMP).transcript().segments
+    cancel = threading.Event()
+    run = transcribe_file(audio, runner, RAMP, cancel=cancel)
+    segments: list[Segment] = []
+    for event in run:
+        if isinstance(event, Segment):
+            segments.append(event)
+            cancel.set()  # at the first text: the wave in flight is the last
+    assert run.info.cancelled is True
+    assert 0 < len(segments) < len(full)
+    assert tuple(segments) == full[: len(segments)]
+    assert run.transcript().segments == tuple(segments)
+
+
+class _Loop:
+    """A stand-in for faster-whisper's own loop: scripted segments on the file's timeline."""
+
+    def __init__(self, segments: list[Segment]) -> None:
+        self.segments = segments
+
+    def iter_segments(self, audio, options):  # type: ignore[no-untyped-def]
+        return iter(self.segments), "en"
+
+
+def test_short_files_go_to_the_sequential_loop_with_its_silence_rule_and_cancel() -> None:
+    speech = np.sin(np.arange(4 * SAMPLE_RATE) / 10).astype(np.float32) * 0.3
+    audio = np.concatenate([speech, np.zeros(2 * SAMPLE_RATE, np.float32), speech])
+    loop = _Loop([Segment(" Hello.", 0, 4 * SAMPLE_RATE),
+                  # Whisper's "Thank you." over digital silence: dropped.
+                  Segment(" Thank you.", 4 * SAMPLE_RATE, 6 * SAMPLE_RATE, no_speech_prob=0.9),
+                  Segment(" Again.", 6 * SAMPLE_RATE, 10 * SAMPLE_RATE)])
+    run = transcribe_file(audio, _Scripted([]), FileOptions(), sequential=loop)
+    events = list(run)
+    assert [e.text for e in events if isinstance(e, Segment)] == [" Hello.", " Again."]
+    assert events[-1] == Progress(len(audio), len(audio))
+    transcript = run.transcript()
+    assert transcript.extra["engine"] == "sequential"
+    assert transcript.extra["dropped_silent_segments"] == 1
+    # Over sequential_below_s: the pipeline, not the loop (the scripted runner answers).
+    long_run = transcribe_file(audio, _Scripted(["piped."]), FileOptions(sequential_below_s=5),
+                               sequential=loop)
+    assert long_run.transcript().extra["engine"] == "longform"
+    cancel = threading.Event()
+    cancelled = transcribe_file(audio, _Scripted([]), sequential=loop, cancel=cancel)
+    for event in cancelled:
+        if isinstance(event, Segment):
+            cancel.set()
+    assert cancelled.info.cancelled and [s.text for s in cancelled.transcript().segments] == [
+        " Hello."]
