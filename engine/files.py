@@ -236,7 +236,7 @@ def uses_sequential(samples: int, options: FileOptions,
 def is_text_on_silence(segment: Segment, audio: Audio, no_speech: float) -> bool:
     """Text the model itself believes is not speech over practically silent audio: Whisper's
     classic "You" / "Thank you." on silence, which its own rule (no-speech *and* low log-prob)
-    lets through. Kept from the old sequential decoder (`engine.offline`), whose rule it was;
+    lets through. Kept from the old sequential decoder (the removed engine/offline.py), whose rule it was;
     the long-form checks judge whole chunks, this one each stitched segment."""
     if segment.no_speech_prob <= no_speech:
         return False

@@ -31,7 +31,7 @@ class _Scripted:
         self.fake = ScriptedRunner(texts)
 
     def decode_batch(self, requests: list[DecodeRequest]) -> list[Transcript]:
-        return [self.fake.transcribe(r.audio, r.options) for r in requests]
+        return self.fake.decode_batch(requests)
 
 
 @pytest.fixture(scope="module")

@@ -55,8 +55,7 @@ SR = SAMPLE_RATE
 
 
 class _AsRunner:
-    """The `Runner` protocol's streams/device around a test double that only decodes (or, like
-    the scripted fake, only transcribes one chunk per call)."""
+    """The `Runner` protocol's streams/device around a test double that only decodes."""
 
     def __init__(self, inner: object) -> None:
         self.inner = inner
@@ -68,11 +67,7 @@ class _AsRunner:
     device = "cpu"
 
     def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]:
-        decode = getattr(self.inner, "decode_batch", None)
-        if decode is not None:
-            return decode(requests)  # type: ignore[no-any-return]
-        return [self.inner.transcribe(r.audio, r.options)  # type: ignore[attr-defined]
-                for r in requests]
+        return self.inner.decode_batch(requests)  # type: ignore[attr-defined, no-any-return]
 
 
 def transcribe_long(audio, runner, options=None, *, batch_size=None, progress=None,  # type: ignore[no-untyped-def]

@@ -75,6 +75,7 @@ def assert_jfk(text: str, limit: float = 0.1) -> None:
 # ------------------------------------------------------------------ good input
 
 
+@pytest.mark.model
 def test_jfk_prints_transcript_to_stdout(capsys: pytest.CaptureFixture[str],
                                          jfk_wav: Path) -> None:
     rc, out, err = run_cli(capsys, str(jfk_wav))
@@ -82,6 +83,7 @@ def test_jfk_prints_transcript_to_stdout(capsys: pytest.CaptureFixture[str],
     assert_jfk(out, 0.0)
 
 
+@pytest.mark.model
 def test_console_script_entry_point(jfk_wav: Path) -> None:
     """The real process boundary: argv parsing, exit status, stdout."""
     proc = subprocess.run([sys.executable, "-m", "app.cli", "transcribe", "--beam-size", "1",
@@ -90,6 +92,7 @@ def test_console_script_entry_point(jfk_wav: Path) -> None:
     assert_jfk(proc.stdout)
 
 
+@pytest.mark.model
 def test_every_format_from_many_containers_parses_back(
         capsys: pytest.CaptureFixture[str], tmp_path: Path, jfk_wav: Path) -> None:
     """One input per container/rate/layout, all four formats, read back and checked."""
@@ -129,6 +132,7 @@ def test_every_format_from_many_containers_parses_back(
     assert not list(out_dir.glob(".*"))  # no temp files left behind
 
 
+@pytest.mark.model
 def test_several_files_to_stdout_get_headers(capsys: pytest.CaptureFixture[str],
                                              shared_audio: Path) -> None:
     names = [shared_audio / "cmusphinx-goforward.wav",
@@ -140,6 +144,7 @@ def test_several_files_to_stdout_get_headers(capsys: pytest.CaptureFixture[str],
     assert any(t in out.lower().replace(",", "") for t in ("one two three", "1 2 3"))
 
 
+@pytest.mark.model
 def test_silence_gives_no_text(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """tiny.en says "You" on 3 s of digital silence; that must not reach the output."""
     quiet = tmp_path / "silence.wav"
@@ -182,6 +187,7 @@ def test_bad_input_is_one_line_error_naming_the_file(
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
 
 
+@pytest.mark.model
 def test_mixed_good_and_bad_files(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                   jfk_wav: Path, shared_audio: Path) -> None:
     bad = [make_bad_input(kind, tmp_path) for kind in BAD_KINDS]
@@ -234,6 +240,7 @@ def test_model_that_cannot_load_fails_once_clearly(capsys: pytest.CaptureFixture
     assert err.count("\n") == 1 and "unknown model 'tiny-pirate'" in err
 
 
+@pytest.mark.model
 def test_progress_bar_on_a_terminal(jfk_wav: Path) -> None:
     """stderr on a pseudo-terminal: a bar with audio seconds done/total and the ETA."""
     leader, follower = pty.openpty()
@@ -298,6 +305,7 @@ def test_disk_full_leaves_old_file_untouched(tmp_path: Path,
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
 
 
+@pytest.mark.model
 def test_cli_write_failure_is_reported_and_leaves_nothing(tmp_path: Path, jfk_wav: Path) -> None:
     """A real kernel refusal mid-write (file size limit) while the CLI writes its JSON."""
     code = ("import resource, signal, sys\n"
@@ -331,7 +339,7 @@ class _ScriptedRunner:
 
     def decode_batch(self, requests):  # type: ignore[no-untyped-def]
         assert self.loaded
-        return [self.fake.transcribe(r.audio, r.options) for r in requests]
+        return self.fake.decode_batch(requests)
 
 
 class _ScriptedLoop(_ScriptedRunner):
@@ -339,7 +347,7 @@ class _ScriptedLoop(_ScriptedRunner):
 
     def iter_segments(self, audio, options):  # type: ignore[no-untyped-def]
         assert self.loaded
-        return iter(self.fake.transcribe(audio, options).segments), "en"
+        return iter(self.fake._decode(audio, options).segments), "en"  # any length
 
 
 def test_the_cli_follows_the_file_generator_and_loads_the_runner_first(shared_audio) -> None:  # type: ignore[no-untyped-def]

@@ -30,11 +30,11 @@ JOINED = ("arctic-aew-a0001.wav", "ljs-LJ050-0131.wav", "ls-tc-1995-1837-0001.wa
 
 @pytest.fixture(scope="module")
 def shared_tiny():  # type: ignore[no-untyped-def]
-    """The app's import runner over tiny.en (`engine.files.local_runner`), loaded once for this
+    """The app's import runner over tiny.en (`engine.files.file_runner`), loaded once for this
     module."""
-    from engine.files import local_runner
+    from engine.files import file_runner
 
-    runner = local_runner("tiny.en", device="cpu")
+    runner = file_runner("tiny.en", device="cpu")
     runner.load()
     return runner
 
@@ -79,7 +79,7 @@ def make_controller(qtbot, tmp_path, monkeypatch, shared_tiny):
             return _LoadRecorder(shared_tiny, loads)
 
         controller = Controller(settings, LaunchOptions(enable_hotkey=False),
-                                engine_factory=factory, transcriber_factory=transcriber_factory)
+                                engine_factory=factory, runner_factory=transcriber_factory)
         controller.test_loads = loads
         if options is not None:
             controller.imports.options = options

@@ -3,8 +3,8 @@ fallback, conditioning on previous text) behind the `engine.types.Runner` interf
 
 ``decode_batch`` decodes each request in turn with ``WhisperModel.transcribe`` (no batching
 gain: this is the plain baseline, and the live engine's ``--padded`` decoder). Whole files of
-any length go through `iter_segments` (segments as they are decoded, so progress can move) or
-`decode` (`engine.offline`).
+any length go through `iter_segments` (segments as they are decoded, so progress can move:
+`engine.files`) or `decode`.
 """
 
 from __future__ import annotations
