@@ -36,6 +36,7 @@ def main() -> None:
     inner = client.client
     print(json.dumps({"text": text, "backend": getattr(inner, "server_backend", None),
                       "segments": len(inner.transcript), "error": inner.server_error,
+                      "error_message": str(getattr(inner, "error_message", "")),
                       "waiting": inner.waiting}), flush=True)
 
 
