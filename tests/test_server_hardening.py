@@ -194,7 +194,7 @@ def serve_args(*argv: str) -> argparse.Namespace:
 @pytest.fixture
 def loads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Records model loads: every start-up error must come before one."""
-    import engine.server.runner as runner_module
+    import engine.asr.ct2_decoder as runner_module  # serve imports Ct2Runner from here
 
     calls: list[str] = []
 

@@ -24,9 +24,9 @@ import logging
 import math
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from engine.core import protocol as p
 from engine.core.whisperlive_server import WlServerConnection, is_whisperlive_options
@@ -36,6 +36,11 @@ from engine.server.scheduler import BatchScheduler, SchedulerOptions
 from engine.server.session import SessionOptions
 from engine.server.whisperlive import WhisperLiveConnection
 from engine.types import Runner, SpeechScorer
+
+if TYPE_CHECKING:
+    from websockets.typing import Subprotocol
+else:
+    Subprotocol = str  # websockets is imported lazily (module docstring)
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +52,7 @@ BUSY_SNIFF_S = 1.0  # how long a full server waits for a first frame to answer i
 # this is a nominal retry hint, not an estimate.
 WAIT_MINUTES = 0.5
 BEARER_SUBPROTOCOL = "bearer"
+BEARER = cast("Subprotocol", BEARER_SUBPROTOCOL)
 
 
 def is_loopback(host: str) -> bool:
@@ -141,7 +147,7 @@ class TranscriptionServer:
             ssl=self._ssl_context(), max_size=2 * o.max_frame_bytes, max_queue=64,
             ping_interval=20, ping_timeout=20, close_timeout=5,
             server_header="sottovoce",
-            select_subprotocol=_select_subprotocol,  # type: ignore[arg-type]
+            select_subprotocol=_select_subprotocol,
         )
         log.info("serving on %s (tls=%s, batching=%s)", host_port(o.host, self.port),
                  o.tls_cert is not None, o.scheduler.max_batch > 1)
@@ -306,10 +312,11 @@ def _token_elsewhere(request: Any) -> list[str]:
     return tokens
 
 
-def _select_subprotocol(connection: Any, subprotocols: Any) -> str | None:
+def _select_subprotocol(connection: Any, subprotocols: Sequence[Subprotocol]
+                        ) -> Subprotocol | None:
     """Echo ``bearer`` (never the key beside it): browsers close a socket whose handshake
     omits a subprotocol they offered."""
-    return BEARER_SUBPROTOCOL if BEARER_SUBPROTOCOL in subprotocols else None
+    return BEARER if BEARER in subprotocols else None
 
 
 def _json_response(connection: Any, status: int, body: dict[str, object]) -> Any:
