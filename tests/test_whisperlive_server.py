@@ -359,3 +359,74 @@ def test_whisperlive_and_native_clients_at_once(client_python: Path, serve: int,
     metrics = http_json(f"http://127.0.0.1:{serve}/metrics")
     counters = metrics["counters"]
     assert isinstance(counters, dict) and counters["whisperlive"] >= 2
+
+
+# -- option mapping on the server ----------------------------------------------------------
+
+
+def test_vad_parameters_map_onto_the_segmenter() -> None:
+    from engine.server.session import SessionOptions
+    from engine.server.whisperlive import _with_vad
+
+    warnings: list[str] = []
+    mapped = _with_vad(SessionOptions(), {"threshold": 0.6, "min_silence_duration_ms": 300,
+                                          "max_speech_duration_s": 99}, warnings)
+    seg = mapped.segmenter
+    assert (seg.start_threshold, seg.end_threshold, seg.min_silence_ms, seg.max_ms) == (
+        0.6, pytest.approx(0.45), 300, 30_000)
+    assert warnings == []
+    unchanged = _with_vad(SessionOptions(), {"threshold": 0.2, "neg_threshold": 0.5}, warnings)
+    assert unchanged == SessionOptions() and "vad_parameters ignored" in warnings[0]
+
+
+class EnglishOnly(ScriptedRunner):
+    @property
+    def info(self):  # type: ignore[no-untyped-def]
+        from engine.types import ModelInfo
+
+        return ModelInfo(name="tiny.en", device="cpu", compute_type="none", multilingual=False)
+
+
+def test_english_only_model_warns_about_language_and_translation() -> None:
+    thread = ServerThread(TranscriptionServer(EnglishOnly(), ServerOptions(port=0),
+                                              scorer_factory=EnergyVad))
+    thread.start()
+    try:
+        from websockets.sync.client import connect
+
+        with connect(f"ws://127.0.0.1:{thread.port}/", open_timeout=10) as ws:
+            ws.send(options_frame(language="de", task="translate", model="tiny.en"))
+            replies = []
+            while not replies or replies[-1].get("message") != "SERVER_READY":
+                replies.append(json.loads(ws.recv(timeout=10)))
+        warnings = [str(r["message"]) for r in replies if r.get("status") == "WARNING"]
+        assert len(warnings) == 2, warnings  # the model asked for is the one loaded: no warning
+        assert "language 'de'" in warnings[0] and "translate" in warnings[1]
+    finally:
+        thread.stop()
+
+
+def test_no_speech_thresh_empties_finals_the_model_calls_silence() -> None:
+    from engine.core import protocol as p
+    from engine.server.connection import TokenBucket
+    from engine.server.session import SessionOptions
+    from engine.server.whisperlive import WhisperLiveConnection
+    from engine.types import Segment, Transcript
+
+    bucket = TokenBucket(1.0, 1.0, time.monotonic)
+    conn = WhisperLiveConnection(
+        None, None, multilingual=True, session_options=SessionOptions(), scorer=EnergyVad(),
+        clock=time.monotonic, max_frame_bytes=1 << 16, idle_timeout_s=30.0, audio_bucket=bucket,
+        frame_bucket=bucket, model="m", counters={})
+    conn._messages(options_frame(no_speech_thresh=0.5))
+    final = p.Final(utterance_id=1, text=" Thank you.", words=(), start=0, end=16_000,
+                    decode_ms=1.0, language="en", trigger=0, server_ms=0.0)
+
+    def sent(*probs: float) -> str:
+        segments = tuple(Segment(" Thank you.", 0, 16_000, no_speech_prob=x) for x in probs)
+        [out] = conn._results(None, Transcript(segments=segments), [final])  # type: ignore[arg-type]
+        assert isinstance(out, p.Final)
+        return out.text
+
+    assert sent(0.9) == "" and sent(0.9, 0.6) == ""
+    assert sent(0.9, 0.2) == " Thank you." and sent(0.5) == " Thank you."
