@@ -7,6 +7,9 @@ queueing) and sends back what they produce; finals go to the scheduler as urgent
 ends the utterance of a partial that is still queued, the receive loop withdraws that partial:
 its text would be thrown away, and the final cannot be asked for while it is out. ``end`` waits
 for the decode task to drain, then sends the last ``ack`` and ``bye``.
+
+The wire format sits behind a few hooks (``_messages``, ``_encode``, ``_on_hello``...):
+`engine.server.whisperlive` overrides them to serve WhisperLive clients with all the rest.
 """
 
 from __future__ import annotations

@@ -1,15 +1,17 @@
 """The WebSocket transcription server: one process, one model, many sessions.
 
 Every connection gets a `ServerSession` (VAD -> segmenter -> streaming policy) and a decode
-task that sends its requests to the shared `BatchScheduler`. Plain HTTP ``GET /health`` and
+task that sends its requests to the shared `BatchScheduler`. Protocol v1 and WhisperLive's
+share the port: the first frame says which (`engine.server.whisperlive`). Plain HTTP ``GET /health`` and
 ``GET /metrics`` are answered during the handshake (``process_request``).
 
 Limits, each answered with an ``error{code}`` frame and a clean close, never a crash:
 ``max_sessions`` (code ``busy``, close 1013 "try again later"), ``max_frame_bytes``
 (``too_large``), ``idle_timeout_s`` (``idle_timeout``), a per-connection token bucket on audio
 bytes and on frames (``rate_limited``), protocol violations (``bad_message`` ...). An API key,
-when set, is required as ``Authorization: Bearer <key>`` (constant-time compare); it is
-mandatory when the server binds anything but loopback.
+when set, is required as ``Authorization: Bearer <key>`` (or, as WhisperLive's server takes
+it from browsers, ``?token=<key>`` or the subprotocols ``bearer, <key>``; constant-time
+compare); it is mandatory when the server binds anything but loopback.
 
 The only module that imports ``websockets`` on the server side (lazily, in `start`).
 """
