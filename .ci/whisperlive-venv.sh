@@ -6,7 +6,8 @@
 # --no-deps plus exactly what `whisper_live.server` and its faster-whisper backend import:
 # torch (the CPU wheel; the pip constraints on this machine serve torch==2.13.0+cpu from local
 # disk — nothing here may pull a CUDA build), fastapi, uvicorn, faster-whisper (brings
-# ctranslate2, tokenizers, huggingface_hub, onnxruntime, av, tqdm), websockets.
+# ctranslate2, tokenizers, huggingface_hub, onnxruntime, av, tqdm), websockets; and for its
+# client, websocket-client and scipy.
 #
 # Usage: bash .ci/whisperlive-venv.sh [VENV_DIR]   (default: .venv-whisperlive in the repo root)
 # Exit status 0 when `import whisper_live.server` works in the venv; the tests skip otherwise.
@@ -15,7 +16,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${1:-$ROOT/.venv-whisperlive}"
 PY="${PYTHON:-python3}"
 
-if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "import whisper_live.server" 2>/dev/null; then
+if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "import whisper_live.server, websocket, scipy" 2>/dev/null; then
   echo "whisperlive venv ready: $VENV"
   exit 0
 fi
@@ -32,5 +33,8 @@ print("torch", torch.__version__, "(CPU)")
 PYEOF
 "${PIP[@]}" whisper-live==0.10.0 --no-deps
 "${PIP[@]}" "faster-whisper==1.2.1" fastapi uvicorn "websockets>=13" numpy onnxruntime
+# WhisperLive's own client (tests/test_whisperlive_server.py runs it against our server):
+# websocket-client and scipy are what whisper_live.client imports; PyAudio is stood in for.
+"${PIP[@]}" websocket-client scipy
 "$VENV/bin/python" -c "import whisper_live.server, whisper_live.backend.faster_whisper_backend; print('whisper_live server imports OK')"
 echo "whisperlive venv ready: $VENV"

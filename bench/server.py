@@ -24,6 +24,9 @@ through `RemoteLiveEngine`, as a microphone would. Per system and N it reports:
 Capacity: with real-time streams ``audio_s_per_s`` saturates at N x real time, so the summary
 also prints the largest N that keeps up; under overload (N past that) ``audio_s_per_s`` and
 ``final_capacity_x`` measure how much the server gets through.
+``ours_wl``: our batched server with the same streams sent by WhisperLive-protocol clients
+(our ``whisperlive://`` link, the client the ``whisperlive`` row uses against WhisperLive's own
+server): the same clients, the two servers, in one run.
 Extra systems for ablations (``--systems``): ``ours_batched_wide`` (one encoder call per batch),
 ``ours_batched_nosplit`` / ``ours_batched_pad13`` / ``ours_batched_pad25`` (length bucketing).
 Servers run as separate processes (ours via ``sottovoce serve``, WhisperLive from
@@ -58,9 +61,12 @@ from engine.models import resolve_model  # noqa: E402
 from engine.remote.client import RemoteLiveEngine, RemoteOptions  # noqa: E402
 
 log = logging.getLogger("bench.server")
-SYSTEMS = ("ours_batched", "ours_unbatched", "whisperlive")
+SYSTEMS = ("ours_batched", "ours_unbatched", "ours_wl", "whisperlive")
+# Systems whose clients speak WhisperLive's protocol (ours_wl: to our server).
+WL_CLIENTS = ("whisperlive", "ours_wl")
+WL_VENV = Path(os.environ.get("SOTTOVOCE_WHISPERLIVE_VENV", ROOT / ".venv-whisperlive"))
 # Extra `sottovoce serve` flags per system; ablations can be asked for with --systems.
-OURS = {"ours_batched": [], "ours_unbatched": ["--no-batching"],
+OURS = {"ours_batched": [], "ours_unbatched": ["--no-batching"], "ours_wl": [],
         "ours_batched_nosplit": ["--max-pad-ratio", "100"],  # no length bucketing
         "ours_batched_pad13": ["--max-pad-ratio", "1.3"],  # tighter length bucketing
         "ours_batched_pad25": ["--max-pad-ratio", "2.5"]}
@@ -89,7 +95,7 @@ def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 120) ->
 
 def start_server(system: str, port: int, model: str, streams: int) -> subprocess.Popen[bytes]:
     if system == "whisperlive":
-        python = ROOT / ".venv-whisperlive" / "bin" / "python"
+        python = WL_VENV / "bin" / "python"
         code = ("from whisper_live.server import TranscriptionServer; TranscriptionServer().run("
                 f"'127.0.0.1', {port}, backend='faster_whisper', "
                 f"faster_whisper_custom_model_path={str(resolve_model(model).path)!r}, "
@@ -147,7 +153,7 @@ def run_once(system: str, n: int, clips: list[tuple[np.ndarray, str]], seconds: 
     port = free_port()
     proc = start_server(system, port, model, n)
     cpu_at_start = cpu_seconds(proc.pid)  # model loading is not serving
-    scheme = "whisperlive" if system == "whisperlive" else "ws"
+    scheme = "whisperlive" if system in WL_CLIENTS else "ws"
     streams = [Stream(f"{scheme}://127.0.0.1:{port}", *stream_audio(clips, seconds, i * 3))
                for i in range(n)]
     try:
@@ -268,6 +274,9 @@ def print_table(results: dict[str, dict[str, dict[str, object]]]) -> None:
                   f"{r.get('final_wait_ms', '-')!s:>6}")
         if "ratio_batched_vs_unbatched" in row:
             print(f"{n:>3} throughput batched/unbatched = {row['ratio_batched_vs_unbatched']}")
+        if "ratio_wl_clients_ours_vs_theirs" in row:
+            print(f"{n:>3} WhisperLive clients, throughput our server/theirs = "
+                  f"{row['ratio_wl_clients_ours_vs_theirs']}")
     for system in {s for row in results.values() for s in row if not s.startswith("ratio")}:
         kept = [int(n) for n, row in results.items() if row.get(system, {}).get("keeps_up")]
         print(f"largest N that keeps up, {system}: {max(kept) if kept else 'none'} "
@@ -297,6 +306,10 @@ def main(argv: list[str] | None = None) -> int:
                 row[system] = run_once(system, n, clips, args.seconds, args.model)
             except (RuntimeError, OSError) as exc:
                 print(f"   failed: {exc}", flush=True)
+        if "ours_wl" in row and "whisperlive" in row:
+            ratio = (float(row["ours_wl"]["audio_s_per_s"])  # type: ignore[arg-type]
+                     / float(row["whisperlive"]["audio_s_per_s"]))  # type: ignore[arg-type]
+            row["ratio_wl_clients_ours_vs_theirs"] = round(ratio, 3)  # type: ignore[assignment]
         if "ours_batched" in row and "ours_unbatched" in row:
             ratio = (float(row["ours_batched"]["audio_s_per_s"])  # type: ignore[arg-type]
                      / float(row["ours_unbatched"]["audio_s_per_s"]))  # type: ignore[arg-type]

@@ -26,7 +26,8 @@ log = logging.getLogger(__name__)
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "serve", help="run the WebSocket transcription server",
-        description="Serve live transcription over WebSocket (protocol: docs/protocol.md).")
+        description="Serve live transcription over WebSocket (protocol: docs/protocol.md). "
+                    "WhisperLive clients are accepted on the same port.")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
     parser.add_argument("--port", type=int, default=8765, help="port (0 = any free port)")
     parser.add_argument("--model", default=None, help="model name or directory (default tiny.en)")

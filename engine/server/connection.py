@@ -7,6 +7,9 @@ queueing) and sends back what they produce; finals go to the scheduler as urgent
 ends the utterance of a partial that is still queued, the receive loop withdraws that partial:
 its text would be thrown away, and the final cannot be asked for while it is out. ``end`` waits
 for the decode task to drain, then sends the last ``ack`` and ``bye``.
+
+The wire format sits behind a few hooks (``_messages``, ``_encode``, ``_on_hello``...):
+`engine.server.whisperlive` overrides them to serve WhisperLive clients with all the rest.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from engine.core.policy import Job
 from engine.errors import EngineError
 from engine.server.scheduler import BatchScheduler, Ticket
 from engine.server.session import ServerSession, SessionOptions
-from engine.types import SpeechScorer
+from engine.types import SpeechScorer, Transcript
 
 log = logging.getLogger(__name__)
 
@@ -71,8 +74,10 @@ class Connection:
     def __init__(self, ws: Any, scheduler: BatchScheduler, *, session_options: SessionOptions,
                  scorer: SpeechScorer, clock: Callable[[], float], max_frame_bytes: int,
                  idle_timeout_s: float, audio_bucket: TokenBucket, frame_bucket: TokenBucket,
-                 model: str, counters: dict[str, int]) -> None:
+                 model: str, counters: dict[str, int],
+                 first_frame: str | bytes | None = None) -> None:
         self._ws = ws
+        self._first_frame = first_frame  # read by the server to tell the protocols apart
         self._scheduler = scheduler
         self._session_options = session_options
         self._scorer = scorer
@@ -89,6 +94,9 @@ class Connection:
         self._decoder: asyncio.Task[None] | None = None
         self._queued: tuple[Job, Ticket] | None = None  # the request out, if any
         self._ending = False
+        # No frame for this long while an utterance is open closes it (WhisperLive clients
+        # never say where speech ends); None: only silence, ``flush`` or ``end`` close one.
+        self._stall_s: float | None = None
 
     async def run(self) -> None:
         from websockets.exceptions import ConnectionClosed
@@ -96,7 +104,7 @@ class Connection:
         try:
             await self._receive_loop()
         except _Closing as closing:
-            await self._send([p.Error(code=closing.code, message=closing.message)])
+            await self._send_frames(self._closing_frames(closing.code, closing.message))
             await self._ws.close(closing.close_code, close_reason(closing.message))
         except ConnectionClosed:
             log.info("client went away")
@@ -110,35 +118,79 @@ class Connection:
             self._decoder.cancel()
 
     async def _receive_loop(self) -> None:
-        while self._protocol.state not in ("closed", "failed"):
-            try:
-                frame = await asyncio.wait_for(self._ws.recv(), self._idle)
-            except asyncio.TimeoutError:
-                raise _Closing(p.IDLE_TIMEOUT, f"no frame for {self._idle:.0f} s",
-                               CLOSE_NORMAL) from None
+        while self._protocol_open():
+            frame = await self._next_frame()
             size = len(frame)
             if size > self._max_frame:
                 raise _Closing(p.TOO_LARGE, f"frame of {size} bytes; the limit is "
                                f"{self._max_frame}", CLOSE_TOO_BIG)
             if not self._frame_bucket.take(1) or (
-                    isinstance(frame, bytes) and not self._audio_bucket.take(size)):
+                    isinstance(frame, bytes) and not self._audio_bucket.take(
+                        self._audio_cost(frame))):
                 raise _Closing(p.RATE_LIMITED, "too much data too fast", CLOSE_POLICY)
-            if isinstance(frame, bytes):
-                messages = self._protocol.receive_bytes(frame)
-            else:
-                messages = self._protocol.receive_text(frame)
-            for message in messages:
+            for message in self._messages(frame):
                 if await self._dispatch(message):
                     return
 
-    async def _dispatch(self, message: p.ClientMessage | p.ProtocolViolation) -> bool:
+    async def _next_frame(self) -> str | bytes:
+        """The next frame; the idle limit ends the connection, a stall closes the utterance."""
+        if self._first_frame is not None:
+            frame, self._first_frame = self._first_frame, None
+            return frame
+        waited = 0.0
+        while True:
+            step = self._idle - waited
+            session = self._session
+            if self._stall_s is not None and session is not None and session.speaking:
+                step = min(step, self._stall_s)
+            try:
+                received: str | bytes = await asyncio.wait_for(self._ws.recv(), step)
+                return received
+            except asyncio.TimeoutError:
+                waited += step
+            if waited >= self._idle:
+                raise _Closing(p.IDLE_TIMEOUT, f"no frame for {self._idle:.0f} s", CLOSE_NORMAL)
+            if session is not None:  # stalled mid-utterance: decode what was said
+                await self._send(session.flush())
+                self._withdraw_stale(session)
+                self._wake.set()
+
+    # -- protocol hooks (native v1 here; `engine.server.whisperlive` overrides them) -------
+
+    def _protocol_open(self) -> bool:
+        return self._protocol.state not in ("closed", "failed")
+
+    def _audio_cost(self, frame: bytes) -> float:
+        """Token-bucket cost of an audio frame, in bytes of 16-bit PCM."""
+        return len(frame)
+
+    def _messages(self, frame: str | bytes) -> list[Any]:
+        if isinstance(frame, bytes):
+            return self._protocol.receive_bytes(frame)
+        return self._protocol.receive_text(frame)
+
+    async def _on_hello(self, hello: p.Hello) -> None:
+        await self._send([p.Ready(session_id=hello.session_id, model=self._model,
+                                  offset=hello.offset)])
+        self._start_session(hello)
+
+    def _encode(self, message: p.ServerMessage) -> list[str]:
+        return [p.encode_server(message)]
+
+    def _closing_frames(self, code: str, message: str) -> list[str]:
+        return [p.encode_server(p.Error(code=code, message=message))]
+
+    def _results(self, job: Job, transcript: Transcript | None,
+                 messages: list[p.ServerMessage]) -> list[p.ServerMessage]:
+        """What a decode's messages become before they are sent (a hook: no change here)."""
+        return messages
+
+    async def _dispatch(self, message: Any) -> bool:
         """Act on one client message; True when the connection is finished."""
         if isinstance(message, p.ProtocolViolation):
             raise _Closing(message.code, message.message, CLOSE_POLICY)
         if isinstance(message, p.Hello):
-            await self._send([p.Ready(session_id=message.session_id, model=self._model,
-                                      offset=message.offset)])
-            self._start_session(message)
+            await self._on_hello(message)
             return False
         session = self._session
         assert session is not None  # the protocol object refuses everything before hello
@@ -161,8 +213,9 @@ class Connection:
             return True
         return False
 
-    def _start_session(self, hello: p.Hello) -> None:
-        self._session = ServerSession(hello, self._session_options, self._scorer, self._clock)
+    def _start_session(self, hello: p.Hello, options: SessionOptions | None = None) -> None:
+        self._session = ServerSession(hello, options or self._session_options, self._scorer,
+                                      self._clock)
         self._counters["sessions"] += 1
         self._decoder = asyncio.create_task(self._decode_loop(self._session))
         log.info("session %s opened at %d", hello.session_id, hello.offset)
@@ -193,9 +246,11 @@ class Connection:
                     self._queued = (request, ticket)
                     transcript = await ticket.future
                 except EngineError as exc:
-                    messages = session.on_failure(request, str(exc))
+                    messages = self._results(request, None,
+                                             session.on_failure(request, str(exc)))
                 else:
-                    messages = session.on_result(request, transcript)
+                    messages = self._results(request, transcript,
+                                             session.on_result(request, transcript))
                 finally:
                     self._queued = None
                 self._counters["finals"] += sum(isinstance(m, p.Final) for m in messages)
@@ -204,10 +259,13 @@ class Connection:
                 return
 
     async def _send(self, messages: list[p.ServerMessage]) -> None:
+        await self._send_frames([frame for m in messages for frame in self._encode(m)])
+
+    async def _send_frames(self, frames: list[str]) -> None:
         from websockets.exceptions import ConnectionClosed
 
-        for message in messages:
+        for frame in frames:
             try:
-                await self._ws.send(p.encode_server(message))
+                await self._ws.send(frame)
             except ConnectionClosed:
                 return

@@ -1,15 +1,17 @@
 """The WebSocket transcription server: one process, one model, many sessions.
 
 Every connection gets a `ServerSession` (VAD -> segmenter -> streaming policy) and a decode
-task that sends its requests to the shared `BatchScheduler`. Plain HTTP ``GET /health`` and
+task that sends its requests to the shared `BatchScheduler`. Protocol v1 and WhisperLive's
+share the port: the first frame says which (`engine.server.whisperlive`). Plain HTTP ``GET /health`` and
 ``GET /metrics`` are answered during the handshake (``process_request``).
 
 Limits, each answered with an ``error{code}`` frame and a clean close, never a crash:
 ``max_sessions`` (code ``busy``, close 1013 "try again later"), ``max_frame_bytes``
 (``too_large``), ``idle_timeout_s`` (``idle_timeout``), a per-connection token bucket on audio
 bytes and on frames (``rate_limited``), protocol violations (``bad_message`` ...). An API key,
-when set, is required as ``Authorization: Bearer <key>`` (constant-time compare); it is
-mandatory when the server binds anything but loopback.
+when set, is required as ``Authorization: Bearer <key>`` (or, as WhisperLive's server takes
+it from browsers, ``?token=<key>`` or the subprotocols ``bearer, <key>``; constant-time
+compare); it is mandatory when the server binds anything but loopback.
 
 The only module that imports ``websockets`` on the server side (lazily, in `start`).
 """
@@ -24,21 +26,35 @@ import logging
 import math
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from engine.core import protocol as p
+from engine.core.whisperlive_server import WlServerConnection, is_whisperlive_options
 from engine.errors import EngineError, missing_dependency
 from engine.server.connection import Connection, TokenBucket, close_reason
 from engine.server.scheduler import BatchScheduler, SchedulerOptions
 from engine.server.session import SessionOptions
+from engine.server.whisperlive import WhisperLiveConnection
 from engine.types import Runner, SpeechScorer
+
+if TYPE_CHECKING:
+    from websockets.typing import Subprotocol
+else:
+    Subprotocol = str  # websockets is imported lazily (module docstring)
 
 log = logging.getLogger(__name__)
 
+CLOSE_NORMAL = 1000
 CLOSE_POLICY = 1008
 CLOSE_TRY_LATER = 1013
+BUSY_SNIFF_S = 1.0  # how long a full server waits for a first frame to answer in its protocol
+# WhisperLive's WAIT carries minutes until a slot frees; sessions here have no time limit, so
+# this is a nominal retry hint, not an estimate.
+WAIT_MINUTES = 0.5
+BEARER_SUBPROTOCOL = "bearer"
+BEARER = cast("Subprotocol", BEARER_SUBPROTOCOL)
 
 
 def is_loopback(host: str) -> bool:
@@ -107,7 +123,8 @@ class TranscriptionServer:
         self._server: Any = None
         self._sessions = 0
         self.counters: dict[str, int] = {"connections": 0, "sessions": 0, "busy": 0,
-                                         "errors": 0, "finals": 0, "unauthorized": 0}
+                                         "errors": 0, "finals": 0, "unauthorized": 0,
+                                         "whisperlive": 0}
         self.started_at = clock()
 
     @property
@@ -132,6 +149,7 @@ class TranscriptionServer:
             ssl=self._ssl_context(), max_size=2 * o.max_frame_bytes, max_queue=64,
             ping_interval=20, ping_timeout=20, close_timeout=5,
             server_header="sottovoce",
+            select_subprotocol=_select_subprotocol,
         )
         log.info("serving on %s (tls=%s, batching=%s)", host_port(o.host, self.port),
                  o.tls_cert is not None, o.scheduler.max_batch > 1)
@@ -167,21 +185,23 @@ class TranscriptionServer:
         if len(authorization) > 1:  # headers.get would raise (HTTP 500 and a traceback)
             self.counters["unauthorized"] += 1
             return connection.respond(400, "bad request: send one Authorization header\n")
-        if not self._authorized(authorization[0] if authorization else ""):
+        if not self._authorized(authorization[0] if authorization else "",
+                                _token_elsewhere(request)):
             self.counters["unauthorized"] += 1
             return connection.respond(401, "unauthorized: send 'Authorization: Bearer <key>'\n")
         if path == "/metrics":
             return _json_response(connection, 200, self.metrics())
         return None  # go on with the WebSocket handshake
 
-    def _authorized(self, header: str) -> bool:
+    def _authorized(self, header: str, others: list[str]) -> bool:
+        """The header, else a token where WhisperLive's clients put it (``others``)."""
         key = self.options.api_key
         if not key:
             return True
         scheme, _, token = header.partition(" ")
-        # compare_digest on bytes: constant time whatever the token holds.
-        return scheme.lower() == "bearer" and hmac.compare_digest(
-            token.strip().encode("utf-8", "replace"), key.encode("utf-8"))
+        if header and scheme.lower() == "bearer":
+            return _same(token.strip(), key)
+        return any(_same(candidate, key) for candidate in others)
 
     def health(self) -> dict[str, object]:
         return {"status": "ok", "model": self.runner.info.name, "device": self.runner.info.device,
@@ -197,41 +217,108 @@ class TranscriptionServer:
     # -- WebSocket side ----------------------------------------------------------------
 
     async def _handle(self, ws: Any) -> None:
+        """Both protocols on one port: the first frame says which (`is_whisperlive_options`)."""
+        from websockets.exceptions import ConnectionClosed
+
         self.counters["connections"] += 1
-        if self._sessions >= self.options.max_sessions:
-            self.counters["busy"] += 1
-            await _refuse(ws, p.BUSY, f"server busy: {self.options.max_sessions} sessions in use",
-                          CLOSE_TRY_LATER)
-            return
-        self._sessions += 1
         o = self.options
-        connection = Connection(
-            ws, self.scheduler, session_options=o.session, scorer=self._scorer_factory(),
+        full = self._sessions >= o.max_sessions
+        if not full:
+            self._sessions += 1  # reserved before waiting: a slot is never promised twice
+        try:
+            try:
+                # When full, wait only briefly: a v1 client may not speak before it is answered.
+                first = await asyncio.wait_for(ws.recv(), BUSY_SNIFF_S if full
+                                               else o.idle_timeout_s)
+            except asyncio.TimeoutError:
+                first = None
+            except ConnectionClosed:
+                return
+            if full:
+                self.counters["busy"] += 1
+                await self._refuse_busy(ws, first)
+            elif first is None:
+                await _refuse(ws, p.IDLE_TIMEOUT, f"no frame for {o.idle_timeout_s:.0f} s",
+                              CLOSE_NORMAL)
+            else:
+                await self._serve(ws, first)
+        finally:
+            if not full:
+                self._sessions -= 1
+
+    async def _refuse_busy(self, ws: Any, first: str | bytes | None) -> None:
+        message = f"server busy: {self.options.max_sessions} sessions in use"
+        if first is None or not is_whisperlive_options(first):
+            await _refuse(ws, p.BUSY, message, CLOSE_TRY_LATER)
+            return
+        wl = WlServerConnection()
+        wl.receive(first)  # for its uid
+        await _close_with(ws, [wl.wait(WAIT_MINUTES)], CLOSE_TRY_LATER, message)
+
+    async def _serve(self, ws: Any, first: str | bytes) -> None:
+        o = self.options
+        kwargs: dict[str, Any] = dict(
+            session_options=o.session, scorer=self._scorer_factory(),
             clock=self._clock, max_frame_bytes=o.max_frame_bytes, idle_timeout_s=o.idle_timeout_s,
             audio_bucket=TokenBucket(rate=o.rate_audio_x * 32_000,
                                      depth=o.burst_audio_s * 32_000, clock=self._clock),
             frame_bucket=TokenBucket(rate=o.rate_frames_per_s, depth=o.rate_frames_per_s * 2,
                                      clock=self._clock),
-            model=self.runner.info.name, counters=self.counters,
-        )
+            model=self.runner.info.name, counters=self.counters, first_frame=first)
+        connection: Connection
+        if is_whisperlive_options(first):
+            self.counters["whisperlive"] += 1
+            connection = WhisperLiveConnection(ws, self.scheduler,
+                                               multilingual=self.runner.info.multilingual,
+                                               **kwargs)
+        else:
+            connection = Connection(ws, self.scheduler, **kwargs)
         try:
             await connection.run()
         except Exception:  # noqa: BLE001 - a connection's top: log, never take the server down
             self.counters["errors"] += 1
             log.exception("connection failed")
             await _refuse(ws, p.INTERNAL, "internal server error", CLOSE_POLICY)
-        finally:
-            self._sessions -= 1
 
 
 async def _refuse(ws: Any, code: str, message: str, close_code: int) -> None:
+    await _close_with(ws, [p.encode_server(p.Error(code=code, message=message))], close_code,
+                      message)
+
+
+async def _close_with(ws: Any, frames: list[str], close_code: int, reason: str) -> None:
     from websockets.exceptions import ConnectionClosed
 
     try:
-        await ws.send(p.encode_server(p.Error(code=code, message=message)))
-        await ws.close(close_code, close_reason(message))
+        for frame in frames:
+            await ws.send(frame)
+        await ws.close(close_code, close_reason(reason))
     except ConnectionClosed:
         pass
+
+
+def _same(token: str, key: str) -> bool:
+    # compare_digest on bytes: constant time whatever the token holds.
+    return hmac.compare_digest(token.encode("utf-8", "replace"), key.encode("utf-8"))
+
+
+def _token_elsewhere(request: Any) -> list[str]:
+    """Tokens as WhisperLive's server accepts them from clients that cannot set a header
+    (browsers): ``?token=KEY`` in the URL, or the subprotocols ``bearer, KEY``."""
+    from urllib.parse import parse_qs, urlsplit
+
+    tokens = parse_qs(urlsplit(request.path).query).get("token", [])[:1]
+    offered = [x.strip() for x in request.headers.get("Sec-WebSocket-Protocol", "").split(",")]
+    if BEARER_SUBPROTOCOL in offered:
+        tokens += [x for x in offered if x and x != BEARER_SUBPROTOCOL][:1]
+    return tokens
+
+
+def _select_subprotocol(connection: Any, subprotocols: Sequence[Subprotocol]
+                        ) -> Subprotocol | None:
+    """Echo ``bearer`` (never the key beside it): browsers close a socket whose handshake
+    omits a subprotocol they offered."""
+    return BEARER if BEARER in subprotocols else None
 
 
 def _json_response(connection: Any, status: int, body: dict[str, object]) -> Any:

@@ -14,6 +14,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+import numpy.typing as npt
+
 from engine.core import protocol as p
 from engine.core.policy import Job, PolicyOptions
 from engine.core.segmenter import SegmenterOptions
@@ -74,9 +77,18 @@ class ServerSession:
     def idle(self) -> bool:
         return self.core.idle
 
+    @property
+    def speaking(self) -> bool:
+        """An utterance is open (its end not yet heard)."""
+        return self._speaking is not None
+
     def feed(self, audio: p.Audio) -> list[p.ServerMessage]:
+        return self.feed_samples(p.pcm16_to_float(audio.samples))
+
+    def feed_samples(self, samples: npt.NDArray[np.float32]) -> list[p.ServerMessage]:
+        """Float samples in [-1, 1] (WhisperLive clients send float32)."""
         self._fed_at = self._clock()
-        events = self.core.feed(p.pcm16_to_float(audio.samples), self._fed_at)
+        events = self.core.feed(samples, self._fed_at)
         return self._translate(events) + self._maybe_ack()
 
     def flush(self) -> list[p.ServerMessage]:
