@@ -203,6 +203,24 @@ def test_a_whisperlive_session_through_our_core(scripted: ServerThread) -> None:
     assert code == 1000
 
 
+def test_our_whisperlive_link_reads_the_words_sent_after_end_of_audio(
+        scripted: ServerThread) -> None:
+    """Speech that runs to the end of the stream is only decoded after END_OF_AUDIO; against
+    `sottovoce serve` our `whisperlive://` link reads on until the close, so it keeps that final
+    (against WhisperLive's own server, which drops it, the link waits before sending instead)."""
+    events: list[Event] = []
+    audio = np.concatenate([np.zeros(8000, dtype=np.float32), tone(1.5).astype(np.float32)])
+    engine = RemoteLiveEngine(events.append, url=f"whisperlive://127.0.0.1:{scripted.port}",
+                              api_key="k", source=FileSource(audio=audio, realtime=True),
+                              options=RemoteOptions(end_timeout_s=30))
+    engine.start()
+    assert engine.wait(60)
+    finals = [e.text for e in events if isinstance(e, FinalText)]
+    assert finals == ["hello world"]
+    states = [e for e in events if type(e).__name__ == "StateChanged" and e.state == "ready"]
+    assert states and "sottovoce serve" in states[0].detail
+
+
 def test_full_server_answers_wait_and_native_busy(scripted: ServerThread) -> None:
     from websockets.sync.client import connect
 

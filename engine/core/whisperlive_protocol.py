@@ -35,7 +35,11 @@ END_OF_AUDIO = b"END_OF_AUDIO"
 
 @dataclass(frozen=True)
 class WlReady:
+    """``server`` is "sottovoce" when the server is ours (it finishes the audio it has after
+    ``END_OF_AUDIO`` and closes; WhisperLive's own server drops it)."""
+
     backend: str
+    server: str = ""
 
 
 @dataclass(frozen=True)
@@ -142,7 +146,7 @@ def _parse(text: str, uid: str) -> WlMessage | None:
         return WlStatus(status, str(data.get("message", "")))
     message = data.get("message")
     if message == "SERVER_READY":
-        return WlReady(str(data.get("backend", "")))
+        return WlReady(str(data.get("backend", "")), str(data.get("server", "")))
     if message == "DISCONNECT":
         return WlDisconnect()
     if isinstance(data.get("language"), str):

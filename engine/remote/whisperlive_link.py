@@ -8,12 +8,15 @@ new connection's times by that offset.
 End of stream: WhisperLive stops transcribing as soon as it reads ``END_OF_AUDIO`` (the tail
 still in its buffer is lost), so after the last sample we wait until its output settles — the
 last segment completed, or no new text for ``settle_s`` — and only then send ``END_OF_AUDIO``;
-the still-uncompleted text becomes the last final.
+the still-uncompleted text becomes the last final. `sottovoce serve` (its ``SERVER_READY`` says
+``server: "sottovoce"``) decodes what it has after ``END_OF_AUDIO`` and then closes, so there
+the link reads on until the close (at most ``settle_s``) instead of waiting beforehand.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from typing import Any
@@ -55,8 +58,11 @@ class _WlSession:
         self.offset = self.engine.buffer.acked
         self.tracker = wl.SegmentTracker(self.offset)
         self.ready = asyncio.Event()
+        self.ours = False  # the server is `sottovoce serve` (see the module notes)
+        self.closed = asyncio.Event()
         self.activity = asyncio.Event()
         self.segment_id = 0
+        self.ending = False
 
     async def run(self) -> bool:
         o = self.engine.options
@@ -80,6 +86,9 @@ class _WlSession:
                 raise FatalLinkError("WhisperLive sent a binary frame")
             for message in self.protocol.receive_text(frame):
                 self._handle(message)
+        self.closed.set()
+        if self.ending:
+            await asyncio.Event().wait()  # the send loop finishes the stream; never first
         raise ConnectionLostError("WhisperLive closed the connection")
 
     async def _send_loop(self) -> bool:
@@ -93,8 +102,14 @@ class _WlSession:
                 position = start + len(samples)
                 self.engine.send_log.sent(position, self.engine.now())
             if buffer.closed and position >= buffer.end:
-                await self._settle()
-                await self.ws.send(self.protocol.end())
+                if self.ours:  # it finishes after END_OF_AUDIO: read its last words
+                    self.ending = True
+                    await self.ws.send(self.protocol.end())
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(self.closed.wait(), self.link.settle_s)
+                else:
+                    await self._settle()
+                    await self.ws.send(self.protocol.end())
                 last = self.tracker.finish()
                 if last is not None:
                     self._final(last)
@@ -114,7 +129,9 @@ class _WlSession:
     def _handle(self, message: wl.WlMessage | ProtocolViolation) -> None:
         engine = self.engine
         if isinstance(message, wl.WlReady):
-            engine.emit(StateChanged("ready", f"WhisperLive ({message.backend})"))
+            self.ours = message.server == "sottovoce"
+            name = "sottovoce serve" if self.ours else "WhisperLive"
+            engine.emit(StateChanged("ready", f"{name} ({message.backend})"))
             self.ready.set()
         elif isinstance(message, wl.WlWait):
             raise ConnectionLostError(f"WhisperLive is full; wait {message.minutes:.1f} min")
