@@ -15,26 +15,21 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import os
 import time
 from collections.abc import Callable, Iterator
 
-import numpy as np
-
 from engine.asr.base import Transcriber
 from engine.asr.faster_whisper_backend import FasterWhisperTranscriber
 from engine.audio.decode import load_audio
-from engine.core.quality import QualityThresholds, check_text
+from engine.core.ladder import QualityThresholds, is_silent
+from engine.core.ladder import check as check_text
 from engine.types import SAMPLE_RATE, Audio, DecodeOptions, Segment, Transcript
 
 log = logging.getLogger(__name__)
 
 # Called with (samples decoded so far, total samples); totals are the file's length.
 ProgressCallback = Callable[[int, int], None]
-
-# -60 dBFS RMS: below any speech in the shared corpus (whispered speech there is about -55 dBFS).
-SILENCE_RMS = 10 ** (-60 / 20)
 
 
 def transcribe_file(
@@ -92,11 +87,8 @@ def transcribe_audio(
 
 
 def _is_text_on_silence(segment: Segment, audio: Audio, limits: QualityThresholds) -> bool:
-    if segment.no_speech_prob <= limits.no_speech:
-        return False
     span = audio[max(0, segment.start):max(segment.start, segment.end)]
-    rms = math.sqrt(float(np.mean(np.square(span, dtype=np.float64)))) if span.size else 0.0
-    return rms < SILENCE_RMS
+    return is_silent(span, segment.no_speech_prob, limits)  # the quality ladder's rule
 
 
 def _flagged(segment: Segment, limits: QualityThresholds) -> Segment:
