@@ -41,19 +41,20 @@ LOOP = " and so and so and so and so and so and so and so and so and so and so"
     ("You", 3.0, {"no_speech_prob": 0.94, "avg_logprob": -0.94}, ("no_speech",)),  # strict rule
     (GOOD, 3.0, {"avg_logprob": -1.2}, ("logprob",)),
     (GOOD, 3.0, {"avg_logprob": -1.2, "greedy": True}, ("logprob", "low_confidence")),
-    (GOOD, 3.0, {"avg_logprob": -0.7, "greedy": True}, ("low_confidence",)),
-    (GOOD, 3.0, {"avg_logprob": -0.7}, ()),  # only greedy decodes have a beam rung to take
+    (GOOD, 3.0, {"avg_logprob": -0.8, "greedy": True}, ("low_confidence",)),
+    (GOOD, 3.0, {"avg_logprob": -0.5, "greedy": True, "min_word_prob": 0.1}, ("low_confidence",)),
+    (GOOD, 3.0, {"avg_logprob": -0.5, "greedy": True, "min_word_prob": 0.5}, ()),
+    (GOOD, 3.0, {"avg_logprob": -0.8}, ()),  # only greedy decodes have a beam rung to take
     (GOOD, 3.0, {"max_speech_prob": 0.1}, ("text_on_silence",)),
 ])
 def test_check_flags(text, seconds, kwargs, expected):
     assert check(text, seconds, **kwargs) == expected
 
 
-def test_worst_word_probability_counts_when_its_threshold_is_set():
-    strict = QualityThresholds(confident_word_prob=0.2)
-    assert check(GOOD, 3.0, min_word_prob=0.1, greedy=True, thresholds=strict) == (
-        "low_confidence",)
-    assert check(GOOD, 3.0, min_word_prob=0.3, greedy=True, thresholds=strict) == ()
+def test_the_low_confidence_thresholds_are_settable():
+    off = QualityThresholds(confident_logprob=-99.0, confident_word_prob=0.0)
+    assert check(GOOD, 3.0, avg_logprob=-0.9, min_word_prob=0.01, greedy=True,
+                 thresholds=off) == ()
 
 
 def test_loop_helpers():

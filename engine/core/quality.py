@@ -24,10 +24,16 @@ class QualityThresholds:
     min_seconds_for_wpm: float = 1.5
     max_ngram_repeats: int = 3  # an n-gram (n=1..4 words... see repeated_ngram) seen more than this
     ngram_sizes: tuple[int, ...] = (2, 3, 4, 5)
-    # The low-confidence rung (engine.core.ladder): a greedy decode below either is decoded
-    # again with beam 5. Chosen on the shared clips and the long file (see ladder's notes).
-    confident_logprob: float = -0.5
-    confident_word_prob: float = 0.0
+    # The low-confidence rung (engine.core.ladder): a greedy decode whose worst word or average
+    # log-probability is below these is decoded again with beam 5. Greedy vs beam 5 on the 26
+    # English clips (tiny.en int8, live-final options; 40 vs 37 errors in 415 words): the gain
+    # is where a word is unsure (ami 8 -> 3 errors at worst word 0.148, mfa-youknow 2 -> 1 at
+    # 0.28); worst word < 0.2 retries 3 of 26 clips for -5 errors. The average log-probability
+    # did not predict a gain (< -0.5: 7 retries, -1 error; < -0.4: 13, +1) and no clip or
+    # long-file chunk went under -0.7 (lowest -0.67): -0.7 keeps the rung for audio harder than
+    # any we have (the verse reading of issue 12) without firing on ours.
+    confident_logprob: float = -0.7
+    confident_word_prob: float = 0.2
 
     def __post_init__(self) -> None:
         if self.compression_ratio <= 1.0:

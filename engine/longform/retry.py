@@ -102,8 +102,9 @@ def chunk_flags(transcript: Transcript, seconds: float, max_speech_prob: float,
     # Long segments weigh more: one shaky word must not sink a confident paragraph.
     avg_logprob = sum(s.avg_logprob * len(s.text) for s in segments) / total_chars
     no_speech = max((s.no_speech_prob for s in segments), default=0.0)
+    worst = min((w.probability for s in segments for w in s.words), default=None)
     return ladder.check(text, seconds, avg_logprob=avg_logprob, no_speech_prob=no_speech,
-                        greedy=greedy, max_speech_prob=max_speech_prob,
+                        min_word_prob=worst, greedy=greedy, max_speech_prob=max_speech_prob,
                         silence_probability=policy.silence_probability,
                         thresholds=policy.thresholds)
 
