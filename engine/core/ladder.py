@@ -58,10 +58,12 @@ from engine.core.quality import (
     words_of,
     words_per_minute,
 )
+from engine.types import DecodeOptions
 
 __all__ = [
     "CONFIDENCE_FLAGS", "LIVE", "LONG_FORM", "LOOP_FLAGS", "SHORT_PATH", "SILENCE_FLAGS",
-    "Ladder", "QualityThresholds", "Rung", "check", "is_no_speech", "is_silent", "next_rung",
+    "Ladder", "QualityThresholds", "Rung", "check", "is_greedy", "is_no_speech", "is_silent",
+    "next_rung",
     "prompt_echo", "word_loop",
 ]
 
@@ -191,6 +193,11 @@ def _fits(rung: Rung, failed: set[str], seconds: float, greedy: bool, ladder: La
     if rung is Rung.HOTTER:
         return whisper_rule
     return whisper_rule and seconds >= 2 * ladder.min_split_s  # SPLIT
+
+
+def is_greedy(options: DecodeOptions) -> bool:
+    """Greedy decoding (beam 1, temperature 0 first): what the beam rung may improve on."""
+    return options.beam_size == 1 and options.temperatures[0] == 0.0
 
 
 def is_no_speech(no_speech_prob: float, avg_logprob: float,

@@ -372,7 +372,7 @@ class StreamingPolicy:
         rungs = LIVE if o.retry_on_loop else dataclasses.replace(LIVE, max_retries=0)
         if self._finals:  # behind: a low-confidence final is not worth the wait
             rungs = dataclasses.replace(rungs, rungs=(Rung.PADDED,))
-        greedy = request.options.beam_size == 1 and request.options.temperatures[0] == 0.0
+        greedy = ladder.is_greedy(request.options)
         tried = (utt.retry,) if utt.attempts > 1 else ()
         rung = ladder.next_rung(flags, tried, seconds=len(request.audio) / SAMPLE_RATE,
                                 greedy=greedy, ladder=rungs)
@@ -432,7 +432,7 @@ def _final_flags(request: Job, transcript: Transcript, kept: list[Segment], spee
     chars = sum(len(s.text) for s in kept)
     avg_logprob = sum(s.avg_logprob * len(s.text) for s in kept) / chars if chars else 0.0
     probabilities = [w.probability for s in kept for w in s.words]
-    greedy = request.options.beam_size == 1 and request.options.temperatures[0] == 0.0
+    greedy = ladder.is_greedy(request.options)
     # Whisper's -1.0 log-prob rule stays per segment (as before); the whole final's average
     # only feeds the low-confidence rung.
     flags = [f for f in ladder.check(

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from engine.core import ladder
-from engine.core.ladder import LONG_FORM, SILENCE_FLAGS, QualityThresholds, Rung
+from engine.core.ladder import LONG_FORM, SILENCE_FLAGS, QualityThresholds, Rung, is_greedy
 from engine.types import SAMPLE_RATE, DecodeOptions, Transcript
 
 __all__ = ["SILENCE_FLAGS", "RetryPolicy", "Step", "Verdict", "beam_options", "chunk_flags",
@@ -115,11 +115,6 @@ def verdict(flags: tuple[str, ...], step: Step, seconds: float, policy: RetryPol
     rungs = dataclasses.replace(LONG_FORM, min_split_s=policy.min_split_s)
     rung = ladder.next_rung(flags, _TRIED[step], seconds=seconds, greedy=greedy, ladder=rungs)
     return _VERDICTS[rung]
-
-
-def is_greedy(options: DecodeOptions) -> bool:
-    """Greedy decoding: the first decode of the long-form pipeline, and what beam search fixes."""
-    return options.beam_size == 1 and options.temperatures[0] == 0.0
 
 
 def beam_options(options: DecodeOptions, policy: RetryPolicy) -> DecodeOptions:
