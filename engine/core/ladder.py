@@ -34,9 +34,18 @@ Where the four old ladders disagreed, these rules won (and why):
   likely a refrain as a loop (verse), and long-form has its own measured remedy for a phrase
   said twice (a timed re-decode, engine.longform.pipeline). A recited prompt is checked
   wherever a prompt is given.
-- low log-probability: long-form and the short path retried it (Whisper's rule), live finals
-  ignored it; now every greedy decode gets the beam rung first, and only callers offering
-  ``HOTTER`` (long-form) go on to sample.
+- low log-probability: long-form retried it hotter (Whisper's -1.0 rule), the runner's short
+  path fell back to the padded window, live finals only marked it. Now a greedy decode that is
+  unsure takes the beam rung first (long-form and live finals; the runner keeps its padded
+  fallback, as it decodes with the options it is given), and only long-form, which offers
+  ``HOTTER``, goes on to sample when Whisper's rule still fails after beam search.
+- live finals, retry rule: one retry, as before; a low-confidence greedy final now takes it
+  too (beam 5 on the same window and prompt), except while other finals wait (behind: greedy
+  stays the rule, as for first attempts).
+
+The low-confidence thresholds (QualityThresholds.confident_word_prob 0.2, confident_logprob
+-0.7) were chosen on greedy vs beam-5 decodes of the 26 shared English clips and the 231 s file;
+see the figures next to them in engine.core.quality.
 - silence evidence: VAD probabilities where the caller has them (long-form: the chunk's best
   speech probability under 0.3), else energy (single files: under -60 dBFS) together with the
   model's no-speech probability, because energy alone cannot tell a quiet voice from a hum.
