@@ -31,7 +31,8 @@ class QualityThresholds:
     # 0.28); worst word < 0.2 retries 3 of 26 clips for -5 errors. The average log-probability
     # did not predict a gain (< -0.5: 7 retries, -1 error; < -0.4: 13, +1) and no clip or
     # long-file chunk went under -0.7 (lowest -0.67): -0.7 keeps the rung for audio harder than
-    # any we have (the verse reading of issue 12) without firing on ours.
+    # any we have (the verse reading of issue 12) without firing on ours. Long-form chunks turn
+    # the worst-word rule off (its cost there: engine.longform.retry.long_form_thresholds).
     confident_logprob: float = -0.7
     confident_word_prob: float = 0.2
 
