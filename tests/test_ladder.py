@@ -41,10 +41,10 @@ LOOP = " and so and so and so and so and so and so and so and so and so and so"
     ("You", 3.0, {"no_speech_prob": 0.94, "avg_logprob": -0.94}, ("no_speech",)),  # strict rule
     (GOOD, 3.0, {"avg_logprob": -1.2}, ("logprob",)),
     (GOOD, 3.0, {"avg_logprob": -1.2, "greedy": True}, ("logprob", "low_confidence")),
-    (GOOD, 3.0, {"avg_logprob": -0.8, "greedy": True}, ("low_confidence",)),
+    (GOOD, 3.0, {"avg_logprob": -0.9, "greedy": True}, ("low_confidence",)),
     (GOOD, 3.0, {"avg_logprob": -0.5, "greedy": True, "min_word_prob": 0.1}, ("low_confidence",)),
     (GOOD, 3.0, {"avg_logprob": -0.5, "greedy": True, "min_word_prob": 0.5}, ()),
-    (GOOD, 3.0, {"avg_logprob": -0.8}, ()),  # only greedy decodes have a beam rung to take
+    (GOOD, 3.0, {"avg_logprob": -0.9}, ()),  # only greedy decodes have a beam rung to take
     (GOOD, 3.0, {"max_speech_prob": 0.1}, ("text_on_silence",)),
 ])
 def test_check_flags(text, seconds, kwargs, expected):

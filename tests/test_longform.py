@@ -334,7 +334,7 @@ def test_ladder_goes_hotter_then_split_then_gives_up():
 
 def test_retry_ladder_takes_the_beam_rung_for_a_greedy_chunk_of_low_confidence():
     policy = RetryPolicy()
-    shaky = _transcript(" Ask not what your country can do.", 3.0, avg_logprob=-0.8)
+    shaky = _transcript(" Ask not what your country can do.", 3.0, avg_logprob=-0.9)
     flags = chunk_flags(shaky, 3.0, 0.95, policy, greedy=True)
     assert flags == ("low_confidence",)
     assert chunk_flags(shaky, 3.0, 0.95, policy) == ()  # a beam decode: nothing to retry
