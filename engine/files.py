@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import os
 import time
 from collections.abc import Iterator
@@ -43,7 +42,8 @@ from typing import Protocol
 
 import numpy as np
 
-from engine.core.quality import QualityThresholds, check_text
+from engine.core.ladder import QualityThresholds, is_silent
+from engine.core.ladder import check as check_text
 from engine.longform.pipeline import FileRun, LongFormOptions, batch_size_for, plan_file
 from engine.longform.stitch import ChunkResult, Stitcher
 from engine.types import SAMPLE_RATE, Audio, DecodeOptions, Runner, Segment, Transcript
@@ -51,9 +51,6 @@ from engine.types import SAMPLE_RATE, Audio, DecodeOptions, Runner, Segment, Tra
 log = logging.getLogger(__name__)
 
 FileOptions = LongFormOptions  # one options class: the pipeline's (batch sizes included)
-
-# -60 dBFS RMS: below any speech in the shared corpus (whispered speech there is about -55 dBFS).
-SILENCE_RMS = 10 ** (-60 / 20)
 
 
 class CancelToken(Protocol):
@@ -186,7 +183,7 @@ class FileTranscription:
             self.info.elapsed_s = time.perf_counter() - started
 
     def _keep(self, segment: Segment) -> bool:
-        if not is_text_on_silence(segment, self.audio, self.options.retry.thresholds.no_speech):
+        if not is_text_on_silence(segment, self.audio, self.options.retry.thresholds):
             return True
         self.info.counts["dropped_silent_segments"] = (
             self.info.counts.get("dropped_silent_segments", 0) + 1)
@@ -233,16 +230,13 @@ def uses_sequential(samples: int, options: FileOptions,
     return sequential is not None and samples < options.sequential_below_s * SAMPLE_RATE
 
 
-def is_text_on_silence(segment: Segment, audio: Audio, no_speech: float) -> bool:
+def is_text_on_silence(segment: Segment, audio: Audio, limits: QualityThresholds) -> bool:
     """Text the model itself believes is not speech over practically silent audio: Whisper's
     classic "You" / "Thank you." on silence, which its own rule (no-speech *and* low log-prob)
-    lets through. Kept from the old sequential decoder (the removed engine/offline.py), whose rule it was;
-    the long-form checks judge whole chunks, this one each stitched segment."""
-    if segment.no_speech_prob <= no_speech:
-        return False
+    lets through. The quality ladder's rule (`engine.core.ladder.is_silent`); the long-form
+    checks judge whole chunks, this one each stitched segment."""
     span = audio[max(0, segment.start):max(segment.start, segment.end)]
-    rms = math.sqrt(float(np.mean(np.square(span, dtype=np.float64)))) if span.size else 0.0
-    return rms < SILENCE_RMS
+    return is_silent(span, segment.no_speech_prob, limits)
 
 
 def transcribe_file(

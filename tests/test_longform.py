@@ -383,6 +383,48 @@ def test_ladder_goes_hotter_then_split_then_gives_up():
     assert dropped and silent.text == ""
 
 
+def test_retry_ladder_takes_the_beam_rung_for_a_greedy_chunk_of_low_confidence():
+    policy = RetryPolicy()
+    shaky = _transcript(" Ask not what your country can do.", 3.0, avg_logprob=-0.9)
+    flags = chunk_flags(shaky, 3.0, 0.95, policy, greedy=True)
+    assert flags == ("low_confidence",)
+    assert chunk_flags(shaky, 3.0, 0.95, policy) == ()  # a beam decode: nothing to retry
+    assert verdict(flags, Step.FIRST, 10, policy, greedy=True) is Verdict.RETRY_BEAM
+    assert verdict(flags, Step.BEAM, 10, policy) is Verdict.ACCEPT
+    whisper = ("logprob", "low_confidence")
+    assert verdict(whisper, Step.FIRST, 10, policy, greedy=True) is Verdict.RETRY_BEAM
+    assert verdict(("logprob",), Step.BEAM, 10, policy) is Verdict.RETRY_HOTTER
+    assert verdict(("logprob",), Step.SPLIT, 10, policy, greedy=True) is Verdict.GIVE_UP
+
+
+class _ShakyGreedyRunner:
+    """Greedy decodes come back unsure (log-prob -0.9), beam decodes sure: a stand-in, since
+    the real model cannot be made unsure on demand."""
+
+    def __init__(self) -> None:
+        self.beams: list[int] = []
+
+    def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]:
+        out = []
+        for r in requests:
+            self.beams.append(r.options.beam_size)
+            lp = -0.9 if r.options.beam_size == 1 else -0.2
+            segment = Segment(" and so my fellow americans", 0, len(r.audio), avg_logprob=lp)
+            out.append(Transcript((segment,), duration=len(r.audio)))
+        return out
+
+
+def test_retry_a_greedy_chunk_of_low_confidence_is_decoded_again_with_beam(shared_audio):
+    audio = load_audio(shared_audio / "jfk-inaugural-1961-excerpt.wav")
+    runner = _ShakyGreedyRunner()
+    transcript = transcribe_long(audio, runner, LongFormOptions())
+    assert transcript.extra["retried_beam"] == 1
+    # greedy first, then beam 5; later decodes (a timed re-decode of this sparse fake text)
+    # keep the beam.
+    assert runner.beams[:2] == [1, 5] and runner.beams.count(1) == 1
+    assert not any(s.flags for s in transcript.segments)
+
+
 def test_plain_decode_options_get_the_guarded_short_path():
     plain = DecodeOptions(beam_size=3, short_context=False)
     coerced = LongFormOptions.coerce(plain)

@@ -1,9 +1,11 @@
 """Judging one Whisper decode attempt: is it silence, plausible text, or a failure to retry?
 
-Pure functions over an `Attempt` (no model): the short-context path fails fast on anything that
-looks like a loop or a misread window and the caller falls back to the padded 30 s decode; the
-padded path uses Whisper's own temperature-fallback rules (compression ratio, avg log-prob,
-no-speech) plus our repeated n-gram check.
+Pure functions over an `Attempt` (no model). The checks are engine.core.ladder's, the same every
+caller uses: the short-context path falls back to the padded 30 s decode on any failed check
+(`ladder.SHORT_PATH`) or on the runner-internal signs of a misread window (token budget hit,
+restart, timestamps past the end, early end); the padded path uses Whisper's temperature-
+fallback rule (compression ratio, avg log-prob, no-speech) plus the ladder's n-gram check.
+The low-confidence rung (beam 5) is the caller's: the runner decodes with the options it gets.
 """
 
 from __future__ import annotations
@@ -12,21 +14,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.core.quality import QualityThresholds, check_text, max_ngram_repeats, words_of
+from engine.core import ladder
+from engine.core.ladder import SHORT_PATH, QualityThresholds, Rung
+from engine.core.quality import words_of
 from engine.types import SAMPLE_RATE, Audio
-
-# Whisper's own fallback thresholds (faster-whisper defaults).
-LOGPROB_THRESHOLD = -1.0
-NO_SPEECH_THRESHOLD = 0.6
-COMPRESSION_THRESHOLD = 2.4
-NO_SPEECH_STRICT_THRESHOLD = 0.8
-LOGPROB_STRICT_THRESHOLD = -0.5
 
 # Token budget for a short window. Padded decodes of the shared English clips and cuts need at
 # most 5.6 tokens/s (timestamps included); 8 tokens/s plus 6 leaves room for faster speech and
 # little for a loop, whose every extra token costs decoder time.
 TOKENS_PER_SECOND_CAP = 8.0
 MIN_TOKEN_BUDGET = 16
+# Whisper's own fallback thresholds (faster-whisper defaults), as the ladder's defaults; the
+# runner's choice among fallback attempts (ct2_batch._choose) uses them.
+LOGPROB_THRESHOLD = QualityThresholds().logprob
+COMPRESSION_THRESHOLD = QualityThresholds().compression_ratio
+PADDED_WINDOW_S = 30.0
+# Whisper's temperature-fallback reasons, plus the ladder's repeated n-gram check.
+PADDED_RETRY_FLAGS = frozenset({"compression", "repeats", "logprob"})
 # Below this RMS (about -60 dBFS) a chunk is digital or near-digital silence.
 TRUSTED_SILENCE_RMS = 1e-3
 # A loop restart is recognised when the first words (at least two) come back after at least two.
@@ -81,27 +85,24 @@ def restart_index(words: list[str]) -> int | None:
 
 
 def is_silence(attempt: Attempt) -> bool:
-    """Whisper's no-speech rule (the model says silence and is not confident in any text), plus
-    a stricter one: Whisper keeps "You" on digital silence (no-speech 0.94, log-prob -0.94)
-    because the log-prob is just above -1; when the model is that sure there is no speech, only
-    confident text counts."""
+    """Empty text, or the ladder's no-speech rule (Whisper's, plus a stricter one for text the
+    model is sure is not speech: "You" on digital silence at no-speech 0.94, log-prob -0.94)."""
     if not attempt.text.strip():
         return True
-    if attempt.no_speech_prob > NO_SPEECH_THRESHOLD and attempt.avg_logprob < LOGPROB_THRESHOLD:
-        return True
-    return (attempt.no_speech_prob > NO_SPEECH_STRICT_THRESHOLD
-            and attempt.avg_logprob < LOGPROB_STRICT_THRESHOLD)
+    return ladder.is_no_speech(attempt.no_speech_prob, attempt.avg_logprob)
 
 
 def padded_needs_retry(attempt: Attempt, thresholds: QualityThresholds) -> bool:
-    """faster-whisper's temperature-fallback rule plus a repeated n-gram check."""
+    """faster-whisper's temperature-fallback rule (compression ratio from the tokens, average
+    log-prob) plus the ladder's repeated n-gram check; silence is never retried."""
     if is_silence(attempt):
         return False
-    if attempt.compression_ratio > COMPRESSION_THRESHOLD:
+    if attempt.compression_ratio > thresholds.compression_ratio:
         return True
-    if max_ngram_repeats(attempt.text, thresholds.ngram_sizes) > thresholds.max_ngram_repeats:
-        return True
-    return attempt.avg_logprob < LOGPROB_THRESHOLD
+    # The attempt does not know its audio's length: judged as the full window, only the
+    # checks that do not depend on the speaking rate count (no words-per-minute rules).
+    flags = set(_flags(attempt, PADDED_WINDOW_S, thresholds))
+    return bool(flags & PADDED_RETRY_FLAGS)
 
 
 def short_failure(attempt: Attempt, audio: Audio, thresholds: QualityThresholds, *,
@@ -110,15 +111,16 @@ def short_failure(attempt: Attempt, audio: Audio, thresholds: QualityThresholds,
 
     Reasons: "truncated" (hit the token budget: a loop), "past_end" (timestamps beyond the real
     audio), "early_end" (text stops while speech goes on), "restart" (the text starts over from
-    its first words), or a quality flag from
-    engine.core.quality ("compression", "repeats", "wpm_high", "logprob", "no_speech"...).
+    its first words), or the first flag of engine.core.ladder.check ("compression", "repeats",
+    "wpm_high", "logprob", "no_speech"...) when the ladder's short-path rung for
+    them is the padded window.
     """
     duration_s = len(audio) / SAMPLE_RATE
     if attempt.truncated:
         return "truncated"
-    flags = check_text(attempt.text, duration_s, avg_logprob=attempt.avg_logprob,
-                       no_speech_prob=attempt.no_speech_prob, thresholds=thresholds)
-    if flags:
+    flags = _flags(attempt, duration_s, thresholds)
+    if ladder.next_rung(flags, (), seconds=duration_s, greedy=False,
+                        ladder=SHORT_PATH) is not Rung.ACCEPT:
         return flags[0]
     if restart_index(words_of(attempt.text)) is not None:
         # Beam search often stops a loop after one repeat ("You know X. You know X."): too few
@@ -131,6 +133,11 @@ def short_failure(attempt: Attempt, audio: Audio, thresholds: QualityThresholds,
     if last is not None and _speech_after(audio, last):
         return "early_end"
     return None
+
+
+def _flags(attempt: Attempt, seconds: float, thresholds: QualityThresholds) -> tuple[str, ...]:
+    return ladder.check(attempt.text, seconds, avg_logprob=attempt.avg_logprob,
+                        no_speech_prob=attempt.no_speech_prob, thresholds=thresholds)
 
 
 def rms(audio: Audio) -> float:

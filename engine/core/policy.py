@@ -22,15 +22,16 @@ lag recovers) and finals are decoded greedily while others wait; the lag is repo
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from engine.core import ladder
 from engine.core.agreement import LocalAgreement, tokens
-from engine.core.loops import prompt_echo, word_loop
+from engine.core.ladder import LIVE, LOOP_FLAGS, QualityThresholds, Rung, word_loop
 from engine.core.prompt import PromptOptions, PromptTracker
-from engine.core.quality import QualityThresholds, check_text
 from engine.core.segmenter import SegmentAudio, SegmentEnded, SegmentEvent, SegmentStarted
 from engine.events import (
     EngineFailed,
@@ -51,8 +52,6 @@ from engine.types import (
     Word,
 )
 
-LOOP_FLAGS = frozenset({"compression", "repeats", "wpm_high", "word_loop", "prompt_echo",
-                        "early_end"})
 EARLY_END_S = 0.8  # the last word ending this long before the speech did: words were dropped
 PROMPT_CHARS_PER_S = 40  # about 10 tokens per second of audio
 MAX_BACKOFF = 8.0
@@ -150,6 +149,7 @@ class _Utterance:
     speech_end_at: float = 0.0
     speech_end: int = 0  # session sample where the last speech window ended
     attempts: int = 0
+    retry: Rung = Rung.ACCEPT  # the quality ladder's rung for the next final attempt
     soft: bool = False  # only the segmenter's soft path heard speech (see soft_no_speech)
 
     def audio(self) -> Audio:
@@ -347,30 +347,39 @@ class StreamingPolicy:
         prompt = self.prompt.prompt(now, max(1, int(PROMPT_CHARS_PER_S * seconds)))
         # Careful (beam search): long finals, retries, and soft utterances, whose audio the
         # VAD doubted; those also take the padded window (mfa-falsetto2: 3 errors in 10 words
-        # greedy on the short window, none padded with beam 5). Both are rare.
+        # greedy on the short window, none padded with beam 5). Both are rare. The ladder's
+        # beam rung (a greedy final of low confidence) keeps the first attempt's window and
+        # prompt: only the search changes.
+        beam = utt.retry is Rung.BEAM
         careful = not first or utt.soft or seconds > o.greedy_final_max_s
+        short = o.short_context and not utt.soft and seconds <= o.short_context_max_s
         options = DecodeOptions(
-            language=o.language, task=o.task, prompt=prompt if first else None,
+            language=o.language, task=o.task, prompt=prompt if first or beam else None,
             word_timestamps=True,
-            beam_size=1 if behind else o.careful_beam_size if careful else o.final_beam_size,
+            beam_size=(o.careful_beam_size if beam else 1 if behind
+                       else o.careful_beam_size if careful else o.final_beam_size),
             temperatures=o.final_temperatures,
-            short_context=(o.short_context and first and not utt.soft
-                           and seconds <= o.short_context_max_s),
+            short_context=short and (first or beam),
         )
         return self._issue(utt, "final", options, now, arrived_at=utt.speech_end_at)
 
     def _final_result(self, request: Job, utt: _Utterance, transcript: Transcript,
                       now: float) -> list[Event]:
         o = self.options
-        seconds = len(request.audio) / SAMPLE_RATE
-        text = transcript.text
-        flags = set(check_text(text, seconds, thresholds=o.quality)) | word_loop(text, seconds)
-        flags |= prompt_echo(request.options.prompt, text)
         kept = [s for s in transcript.segments if "no_speech" not in _flags(s, o.quality)
                 and not (utt.soft and s.no_speech_prob > o.soft_no_speech)]
-        flags |= _early_end([w for s in kept for w in s.words], request, utt.speech_end)
-        if flags & LOOP_FLAGS and utt.attempts == 1 and o.retry_on_loop:
-            # A prompt or a short window can start a loop or stop early: retry with neither.
+        flags = _final_flags(request, transcript, kept, utt.speech_end, o.quality)
+        rungs = LIVE if o.retry_on_loop else dataclasses.replace(LIVE, max_retries=0)
+        if self._finals:  # behind: a low-confidence final is not worth the wait
+            rungs = dataclasses.replace(rungs, rungs=(Rung.PADDED,))
+        greedy = ladder.is_greedy(request.options)
+        tried = (utt.retry,) if utt.attempts > 1 else ()
+        rung = ladder.next_rung(flags, tried, seconds=len(request.audio) / SAMPLE_RATE,
+                                greedy=greedy, ladder=rungs)
+        if rung in (Rung.BEAM, Rung.PADDED):
+            # A prompt or a short window can start a loop or stop early: retry with neither;
+            # a greedy final of low confidence: retry with beam search.
+            utt.retry = rung
             self._finals.appendleft(utt)
             return []
         text = "".join(s.text for s in kept).strip()
@@ -378,7 +387,10 @@ class StreamingPolicy:
             Word(w.text, request.start + w.start, min(request.start + w.end, utt.end), w.probability)
             for s in kept for w in s.words
         )
-        quality = tuple(sorted(flags | {f for s in kept for f in _flags(s, o.quality)}))
+        # "low_confidence" only chooses the beam rung: it neither marks the text nor keeps it
+        # out of the prompt (the old rule; the beam decode was its remedy).
+        quality = tuple(sorted((set(flags) | {f for s in kept for f in _flags(s, o.quality)})
+                               - {"low_confidence"}))
         self.prompt.add(text, at=now, flags=quality, language=transcript.language)
         return [self._final_text(utt, text, words, request, now, transcript.language)]
 
@@ -412,6 +424,26 @@ class StreamingPolicy:
             self._backoff = max(1.0, self._backoff / 2)
 
 
+def _final_flags(request: Job, transcript: Transcript, kept: list[Segment], speech_end: int,
+                 thresholds: QualityThresholds) -> tuple[str, ...]:
+    """The ladder's checks on a whole final (loops over all its text, recited prompt, low
+    confidence over the kept segments), plus an early stop."""
+    seconds = len(request.audio) / SAMPLE_RATE
+    chars = sum(len(s.text) for s in kept)
+    avg_logprob = sum(s.avg_logprob * len(s.text) for s in kept) / chars if chars else 0.0
+    probabilities = [w.probability for s in kept for w in s.words]
+    greedy = ladder.is_greedy(request.options)
+    # Whisper's -1.0 log-prob rule stays per segment (as before); the whole final's average
+    # only feeds the low-confidence rung.
+    flags = [f for f in ladder.check(
+        transcript.text, seconds, avg_logprob=avg_logprob, prompt=request.options.prompt,
+        word_loops=True,
+        min_word_prob=min(probabilities, default=None), greedy=greedy, thresholds=thresholds)
+        if f != "logprob"]
+    words = [w for s in kept for w in s.words]
+    return (*flags, *sorted(_early_end(words, request, speech_end)))
+
+
 def _early_end(words: list[Word], request: Job, speech_end: int) -> set[str]:
     """A short window sometimes stops decoding before the audio does (the last words of the
     utterance are lost): the last word ends well before the VAD's end of speech."""
@@ -424,5 +456,5 @@ def _early_end(words: list[Word], request: Job, speech_end: int) -> set[str]:
 
 def _flags(segment: Segment, thresholds: QualityThresholds) -> set[str]:
     seconds = max(0, segment.end - segment.start) / SAMPLE_RATE
-    return set(check_text(segment.text, seconds, avg_logprob=segment.avg_logprob,
-                          no_speech_prob=segment.no_speech_prob, thresholds=thresholds))
+    return set(ladder.check(segment.text, seconds, avg_logprob=segment.avg_logprob,
+                            no_speech_prob=segment.no_speech_prob, thresholds=thresholds))

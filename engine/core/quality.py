@@ -1,8 +1,8 @@
-"""Hallucination checks on decoded text (sans-I/O, pure functions).
+"""Text statistics behind the quality checks, and their thresholds (sans-I/O, pure functions).
 
-A decode is suspect when its text compresses too well (loops), its words per minute are outside
-human speech, it repeats n-grams, the model itself thinks there is no speech, or its average
-log-probability is too low. Callers retry at a higher temperature, re-chunk, or drop the text.
+The checks themselves, and what to do when a decode fails them, are engine.core.ladder's; this
+module holds the measurements (compression ratio, words per minute, repeated n-grams) that the
+ladder, the long-form stitcher and the CTranslate2 runner share.
 """
 
 from __future__ import annotations
@@ -24,6 +24,18 @@ class QualityThresholds:
     min_seconds_for_wpm: float = 1.5
     max_ngram_repeats: int = 3  # an n-gram (n=1..4 words... see repeated_ngram) seen more than this
     ngram_sizes: tuple[int, ...] = (2, 3, 4, 5)
+    # The low-confidence rung (engine.core.ladder): a greedy decode whose worst word or average
+    # log-probability is below these is decoded again with beam 5. Greedy vs beam 5 on the 26
+    # English clips (tiny.en int8, live-final options; 40 vs 37 errors in 415 words): the gain
+    # is where a word is unsure (ami 8 -> 3 errors at worst word 0.148, mfa-youknow 2 -> 1 at
+    # 0.28); worst word < 0.2 retries 3 of 26 clips for -5 errors. The average log-probability
+    # did not predict a gain (< -0.5: 7 retries, -1 error; < -0.4: 13, +1; no clip under -0.67),
+    # nor on the 20 min mix of the clips (152 long-form chunks: < -0.7 sent 5 to beam, WER
+    # 9.43 -> 9.49 %; < -0.85 one, 9.36 %; none under -1.0): -0.85 keeps the rung for audio
+    # harder than ours (the verse reading of issue 12) at about no cost on ours. Long-form
+    # chunks turn the worst-word rule off (its cost: engine.longform.retry.long_form_thresholds).
+    confident_logprob: float = -0.85
+    confident_word_prob: float = 0.2
 
     def __post_init__(self) -> None:
         if self.compression_ratio <= 1.0:
@@ -66,39 +78,3 @@ def max_ngram_repeats(text: str, sizes: tuple[int, ...] = (2, 3, 4, 5)) -> int:
                 pos += n
             worst = max(worst, run)
     return worst
-
-
-def check_text(
-    text: str,
-    seconds: float,
-    *,
-    avg_logprob: float = 0.0,
-    no_speech_prob: float = 0.0,
-    thresholds: QualityThresholds | None = None,
-) -> tuple[str, ...]:
-    """Names of the checks ``text`` fails for audio of ``seconds``; empty tuple = plausible.
-
-    Flags: "compression" (loop-like text), "wpm_high", "wpm_low", "repeats", "no_speech" (model says
-    silence yet produced text), "logprob" (low confidence).
-    """
-    t = thresholds or QualityThresholds()
-    if not text.strip():
-        return ()
-    flags: list[str] = []
-    if compression_ratio(text) > t.compression_ratio:
-        flags.append("compression")
-    if seconds >= t.min_seconds_for_wpm:
-        wpm = words_per_minute(text, seconds)
-        if wpm > t.max_wpm:
-            flags.append("wpm_high")
-        elif wpm < t.min_wpm:
-            flags.append("wpm_low")
-    elif len(words_of(text)) > max(4.0, seconds * t.max_wpm / 60.0 * 2):
-        flags.append("wpm_high")
-    if max_ngram_repeats(text, t.ngram_sizes) > t.max_ngram_repeats:
-        flags.append("repeats")
-    if no_speech_prob > t.no_speech and avg_logprob < t.logprob:
-        flags.append("no_speech")
-    elif avg_logprob < t.logprob:
-        flags.append("logprob")
-    return tuple(flags)

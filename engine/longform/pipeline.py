@@ -241,11 +241,17 @@ class FileRun:
         """Accept, retry, split or give up on one decoded chunk; returns follow-up jobs."""
         policy = self.options.retry
         seconds = job.chunk.seconds
-        flags = retry.chunk_flags(transcript, seconds, self.max_prob(job.chunk), policy)
-        step = retry.verdict(flags, job.step, seconds, policy)
+        greedy = retry.is_greedy(job.options)
+        flags = retry.chunk_flags(transcript, seconds, self.max_prob(job.chunk), policy,
+                                  greedy=greedy)
+        step = retry.verdict(flags, job.step, seconds, policy, greedy=greedy)
         if flags:
             log.info("chunk %.1f-%.1f s failed %s at step %s -> %s", job.chunk.start / SAMPLE_RATE,
                      job.chunk.end / SAMPLE_RATE, ",".join(flags), job.step.name, step.value)
+        if step is Verdict.RETRY_BEAM:
+            self.counts["retried_beam"] += 1
+            return [dataclasses.replace(job, step=Step.BEAM,
+                                        options=retry.beam_options(job.options, policy))]
         if step is Verdict.RETRY_HOTTER:
             self.counts["retried_hotter"] += 1
             return [ChunkJob(job.chunk, Step.HOTTER, retry.hotter_options(job.options, policy))]
