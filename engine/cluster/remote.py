@@ -27,7 +27,11 @@ log = logging.getLogger(__name__)
 
 # How long a call keeps looking for a live actor (restarts take a model load) before the file
 # is reported as failed.
-FAILOVER_TIMEOUT_S = 600.0
+FAILOVER_TIMEOUT_S = 900.0
+# A call not answered in this long is tried elsewhere (a batch takes seconds; an actor that
+# lost its node waits for room to restart, which may never come). The batch may then be decoded
+# twice, never lost; the result is the same either way.
+CALL_TIMEOUT_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -82,22 +86,25 @@ class DecodeActor:
 
 
 def call_any(actors: Sequence[Any], start: int, call: Callable[[Any], Any],
-             timeout_s: float = FAILOVER_TIMEOUT_S) -> tuple[Any, int]:
-    """``call(actor)`` on ``actors[start % n]``; if that actor dies (or is restarting), on the
-    next, round and round until one answers or ``timeout_s`` passes. Returns the result and
-    how many actors failed first. Other errors propagate."""
+             timeout_s: float = FAILOVER_TIMEOUT_S) -> tuple[Any, list[Any]]:
+    """``call(actor)`` on ``actors[start % n]``; if that actor dies, or gives no answer within
+    `CALL_TIMEOUT_S` (restarting with no room left to restart in), on the next, round and round
+    until one answers or ``timeout_s`` passes. Returns the result and the actors that failed.
+    Other errors propagate."""
     import ray
-    from ray.exceptions import ActorUnavailableError, RayActorError
+    from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError
 
     from engine.errors import TranscriptionError
 
     deadline = time.monotonic() + timeout_s
+    failed: list[Any] = []
     for attempt in itertools.count():
         actor = actors[(start + attempt) % len(actors)]
         try:
-            return ray.get(call(actor)), attempt
-        except (RayActorError, ActorUnavailableError) as exc:
+            return ray.get(call(actor), timeout=CALL_TIMEOUT_S), failed
+        except (RayActorError, ActorUnavailableError, GetTimeoutError) as exc:
             log.warning("decode actor unavailable (%s): trying another", type(exc).__name__)
+            failed.append(actor)
             if time.monotonic() > deadline:
                 raise TranscriptionError(f"no decode actor answered for {timeout_s:.0f} s") from exc
             if (attempt + 1) % len(actors) == 0:
@@ -139,7 +146,7 @@ class RemoteRunner:
         batch = list(requests)
         result, failed = call_any(self._actors, next(self._next),
                                   lambda a: a.decode.remote(batch))
-        self.failovers += failed
+        self._drop(failed)
         return list(result)
 
     def iter_segments(self, audio: Audio, options: DecodeOptions
@@ -148,8 +155,15 @@ class RemoteRunner:
         self.calls += 1
         (segments, language), failed = call_any(
             self._actors, next(self._next), lambda a: a.sequential.remote(audio, options))
-        self.failovers += failed
+        self._drop(failed)
         return iter(segments), language
+
+    def _drop(self, failed: list[Any]) -> None:
+        """This file's later batches avoid actors that failed (while any other is left)."""
+        self.failovers += len(failed)
+        for actor in failed:
+            if actor in self._actors and len(self._actors) > 1:
+                self._actors.remove(actor)
 
 
 @dataclass(frozen=True)
