@@ -19,6 +19,7 @@ from typing import Any
 from engine.core import protocol as p
 from engine.core.policy import Job
 from engine.errors import EngineError
+from engine.server.metrics import ServerMetrics
 from engine.server.scheduler import BatchScheduler, Ticket
 from engine.server.session import ServerSession, SessionOptions
 from engine.types import SpeechScorer
@@ -28,6 +29,7 @@ log = logging.getLogger(__name__)
 CLOSE_NORMAL = 1000
 CLOSE_POLICY = 1008
 CLOSE_TOO_BIG = 1009
+CLOSE_SERVICE_RESTART = 1012  # the server is going away on purpose: reconnect (elsewhere)
 
 
 CLOSE_REASON_BYTES = 120  # RFC 6455: a close reason is at most 123 bytes of UTF-8
@@ -71,7 +73,8 @@ class Connection:
     def __init__(self, ws: Any, scheduler: BatchScheduler, *, session_options: SessionOptions,
                  scorer: SpeechScorer, clock: Callable[[], float], max_frame_bytes: int,
                  idle_timeout_s: float, audio_bucket: TokenBucket, frame_bucket: TokenBucket,
-                 model: str, counters: dict[str, int]) -> None:
+                 model: str, counters: dict[str, int],
+                 metrics: ServerMetrics | None = None) -> None:
         self._ws = ws
         self._scheduler = scheduler
         self._session_options = session_options
@@ -89,6 +92,8 @@ class Connection:
         self._decoder: asyncio.Task[None] | None = None
         self._queued: tuple[Job, Ticket] | None = None  # the request out, if any
         self._ending = False
+        self._draining = False
+        self._metrics = metrics or ServerMetrics()
 
     async def run(self) -> None:
         from websockets.exceptions import ConnectionClosed
@@ -96,6 +101,7 @@ class Connection:
         try:
             await self._receive_loop()
         except _Closing as closing:
+            self._metrics.error(closing.code)
             await self._send([p.Error(code=closing.code, message=closing.message)])
             await self._ws.close(closing.close_code, close_reason(closing.message))
         except ConnectionClosed:
@@ -142,7 +148,10 @@ class Connection:
             return False
         session = self._session
         assert session is not None  # the protocol object refuses everything before hello
+        if self._draining and not isinstance(message, p.Cancel):
+            return False  # not acknowledged: the client sends it again to another replica
         if isinstance(message, p.Audio):
+            self._metrics.received(len(message.samples) / 16_000)
             await self._send(session.feed(message))
             self._withdraw_stale(session)
             self._wake.set()
@@ -182,6 +191,23 @@ class Connection:
         await self._send([p.Ack(upto=upto), p.Bye(upto=upto)])
         await self._ws.close(CLOSE_NORMAL, "bye")
 
+    async def drain(self) -> None:
+        """The server is shutting down: take no more audio, finish the finals of what was
+        heard (as ``end`` does), acknowledge it, and close with 1012 instead of ``bye``: the
+        client reconnects (to another replica) and resends only what is not acknowledged."""
+        self._draining = True
+        session = self._session
+        if session is not None:
+            await self._send(session.flush())
+            upto = session.position
+            self._withdraw_stale(session)
+            self._ending = True
+            self._wake.set()
+            if self._decoder is not None:
+                await self._decoder
+            await self._send([p.Ack(upto=upto)])
+        await self._ws.close(CLOSE_SERVICE_RESTART, "server draining: reconnect")
+
     async def _decode_loop(self, session: ServerSession) -> None:
         while True:
             await self._wake.wait()
@@ -193,8 +219,11 @@ class Connection:
                     self._queued = (request, ticket)
                     transcript = await ticket.future
                 except EngineError as exc:
+                    self._metrics.error("decode_failed")
                     messages = session.on_failure(request, str(exc))
                 else:
+                    self._metrics.observe_decode(request.kind, transcript.decode_ms / 1000,
+                                                 len(request.request.audio) / 16_000)
                     messages = session.on_result(request, transcript)
                 finally:
                     self._queued = None
