@@ -78,14 +78,18 @@ class Bar:
             return
         self._bar = tqdm(total=round(total_s / 3600, 3), unit="h", file=sys.stderr,
                          desc="audio", bar_format="{desc}: {percentage:3.0f}%|{bar}| "
-                         "{n:.3f}/{total:.3f} h [{elapsed}<{remaining}, {postfix}]")
+                         "{n:.3f}/{total:.3f} h [{elapsed}{postfix}]")
 
     def update(self, tally: Tally, files_left: int) -> None:
         if self._bar is None:
             return
-        self._bar.n = round(tally.done_s / 3600, 3)
-        rate = tally.rates()["audio_hours_per_hour"]
-        self._bar.set_postfix_str(f"{rate:.1f} h/h, {files_left} files left", refresh=True)
+        self._bar.update(round(tally.done_s / 3600, 3) - self._bar.n)
+        rates = tally.rates()
+        eta = rates["eta_s"]
+        self._bar.set_postfix_str(
+            f"{rates['audio_hours_per_hour'] or 0:.1f} h/h, ETA "
+            f"{'?' if eta is None else f'{eta / 60:.0f} min'}, {files_left} files left",
+            refresh=True)
 
     def close(self) -> None:
         if self._bar is not None:
