@@ -14,9 +14,14 @@ repeated under new names until it holds ``--hours`` of audio. Three runs of
 Each node thus gets an equal share of the cores; the 2-node cluster has the 1-node cluster's
 cores twice. Reported per run: wall time, audio hours per hour (``audio_h / wall_h``), the same
 without Ray's start-up (cluster already up; the summary's ``startup_s`` covers connect + actors
-loading their models), and the scaling efficiency ``rate(2 nodes) / (2 x rate(1 node))``. The
-outputs of all three runs are compared (they must be identical: the same waves, models and
-threads). Writes the JSON and a PNG next to it.
+loading their models), and the scaling efficiency ``rate(2 nodes) / (2 x rate(1 node))``.
+Writes the JSON and a PNG next to it.
+
+Outputs: the two Ray runs must agree file for file (``ray_outputs_identical``). Against the
+unpinned single process, some short files differ in a word's case or a final "." vs "!":
+CTranslate2 decodes differently in a process whose CPU affinity is one core (measured:
+`taskset -c 0 sottovoce transcribe` gives exactly the Ray runs' text on those files). Unpinned,
+the cluster's outputs equal the local CLI's (tests/cluster_cases.py).
 
 Ray runs inside a private network namespace with only loopback: Ray 2.60 binds to the machine's
 own address even when told 127.0.0.1 (needs root or user namespaces).
@@ -140,8 +145,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     results["scaling_efficiency_after_startup"] = round(
         two["audio_h_per_h_after_startup"] / (2 * one["audio_h_per_h_after_startup"]), 3)
     texts = {name: {p.name: p.read_text() for p in (work / name).glob("*.txt")} for name in runs}
-    results["outputs_identical"] = texts["single"] == texts["ray_1node"] == texts["ray_2node"]
-    shutil.rmtree(work, ignore_errors=True)
+    results["ray_outputs_identical"] = texts["ray_1node"] == texts["ray_2node"]
+    results["differing_from_unpinned_single"] = {
+        name: sorted(k for k in texts["single"] if texts[name].get(k) != texts["single"][k])
+        for name in runs if name != "single"}
+    if results["ray_outputs_identical"] or not args.keep_differing:
+        shutil.rmtree(work, ignore_errors=True)
+    else:
+        results["work_dir"] = str(work)
     return results
 
 
@@ -172,6 +183,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hours", type=float, default=1.0, help="audio in the set (1.0)")
     parser.add_argument("--out", type=Path, default=Path("cluster.json"))
+    parser.add_argument("--keep-differing", action="store_true",
+                        help="keep the outputs when the runs disagree (for a look)")
     args = parser.parse_args()
     if os.environ.get(NETNS_FLAG) != "1":  # Ray stays on loopback only inside a namespace
         inner = f"ip link set lo up && exec {sys.executable} {' '.join(map(str, sys.argv))}"
