@@ -186,10 +186,11 @@ def _fan_out(order: list[tuple[ClusterInput, float | None]], job: FileJob, actor
     """Keep ``FILES_PER_ACTOR`` file tasks per actor in flight; write each output as its task
     returns; poll progress and rewrite the summary as it goes."""
     ray = _ray()
+    from ray.exceptions import RayError
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     here = ray.get_runtime_context().get_node_id()  # the board must outlive any worker node
-    board = ray.remote(Board).options(num_cpus=0, scheduling_strategy=(
+    board = ray.remote(Board).options(num_cpus=0, max_restarts=-1, scheduling_strategy=(
         NodeAffinitySchedulingStrategy(here, soft=True))).remote()
     task = ray.remote(transcribe_one).options(num_cpus=0, max_retries=FILE_TASK_RETRIES,
                                               scheduling_strategy="SPREAD",
@@ -209,9 +210,13 @@ def _fan_out(order: list[tuple[ClusterInput, float | None]], job: FileJob, actor
             _collect(ref, item, seconds, tally)
         if time.monotonic() - polled > 1.0 or not pending:
             polled = time.monotonic()
-            done, starts = ray.get(board.snapshot.remote())
+            try:
+                done, starts = ray.get(board.snapshot.remote(), timeout=10)
+            except RayError:  # progress only: never worth failing the run for
+                done, starts = {}, {}
             tally.partial_s = sum(done.get(i.key, 0.0) for i, _ in pending.values())
-            extra["file_task_starts"] = sum(starts.values())
+            extra["file_task_starts"] = max(extra.get("file_task_starts", 0),
+                                            sum(starts.values()))
             bar.update(tally, len(queue) + len(pending))
             _write_summary(summary, tally.summary("running", extra))
     bar.close()
