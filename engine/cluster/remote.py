@@ -32,6 +32,7 @@ FAILOVER_TIMEOUT_S = 900.0
 # lost its node waits for room to restart, which may never come). The batch may then be decoded
 # twice, never lost; the result is the same either way.
 CALL_TIMEOUT_S = 300.0
+ALIVE_CHECK_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,6 @@ def call_any(actors: Sequence[Any], start: int, call: Callable[[Any], Any],
     `CALL_TIMEOUT_S` (restarting with no room left to restart in), on the next, round and round
     until one answers or ``timeout_s`` passes. Returns the result and the actors that failed.
     Other errors propagate."""
-    import ray
     from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError
 
     from engine.errors import TranscriptionError
@@ -101,7 +101,7 @@ def call_any(actors: Sequence[Any], start: int, call: Callable[[Any], Any],
     for attempt in itertools.count():
         actor = actors[(start + attempt) % len(actors)]
         try:
-            return ray.get(call(actor), timeout=CALL_TIMEOUT_S), failed
+            return _get_while_alive(actor, call(actor)), failed
         except (RayActorError, ActorUnavailableError, GetTimeoutError) as exc:
             log.warning("decode actor unavailable (%s): trying another", type(exc).__name__)
             failed.append(actor)
@@ -110,6 +110,33 @@ def call_any(actors: Sequence[Any], start: int, call: Callable[[Any], Any],
             if (attempt + 1) % len(actors) == 0:
                 time.sleep(1.0)  # every actor refused: give the restarts time
     raise AssertionError("unreachable")
+
+
+def _get_while_alive(actor: Any, ref: Any) -> Any:
+    """``ray.get(ref)``, but give up (GetTimeoutError) once the actor is not alive: one whose
+    node died waits in RESTARTING for room that may not come, and a call queued to it with
+    it. Checked in the GCS's actor table every `ALIVE_CHECK_S`, and after `CALL_TIMEOUT_S`."""
+    import ray
+    from ray.exceptions import GetTimeoutError
+
+    deadline = time.monotonic() + CALL_TIMEOUT_S
+    while True:
+        ready, _ = ray.wait([ref], timeout=ALIVE_CHECK_S)
+        if ready:
+            return ray.get(ref)
+        if time.monotonic() > deadline or _actor_state(actor) not in ("ALIVE", None):
+            raise GetTimeoutError("the decode actor is not alive")
+
+
+def _actor_state(actor: Any) -> str | None:
+    """"ALIVE", "RESTARTING", "DEAD"... from the GCS (None when it cannot say)."""
+    try:
+        from ray._private import state
+
+        info = state.actors(actor_id=actor._actor_id.hex())
+        return str(info.get("State")) if info else None
+    except Exception:  # noqa: BLE001 - a private API: when it changes, fall back to the timeout
+        return None
 
 
 class RemoteRunner:
