@@ -215,7 +215,7 @@ def scheduler_stats(port: int) -> dict[str, object]:
     - ``withdrawn``: stale partials taken back before they were decoded."""
     import urllib.request
 
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics.json", timeout=10) as response:
         stats = json.loads(response.read())["scheduler"]
     busy = float(stats["decode_seconds"]) or 1e-9
     finals, partials = stats["finals"], stats["partials"]

@@ -135,7 +135,7 @@ def test_concurrent_sessions_all_correct(server: ServerThread, shared_audio: Pat
         t.join(180)
     for clip in clips:
         assert error_rate([clip.text], [final_text(results[clip.path.name])]) < 0.25, clip.path.name
-    stats = http_json(f"http://127.0.0.1:{server.port}/metrics")["scheduler"]
+    stats = http_json(f"http://127.0.0.1:{server.port}/metrics.json")["scheduler"]
     assert isinstance(stats, dict) and stats["requests"] >= len(clips)
     finals = stats["finals"]
     assert isinstance(finals, dict) and finals["requests"] >= len(clips)

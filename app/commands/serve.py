@@ -45,6 +45,9 @@ def add_parser(subparsers: Any) -> None:
                         help="split a batch into runs whose padded audio is within R x the "
                              "real audio (raise it on a GPU)")
     parser.add_argument("--idle-timeout", type=float, default=30.0, metavar="S")
+    parser.add_argument("--drain-timeout", type=float, default=30.0, metavar="S",
+                        help="on SIGTERM: stop accepting, give sessions this long to get their"
+                             " finals, then exit (SIGINT exits at once)")
     parser.set_defaults(handler=run)
 
 
@@ -61,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"error: environment variable {args.api_key_env} is empty or unset",
                   file=sys.stderr)
             return 2
-    for flag in ("idle_timeout", "batch_window_ms", "max_pad_ratio"):
+    for flag in ("idle_timeout", "batch_window_ms", "max_pad_ratio", "drain_timeout"):
         if not math.isfinite(getattr(args, flag)):  # NaN passes every `<` check downstream
             print(f"error: --{flag.replace('_', '-')} must be a finite number", file=sys.stderr)
             return 2
@@ -87,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     server = TranscriptionServer(runner, options)
-    return asyncio.run(_serve(server))
+    return asyncio.run(_serve(server, args.drain_timeout))
 
 
 def preflight(options: Any) -> str | None:
@@ -119,7 +122,7 @@ def preflight(options: Any) -> str | None:
     return None
 
 
-async def _serve(server: Any) -> int:
+async def _serve(server: Any, drain_timeout: float = 30.0) -> int:
     from engine.server.server import host_port
 
     try:
@@ -137,9 +140,19 @@ async def _serve(server: Any) -> int:
     loop = asyncio.get_running_loop()
     import signal
 
+    received: list[int] = []
+
+    def on_signal(sig: int) -> None:
+        received.append(sig)
+        stop.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):  # Windows has no signal handlers
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, on_signal, sig)
     await stop.wait()
-    await server.close()
+    if received and received[0] == signal.SIGTERM:  # an orchestrator's stop: drain first
+        print("draining", flush=True)
+        await server.drain(drain_timeout)
+    else:
+        await server.close()
     return 0

@@ -72,6 +72,13 @@ def add_parser(subparsers: Any) -> None:
                    help="batched long-form pipeline or the sequential decoder (auto: sequential"
                         " under 2 minutes)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on a terminal")
+    p.add_argument("--cluster", metavar="ADDRESS",
+                   help="bulk mode on Ray (extra 'cluster'): local, auto or ray://HOST:PORT;"
+                        " FILE may be a folder; needs -o; reruns skip finished outputs")
+    p.add_argument("--actors", type=int, metavar="N",
+                   help="--cluster: decode actors (default: one per GPU, else per core share)")
+    p.add_argument("--summary", type=Path, metavar="JSON",
+                   help="--cluster: summary file (default DIR/sottovoce-summary.json)")
     p.set_defaults(handler=run)
 
 
@@ -89,6 +96,8 @@ def run(args: argparse.Namespace) -> int:
     if args.output_dir is not None and args.output_dir.exists() and not args.output_dir.is_dir():
         return _usage_error(f"-o {args.output_dir}: exists and is not a directory")
     model = getattr(args, "model", None) or DEFAULT_MODEL
+    if getattr(args, "cluster", None):
+        return _run_cluster(args, options, model)
     decoders = make_decoders(model, args.device, args.compute_type, args.engine)
     show_progress = not args.no_progress and sys.stderr.isatty()
     try:
@@ -100,6 +109,28 @@ def run(args: argparse.Namespace) -> int:
         _error(str(exc))
         return 1
     return 1 if failed else 0
+
+
+def _run_cluster(args: argparse.Namespace, options: DecodeOptions, model: str) -> int:
+    """``--cluster``: the only path that imports Ray (`engine.cluster`)."""
+    if args.output_dir is None:
+        return _usage_error("--cluster needs -o DIR")
+    try:
+        from engine.cluster.driver import ClusterOptions, run_cluster
+    except ImportError as exc:
+        return _usage_error(f"--cluster needs Ray: pip install 'sottovoce[cluster]' ({exc})")
+    opts = ClusterOptions(
+        args.cluster, args.output_dir, args.format, options, model, engine=args.engine,
+        device=args.device, compute_type=args.compute_type, actors=args.actors,
+        summary=args.summary, progress=not args.no_progress and sys.stderr.isatty())
+    try:
+        return run_cluster(args.files, opts)
+    except KeyboardInterrupt:
+        _error("interrupted (finished outputs are kept; rerun to resume)")
+        return 130
+    except EngineError as exc:
+        _error(str(exc))
+        return 1
 
 
 def decode_options(language: str | None, beam_size: int, fmt: str) -> DecodeOptions:

@@ -22,6 +22,7 @@ from typing import Any
 from engine.core import protocol as p
 from engine.core.policy import Job
 from engine.errors import EngineError
+from engine.server.metrics import ServerMetrics
 from engine.server.scheduler import BatchScheduler, Ticket
 from engine.server.session import ServerSession, SessionOptions
 from engine.types import SpeechScorer, Transcript
@@ -31,6 +32,7 @@ log = logging.getLogger(__name__)
 CLOSE_NORMAL = 1000
 CLOSE_POLICY = 1008
 CLOSE_TOO_BIG = 1009
+CLOSE_SERVICE_RESTART = 1012  # the server is going away on purpose: reconnect (elsewhere)
 
 
 CLOSE_REASON_BYTES = 120  # RFC 6455: a close reason is at most 123 bytes of UTF-8
@@ -75,7 +77,8 @@ class Connection:
                  scorer: SpeechScorer, clock: Callable[[], float], max_frame_bytes: int,
                  idle_timeout_s: float, audio_bucket: TokenBucket, frame_bucket: TokenBucket,
                  model: str, counters: dict[str, int],
-                 first_frame: str | bytes | None = None) -> None:
+                 first_frame: str | bytes | None = None,
+                 metrics: ServerMetrics | None = None) -> None:
         self._ws = ws
         self._first_frame = first_frame  # read by the server to tell the protocols apart
         self._scheduler = scheduler
@@ -97,6 +100,8 @@ class Connection:
         # No frame for this long while an utterance is open closes it (WhisperLive clients
         # never say where speech ends); None: only silence, ``flush`` or ``end`` close one.
         self._stall_s: float | None = None
+        self._draining = False
+        self._metrics = metrics or ServerMetrics()
 
     async def run(self) -> None:
         from websockets.exceptions import ConnectionClosed
@@ -104,6 +109,7 @@ class Connection:
         try:
             await self._receive_loop()
         except _Closing as closing:
+            self._metrics.error(closing.code)
             await self._send_frames(self._closing_frames(closing.code, closing.message))
             await self._ws.close(closing.close_code, close_reason(closing.message))
         except ConnectionClosed:
@@ -194,7 +200,10 @@ class Connection:
             return False
         session = self._session
         assert session is not None  # the protocol object refuses everything before hello
+        if self._draining and not isinstance(message, p.Cancel):
+            return False  # not acknowledged: the client sends it again to another replica
         if isinstance(message, p.Audio):
+            self._metrics.received(len(message.samples) / 16_000)
             await self._send(session.feed(message))
             self._withdraw_stale(session)
             self._wake.set()
@@ -235,6 +244,23 @@ class Connection:
         await self._send([p.Ack(upto=upto), p.Bye(upto=upto)])
         await self._ws.close(CLOSE_NORMAL, "bye")
 
+    async def drain(self) -> None:
+        """The server is shutting down: take no more audio, finish the finals of what was
+        heard (as ``end`` does), acknowledge it, and close with 1012 instead of ``bye``: the
+        client reconnects (to another replica) and resends only what is not acknowledged."""
+        self._draining = True
+        session = self._session
+        if session is not None:
+            await self._send(session.flush())
+            upto = session.position
+            self._withdraw_stale(session)
+            self._ending = True
+            self._wake.set()
+            if self._decoder is not None:
+                await self._decoder
+            await self._send([p.Ack(upto=upto)])
+        await self._ws.close(CLOSE_SERVICE_RESTART, "server draining: reconnect")
+
     async def _decode_loop(self, session: ServerSession) -> None:
         while True:
             await self._wake.wait()
@@ -246,9 +272,12 @@ class Connection:
                     self._queued = (request, ticket)
                     transcript = await ticket.future
                 except EngineError as exc:
+                    self._metrics.error("decode_failed")
                     messages = self._results(request, None,
                                              session.on_failure(request, str(exc)))
                 else:
+                    self._metrics.observe_decode(request.kind, transcript.decode_ms / 1000,
+                                                 len(request.request.audio) / 16_000)
                     messages = self._results(request, transcript,
                                              session.on_result(request, transcript))
                 finally:

@@ -3,7 +3,12 @@
 Every connection gets a `ServerSession` (VAD -> segmenter -> streaming policy) and a decode
 task that sends its requests to the shared `BatchScheduler`. Protocol v1 and WhisperLive's
 share the port: the first frame says which (`engine.server.whisperlive`). Plain HTTP ``GET /health`` and
-``GET /metrics`` are answered during the handshake (``process_request``).
+``GET /metrics`` are answered during the handshake (``process_request``): /health is 200 once
+the model is loaded (the port only opens then) and 503 while draining; /metrics is the
+Prometheus text format (`engine.server.metrics`), /metrics.json (or ``Accept:
+application/json``) the JSON view. `drain()` (``sottovoce serve`` on SIGTERM) stops accepting,
+lets every session's finals finish, acknowledges them and closes with 1012 so the client
+reconnects, through the load balancer, to another replica (docs/deploy.md).
 
 Limits, each answered with an ``error{code}`` frame and a clean close, never a crash:
 ``max_sessions`` (code ``busy``, close 1013 "try again later"), ``max_frame_bytes``
@@ -34,6 +39,7 @@ from engine.core import protocol as p
 from engine.core.whisperlive_server import WlServerConnection, is_whisperlive_options
 from engine.errors import EngineError, missing_dependency
 from engine.server.connection import Connection, TokenBucket, close_reason
+from engine.server.metrics import CONTENT_TYPE, ServerMetrics
 from engine.server.scheduler import BatchScheduler, SchedulerOptions
 from engine.server.session import SessionOptions
 from engine.server.whisperlive import WhisperLiveConnection
@@ -126,6 +132,9 @@ class TranscriptionServer:
                                          "errors": 0, "finals": 0, "unauthorized": 0,
                                          "whisperlive": 0}
         self.started_at = clock()
+        self.prometheus = ServerMetrics()
+        self.draining = False
+        self._connections: set[Connection] = set()
 
     @property
     def port(self) -> int:
@@ -161,6 +170,21 @@ class TranscriptionServer:
             self._server = None
         await asyncio.to_thread(self.scheduler.stop)
 
+    async def drain(self, timeout_s: float = 30.0) -> None:
+        """Stop accepting; each live session gets its finals decoded, sent and acknowledged,
+        then a 1012 close (the client resends the rest elsewhere); then `close()`. Sessions
+        still busy after ``timeout_s`` are closed as `close()` does."""
+        self.draining = True
+        if self._server is not None:
+            self._server.close(close_connections=False)  # the listening socket only
+        live = [asyncio.ensure_future(c.drain()) for c in list(self._connections)]
+        log.info("draining %d session(s)", len(live))
+        if live:
+            _, late = await asyncio.wait(live, timeout=timeout_s)
+            for task in late:
+                task.cancel()
+        await self.close()
+
     async def serve_forever(self) -> None:
         await self.start()
         try:
@@ -180,7 +204,7 @@ class TranscriptionServer:
     def _process_request(self, connection: Any, request: Any) -> Any:
         path = request.path.split("?", 1)[0]
         if path == "/health":
-            return _json_response(connection, 200, self.health())
+            return _json_response(connection, 503 if self.draining else 200, self.health())
         authorization = request.headers.get_all("Authorization")
         if len(authorization) > 1:  # headers.get would raise (HTTP 500 and a traceback)
             self.counters["unauthorized"] += 1
@@ -189,8 +213,14 @@ class TranscriptionServer:
                                 _token_elsewhere(request)):
             self.counters["unauthorized"] += 1
             return connection.respond(401, "unauthorized: send 'Authorization: Bearer <key>'\n")
-        if path == "/metrics":
+        if path == "/metrics.json" or (path == "/metrics" and "application/json" in
+                                       request.headers.get("Accept", "")):
             return _json_response(connection, 200, self.metrics())
+        if path == "/metrics":
+            response = connection.respond(200, self.prometheus_text())
+            del response.headers["Content-Type"]
+            response.headers["Content-Type"] = CONTENT_TYPE
+            return response
         return None  # go on with the WebSocket handshake
 
     def _authorized(self, header: str, others: list[str]) -> bool:
@@ -204,7 +234,8 @@ class TranscriptionServer:
         return any(_same(candidate, key) for candidate in others)
 
     def health(self) -> dict[str, object]:
-        return {"status": "ok", "model": self.runner.info.name, "device": self.runner.info.device,
+        return {"status": "draining" if self.draining else "ok", "ready": not self.draining,
+                "model": self.runner.info.name, "device": self.runner.info.device,
                 "sessions": self._sessions, "max_sessions": self.options.max_sessions,
                 "protocol": p.PROTOCOL_VERSION}
 
@@ -213,6 +244,20 @@ class TranscriptionServer:
                 "counters": dict(self.counters),
                 "scheduler": {**self.scheduler.stats.as_dict(), "queued": self.scheduler.waiting},
                 "batching": self.options.scheduler.max_batch > 1}
+
+    def prometheus_text(self) -> str:
+        stats = self.scheduler.stats
+        c = self.counters
+        return self.prometheus.render(
+            gauges={"sessions": self._sessions, "max_sessions": self.options.max_sessions,
+                    "queue_depth": self.scheduler.waiting, "ready": int(not self.draining),
+                    "uptime_seconds": round(self._clock() - self.started_at, 1)},
+            counters={"connections": c["connections"], "sessions": c["sessions"],
+                      "finals": c["finals"], "batches": stats.batches,
+                      "decode_requests": stats.requests, "withdrawn": stats.withdrawn,
+                      "batch_decode_seconds": stats.decode_seconds},
+            errors={"busy": c["busy"], "unauthorized": c["unauthorized"],
+                    "internal": c["errors"], "batch_decode": stats.errors})
 
     # -- WebSocket side ----------------------------------------------------------------
 
@@ -264,7 +309,8 @@ class TranscriptionServer:
                                      depth=o.burst_audio_s * 32_000, clock=self._clock),
             frame_bucket=TokenBucket(rate=o.rate_frames_per_s, depth=o.rate_frames_per_s * 2,
                                      clock=self._clock),
-            model=self.runner.info.name, counters=self.counters, first_frame=first)
+            model=self.runner.info.name, counters=self.counters, metrics=self.prometheus,
+            first_frame=first)
         connection: Connection
         if is_whisperlive_options(first):
             self.counters["whisperlive"] += 1
@@ -273,12 +319,15 @@ class TranscriptionServer:
                                                **kwargs)
         else:
             connection = Connection(ws, self.scheduler, **kwargs)
+        self._connections.add(connection)
         try:
             await connection.run()
         except Exception:  # noqa: BLE001 - a connection's top: log, never take the server down
             self.counters["errors"] += 1
             log.exception("connection failed")
             await _refuse(ws, p.INTERNAL, "internal server error", CLOSE_POLICY)
+        finally:
+            self._connections.discard(connection)
 
 
 async def _refuse(ws: Any, code: str, message: str, close_code: int) -> None:
