@@ -374,7 +374,7 @@ def test_whisperlive_and_native_clients_at_once(client_python: Path, serve: int,
         assert error_rate([clips[i].text], [native[i]]) <= 0.25, native[i]
     from tests.test_server import http_json
 
-    metrics = http_json(f"http://127.0.0.1:{serve}/metrics")
+    metrics = http_json(f"http://127.0.0.1:{serve}/metrics.json")
     counters = metrics["counters"]
     assert isinstance(counters, dict) and counters["whisperlive"] >= 2
 
