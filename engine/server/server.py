@@ -7,7 +7,8 @@ task that sends its requests to the shared `BatchScheduler`. Plain HTTP ``GET /h
 Limits, each answered with an ``error{code}`` frame and a clean close, never a crash:
 ``max_sessions`` (code ``busy``, close 1013 "try again later"), ``max_frame_bytes``
 (``too_large``), ``idle_timeout_s`` (``idle_timeout``), a per-connection token bucket on audio
-bytes and on frames (``rate_limited``), protocol violations (``bad_message`` ...). An API key,
+bytes and on frames (``rate_limited``), protocol violations (``bad_message`` ...), and the
+sessions per client, idle-audio and lifetime limits of `engine.server.limits`. An API key,
 when set, is required as ``Authorization: Bearer <key>`` (constant-time compare); it is
 mandatory when the server binds anything but loopback.
 
@@ -31,6 +32,7 @@ from typing import Any
 from engine.core import protocol as p
 from engine.errors import EngineError, missing_dependency
 from engine.server.connection import Connection, TokenBucket, close_reason
+from engine.server.limits import ClientSessions, SessionLimits
 from engine.server.scheduler import BatchScheduler, SchedulerOptions
 from engine.server.session import SessionOptions
 from engine.types import Runner, SpeechScorer
@@ -76,6 +78,7 @@ class ServerOptions:
     tls_key: str | None = None
     scheduler: SchedulerOptions = field(default_factory=SchedulerOptions)
     session: SessionOptions = field(default_factory=SessionOptions)
+    limits: SessionLimits = field(default_factory=SessionLimits)  # per client, per session
 
     def __post_init__(self) -> None:
         if not is_loopback(self.host) and not self.api_key:
@@ -103,6 +106,7 @@ class TranscriptionServer:
         self.runner = runner
         self.scheduler = BatchScheduler(runner, self.options.scheduler)
         self._scorer_factory = scorer_factory or _default_scorer
+        self.clients = ClientSessions(self.options.limits)  # every protocol's sessions
         self._clock = clock
         self._server: Any = None
         self._sessions = 0
@@ -128,7 +132,8 @@ class TranscriptionServer:
         o = self.options
         self.scheduler.start()
         self._server = await serve(
-            self._handle, o.host, o.port, process_request=self._process_request,
+            self.clients.guard(self._handle), o.host, o.port,
+            process_request=self._process_request,
             ssl=self._ssl_context(), max_size=2 * o.max_frame_bytes, max_queue=64,
             ping_interval=20, ping_timeout=20, close_timeout=5,
             server_header="sottovoce",
@@ -192,7 +197,8 @@ class TranscriptionServer:
         return {**self.health(), "uptime_s": round(self._clock() - self.started_at, 1),
                 "counters": dict(self.counters),
                 "scheduler": {**self.scheduler.stats.as_dict(), "queued": self.scheduler.waiting},
-                "batching": self.options.scheduler.max_batch > 1}
+                "batching": self.options.scheduler.max_batch > 1,
+                "limits": self.clients.as_dict()}
 
     # -- WebSocket side ----------------------------------------------------------------
 
