@@ -184,6 +184,9 @@ class FileTranscription:
                             yield Progress(done, max(done, self._expected()))
                 finally:
                     self._count(run, section.start)
+                # Let this section go before the next is read and planned: one held at a time.
+                self._section = (section.start, np.zeros(0, dtype=np.float32))
+                del run, section
                 if self.info.cancelled:
                     break
             self.info.duration = self._expected()
