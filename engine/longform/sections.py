@@ -52,8 +52,14 @@ class _Vad:
 
     def __init__(self, workers: int) -> None:
         self._model = load_model()
-        self._workers = workers
+        # One pool for the whole file: a pool per call started new threads every piece, and
+        # each new thread left onnxruntime memory behind (RSS grew with the file's length).
+        self._pool = ThreadPoolExecutor(workers, "vad") if workers > 1 else None
         self._piece = int(VAD_PIECE_S * SAMPLE_RATE) // VAD_WINDOW * VAD_WINDOW
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
 
     def score(self, audio: Audio, final: bool) -> Probabilities:
         """Probabilities of ``audio``'s leading pieces (all of them when ``final``)."""
@@ -73,12 +79,9 @@ class _Vad:
         def one(span: tuple[int, int]) -> Probabilities:
             return self._model.score_fresh(windows[span[0] // VAD_WINDOW:span[1] // VAD_WINDOW])
 
-        if self._workers <= 1 or len(spans) == 1:
-            scored = [one(span) for span in spans]
-        else:
-            with ThreadPoolExecutor(self._workers, thread_name_prefix="vad") as pool:
-                scored = list(pool.map(one, spans))
-        return np.concatenate(scored)
+        if self._pool is None or len(spans) == 1:
+            return np.concatenate([one(span) for span in spans])
+        return np.concatenate(list(self._pool.map(one, spans)))
 
 
 def sections(pieces: Iterable[Audio], chunking: ChunkingOptions, *, workers: int = 1,
@@ -90,6 +93,14 @@ def sections(pieces: Iterable[Audio], chunking: ChunkingOptions, *, workers: int
     after = int((section_s or SECTION_S) * SAMPLE_RATE)
     most = int((max_section_s or MAX_SECTION_S) * SAMPLE_RATE)
     vad = _Vad(workers)
+    try:
+        yield from _cut(pieces, chunking, vad, after, most)
+    finally:
+        vad.close()
+
+
+def _cut(pieces: Iterable[Audio], chunking: ChunkingOptions, vad: _Vad, after: int,
+         most: int) -> Iterator[Section]:
     start = 0
     held: list[Audio] = []  # pieces from `start` on
     length = 0
