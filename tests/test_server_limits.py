@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.core import protocol as p
@@ -117,9 +117,9 @@ def test_keepalives_alone_do_not_keep_a_session(serve: Any) -> None:
     thread = serve(idle_audio_s=0.6)
     with open_session(thread) as ws:
         started = time.monotonic()
-        replies = keep_alive_until_closed(ws, 6.0, audio=False)
+        replies = keep_alive_until_closed(ws, 10.0, audio=False)
     assert errors(replies) == [p.IDLE_TIMEOUT], replies
-    assert time.monotonic() - started < 3.0 and ws.close_code == 1000
+    assert time.monotonic() - started < 6.0 and ws.close_code == 1000  # 0.6 s + a loaded machine
     assert thread.server.metrics()["limits"]["closed_idle_audio"] == 1  # type: ignore[index]
 
 
@@ -127,10 +127,10 @@ def test_audio_keeps_a_session_until_its_lifetime(serve: Any) -> None:
     thread = serve(idle_audio_s=0.5, lifetime_s=1.5)
     with open_session(thread) as ws:
         started = time.monotonic()
-        replies = keep_alive_until_closed(ws, 8.0, audio=True)
+        replies = keep_alive_until_closed(ws, 12.0, audio=True)
         held = time.monotonic() - started
     assert errors(replies) == [p.SESSION_EXPIRED], replies
-    assert 1.3 < held < 4.0, held  # audio kept it past the idle-audio limit, not past its life
+    assert 1.3 < held < 8.0, held  # audio kept it past the idle-audio limit, not past its life
     assert p.SESSION_EXPIRED in RETRYABLE_ERRORS  # our client resumes on a new session
 
 
@@ -166,6 +166,7 @@ def test_metrics_report_the_limits(serve: Any) -> None:
                       "closed_idle_audio": 0, "closed_lifetime": 0}
 
 
+@settings(deadline=None)  # a shared, loaded machine: no per-example time limit
 @given(per_client=st.integers(-3, 5),
        idle=st.floats(allow_nan=True, allow_infinity=True),
        life=st.floats(allow_nan=True, allow_infinity=True))
