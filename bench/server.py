@@ -103,7 +103,8 @@ def start_server(system: str, port: int, model: str, streams: int) -> subprocess
         cmd = [str(python), "-c", code]
     else:
         cmd = [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--model", model,
-               "--max-sessions", str(streams + 1), *OURS[system]]
+               "--max-sessions", str(streams + 1),
+               "--max-sessions-per-client", str(streams + 1), *OURS[system]]
     log_path = Path(f"/tmp/bench-server-{system}-{streams}.log")
     with open(log_path, "wb") as log_file:  # the server's own log, for post-mortems
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log_file)

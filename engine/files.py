@@ -35,18 +35,29 @@ import dataclasses
 import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from engine.core.ladder import QualityThresholds, is_silent
 from engine.core.ladder import check as check_text
-from engine.longform.pipeline import FileRun, LongFormOptions, batch_size_for, plan_file
+from engine.longform.chunking import Chunk
+from engine.longform.pipeline import (
+    FileRun,
+    LongFormOptions,
+    batch_size_for,
+    plan_section,
+    vad_workers,
+)
+from engine.longform.sections import sections
 from engine.longform.stitch import ChunkResult, Stitcher
 from engine.types import SAMPLE_RATE, Audio, DecodeOptions, Runner, Segment, Transcript
+
+if TYPE_CHECKING:
+    from engine.audio.decode import AudioReader
 
 log = logging.getLogger(__name__)
 
@@ -92,18 +103,35 @@ class FileInfo:
 
 
 class FileTranscription:
-    """One file's run: iterate it once for `FileEvent`s; `info` says how it went."""
+    """One file's run: iterate it once for `FileEvent`s; `info` says how it went.
 
-    def __init__(self, audio: Audio, runner: Runner, options: FileOptions,
+    ``source`` is the whole recording, or an `AudioReader` decoding it piece by piece: then
+    the run holds one section of it at a time (`engine.longform.sections`), whatever its
+    length. ``info.duration`` is the header's length until the end is reached."""
+
+    def __init__(self, source: Audio | AudioReader, runner: Runner, options: FileOptions,
                  cancel: CancelToken | None, sequential: SequentialDecoder | None = None) -> None:
-        self.audio = audio
+        self.source = source
         self.runner = runner
         self.options = options
-        self.info = FileInfo(duration=len(audio), language=options.decode.language)
+        length = len(source) if isinstance(source, np.ndarray) else source.length_within(
+            options.sequential_below_s)
+        expected = length if length is not None else self._expected()
+        self.info = FileInfo(duration=expected, language=options.decode.language)
         self._cancel = cancel
-        self._sequential = sequential if uses_sequential(len(audio), options, sequential) else None
+        self._sequential = (sequential if length is not None
+                            and uses_sequential(length, options, sequential) else None)
         self._segments: list[Segment] = []
         self._events: Iterator[FileEvent] | None = None
+        self._section: tuple[int, Audio] = (0, np.zeros(0, dtype=np.float32))
+
+    def _expected(self) -> int:
+        source = self.source
+        return len(source) if isinstance(source, np.ndarray) else source.expected_samples
+
+    def _pieces(self) -> Iterable[Audio]:
+        source = self.source
+        return [source] if isinstance(source, np.ndarray) else source
 
     def __iter__(self) -> Iterator[FileEvent]:
         if self._events is not None:
@@ -129,43 +157,69 @@ class FileTranscription:
 
     def _run(self) -> Iterator[FileEvent]:
         started = time.perf_counter()
-        total = len(self.audio)
         full = batch_size_for(self.runner.device, self.options.batch_size)
         streams = max(1, self.runner.streams)
         self.info.batch_size, self.info.streams = full, streams
-        yield Progress(0, total)
-        run = plan_file(self.audio, self.options)
-        self.info.chunks = run.chunks
+        yield Progress(0, self._expected())
         stitcher = Stitcher()
         size = min(full, self.options.first_batch or full)
         pool = ThreadPoolExecutor(streams - 1, "files") if streams > 1 else None
         try:
-            while run.pending:
-                if self._cancel is not None and self._cancel.is_set():
-                    log.info("file: cancelled with %d chunk jobs left", len(run.pending))
-                    self.info.cancelled = True
+            for section in sections(self._pieces(), self.options.chunking,
+                                    workers=vad_workers()):
+                self._section = (section.start, section.audio)
+                run = plan_section(section.audio, section.probs, self.options)
+                self.info.chunks += run.chunks
+                try:
+                    while run.pending and not self._cancelled(run):
+                        _decode_wave(run, self.runner, size, streams, pool)
+                        size = min(full, size * 2)
+                        yield from self._finished(_on_file(run.take_resolved(), section.start),
+                                                  stitcher)
+                        if run.pending:
+                            done = section.start + run.frontier
+                            yield Progress(done, max(done, self._expected()))
+                finally:
+                    self._count(run, section.start)
+                # Let this section go before the next is read and planned: one held at a time.
+                self._section = (section.start, np.zeros(0, dtype=np.float32))
+                del run, section
+                if self.info.cancelled:
                     break
-                _decode_wave(run, self.runner, size, streams, pool)
-                size = min(full, size * 2)
-                yield from self._finished(run.take_resolved(), stitcher)
-                if run.pending:
-                    yield Progress(run.frontier, total)
+            self.info.duration = self._expected()
             if not self.info.cancelled:
+                total = self.info.duration
                 yield Progress(total, total)  # also when VAD found nothing to decode
         finally:
             if pool is not None:
                 pool.shutdown(wait=True)  # no decode may outlive the run (an error in another)
-            self.info.counts.update(run.counts)
-            self.info.dropped = run.dropped
             self.info.elapsed_s = time.perf_counter() - started
-        log.info("file: %.1f s audio, %d chunks, %.2f s (%s)", total / SAMPLE_RATE, run.chunks,
-                 self.info.elapsed_s, self.info.counts)
+        log.info("file: %.1f s audio, %d chunks, %.2f s (%s)", self.info.duration / SAMPLE_RATE,
+                 self.info.chunks, self.info.elapsed_s, self.info.counts)
+
+    def _cancelled(self, run: FileRun) -> bool:
+        if self._cancel is None or not self._cancel.is_set():
+            return False
+        log.info("file: cancelled with %d chunk jobs left", len(run.pending))
+        self.info.cancelled = True
+        return True
+
+    def _count(self, run: FileRun, offset: int) -> None:
+        """A section's counters and dropped chunks added to the file's."""
+        for key, value in run.counts.items():
+            self.info.counts[key] = self.info.counts.get(key, 0) + value
+        for dropped in run.dropped:  # FileRun writes sample positions as ints
+            start, end = dropped["start"], dropped["end"]
+            assert isinstance(start, int) and isinstance(end, int)
+            self.info.dropped.append({**dropped, "start": start + offset, "end": end + offset})
 
     def _run_sequential(self, decoder: SequentialDecoder) -> Iterator[FileEvent]:
         started = time.perf_counter()
-        total = len(self.audio)
+        audio = np.concatenate(list(self._pieces()))  # short: under sequential_below_s
+        self._section = (0, audio)
+        total = len(audio)
         yield Progress(0, total)
-        segments, self.info.language = decoder.iter_segments(self.audio, self.options.decode)
+        segments, self.info.language = decoder.iter_segments(audio, self.options.decode)
         limits = self.options.retry.thresholds
         try:
             for segment in segments:
@@ -183,7 +237,10 @@ class FileTranscription:
             self.info.elapsed_s = time.perf_counter() - started
 
     def _keep(self, segment: Segment) -> bool:
-        if not is_text_on_silence(segment, self.audio, self.options.retry.thresholds):
+        offset, audio = self._section  # the segment lies in the section being decoded
+        local = dataclasses.replace(segment, start=segment.start - offset,
+                                    end=segment.end - offset)
+        if not is_text_on_silence(local, audio, self.options.retry.thresholds):
             return True
         self.info.counts["dropped_silent_segments"] = (
             self.info.counts.get("dropped_silent_segments", 0) + 1)
@@ -198,6 +255,15 @@ class FileTranscription:
             if self._keep(segment):
                 self._segments.append(segment)
                 yield segment
+
+
+def _on_file(results: list[ChunkResult], offset: int) -> list[ChunkResult]:
+    """A section's chunk results placed on the file's timeline (their text times are relative
+    to their chunk and stay as they are)."""
+    if not offset:
+        return results
+    return [dataclasses.replace(r, chunk=Chunk(r.chunk.start + offset, r.chunk.end + offset))
+            for r in results]
 
 
 def _decode_wave(run: FileRun, runner: Runner, size: int, streams: int,
@@ -240,28 +306,32 @@ def is_text_on_silence(segment: Segment, audio: Audio, limits: QualityThresholds
 
 
 def transcribe_file(
-    source: str | os.PathLike[str] | Audio,
+    source: str | os.PathLike[str] | Audio | AudioReader,
     runner: Runner,
     options: FileOptions | DecodeOptions | None = None,
     *,
     cancel: CancelToken | None = None,
     sequential: SequentialDecoder | None = None,
 ) -> FileTranscription:
-    """Transcribe a file (a path PyAV reads, or 16 kHz mono samples) with a loaded ``runner``,
+    """Transcribe a file (a path PyAV reads, an `open_audio` reader, or 16 kHz mono samples)
+    with a loaded ``runner``,
     or, when it is shorter than ``options.sequential_below_s``, with a loaded ``sequential``
     decoder if one is given (`uses_sequential`).
 
     Nothing is decoded until the result is iterated. Plain `DecodeOptions` (the CLI's) get the
     pipeline's defaults around them, with the guarded short-context path on
-    (`LongFormOptions.coerce`). Raises AudioDecodeError (naming the file) for unreadable input;
-    a runner's TranscriptionError comes out of the iteration.
+    (`LongFormOptions.coerce`). A path is decoded piece by piece as the run goes, so memory
+    stays bounded whatever its length. Raises AudioDecodeError (naming the file) for a file
+    that cannot be opened (missing, no audio stream, an absurd header); one that fails later
+    in its decoding raises it from the iteration, as does a runner's TranscriptionError.
     """
-    if isinstance(source, np.ndarray):
-        audio = np.ascontiguousarray(source, dtype=np.float32)
-    else:
-        from engine.audio.decode import load_audio
+    if not isinstance(source, np.ndarray):
+        from engine.audio.decode import AudioReader, open_audio
 
-        audio = load_audio(source)
+        reader = source if isinstance(source, AudioReader) else open_audio(source)
+        return FileTranscription(reader, runner, LongFormOptions.coerce(options), cancel,
+                                 sequential)
+    audio = np.ascontiguousarray(source, dtype=np.float32)
     if audio.ndim != 1:
         raise ValueError("audio must be mono: a 1-D array of 16 kHz samples")
     return FileTranscription(audio, runner, LongFormOptions.coerce(options), cancel, sequential)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine.core.export import (
     FORMATS,
@@ -63,7 +65,7 @@ def assert_cue_rules(transcript: Transcript, cues: list[Cue], lay: CueLayout) ->
     for cue in cues:
         assert 1 <= len(cue.lines) <= lay.max_lines, cue
         assert all(0 < len(line) <= lay.max_line_chars for line in cue.lines), cue
-        assert 0 <= cue.end - cue.start <= lay.max_duration, cue
+        assert 0 < cue.end - cue.start <= lay.max_duration, cue
     for before, after in zip(cues, cues[1:], strict=False):
         assert before.end <= after.start, (before, after)
     # Split only at word boundaries: the cues hold every word, once, in order.
@@ -115,6 +117,37 @@ def test_long_pause_starts_a_new_cue_and_short_cue_is_stretched() -> None:
 def test_last_cue_is_not_stretched_past_the_audio() -> None:
     transcript = Transcript(segments=(timed_segment(["Hi."], 0, S // 10),), duration=S // 5)
     assert layout_cues(transcript)[0].end == S // 5
+
+
+def test_words_at_the_very_end_of_the_audio_get_a_cue_with_a_length() -> None:
+    """Issue 15 item 14: audio that ends mid-word gave a last cue 300.0 -> 300.0 s."""
+    end = 300 * S
+    said = timed_segment(["Ask", "not."], end - 2 * S, S // 2)
+    cut = Segment(" what", end, end, words=(Word(" what", end, end),))
+    for lay in (CueLayout(), CueLayout(min_duration=0)):
+        cues = layout_cues(Transcript(segments=(said, cut), duration=end), lay)
+        assert [c.text for c in cues] == ["Ask not.", "what"]
+        assert all(c.start < c.end <= end for c in cues), cues
+        assert cues[0].end <= cues[1].start
+        assert "00:05:00,000 --> 00:05:00,000" not in to_srt(Transcript((said, cut), duration=end))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 20 * S), st.integers(0, 20 * S), st.booleans()),
+                min_size=1, max_size=10), st.integers(0, 20 * S), st.integers(0, S))
+def test_any_segment_times_give_cues_of_positive_length_in_order(
+        times: list[tuple[int, int, bool]], duration: int, min_duration: int) -> None:
+    """Segments and words at any times (equal, reversed, at or past the end of the audio):
+    every cue has a positive length and none overlaps the next."""
+    segments = []
+    for i, (a, b, timed) in enumerate(sorted(times)):
+        words = (Word(f" w{i}", a, b),) if timed else ()
+        segments.append(Segment(f" w{i}", a, b, words=words))
+    lay = CueLayout(min_duration=min_duration)
+    cues = layout_cues(Transcript(segments=tuple(segments), duration=duration), lay)
+    assert all(c.start < c.end for c in cues), cues
+    assert all(a.end <= b.start for a, b in zip(cues, cues[1:], strict=False)), cues
+    assert [c.text for c in cues] == [s.text.strip() for s in segments]
 
 
 def test_segment_without_words_spreads_time_by_length() -> None:

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine.asr.ct2_decoder import Ct2Runner
 from engine.asr.fake import ScriptedRunner
@@ -322,11 +324,14 @@ def test_a_chunk_long_segment_is_cut_at_sentence_ends_but_not_after_an_abbreviat
 
 
 def test_monotonic_times_and_chunk_clamping():
-    overlapping = [_segment("one two three", 0), _segment("four five", SR // 4)]
+    overlapping = [_segment("one two three", 0), _segment("four five six", SR // 4)]
     fixed = make_monotonic(overlapping)
-    assert fixed[1].start >= fixed[0].end
+    assert fixed[1].start >= fixed[0].end and fixed[1].end > fixed[1].start
     starts = [w.start for s in fixed for w in s.words]
     assert starts == sorted(starts)
+    # Wholly behind the one before, a segment has no time left: it joins that one.
+    behind = make_monotonic([_segment("one two three", 0), _segment("four five", SR // 4)])
+    assert [s.text for s in behind] == [" one two three four five"]
     wild = Segment(" late", 5 * SR, 50 * SR, words=(Word(" late", 5 * SR, 50 * SR),))
     placed = stitch([ChunkResult(Chunk(0, 10 * SR), Transcript((wild,)))])
     assert placed[0].end == 10 * SR and placed[0].words[0].end == 10 * SR
@@ -774,3 +779,36 @@ def test_worker_processes_decode_the_same_file(long_file):
     assert transcript.extra["chunks"] >= 2
     with pytest.raises(EngineError):
         ProcessPoolRunner().decode_batch([])
+
+
+def test_audio_that_ends_mid_word_gives_no_zero_length_segment():
+    """Issue 15 item 14: Whisper times a word cut by the end of the audio at or past the end;
+    clamped to the chunk it was a 300.0 -> 300.0 s segment (and an empty cue)."""
+    end = 300 * SR
+    chunk = Chunk(end - 20 * SR, end)
+    said = Segment(" and so my fellow", 2 * SR, 4 * SR, words=_words("and so my fellow", 2 * SR))
+    cut = Segment(" Americans", 20 * SR, 20 * SR + 100, words=_words("Americans", 20 * SR))
+    segments = stitch([ChunkResult(chunk, Transcript((said, cut)))])
+    assert "".join(s.text for s in segments) == " and so my fellow Americans"
+    assert all(s.start < s.end <= end for s in segments), segments
+    assert segments[-1].end == end and segments[-1].start >= end - SR
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(-5 * SR, 40 * SR), st.integers(-5 * SR, 40 * SR),
+                          st.booleans()), min_size=1, max_size=8),
+       st.integers(0, 30 * SR), st.integers(1, 30 * SR))
+def test_placed_and_stitched_segments_always_have_positive_length(
+        times: list[tuple[int, int, bool]], chunk_start: int, chunk_len: int) -> None:
+    """Any segment times a decode may give (before the chunk, past its end, reversed, equal,
+    overlapping): every stitched segment lies in the chunk, in order, with a positive length,
+    and no text is lost."""
+    chunk = Chunk(chunk_start, chunk_start + chunk_len)
+    segs = []
+    for i, (a, b, timed) in enumerate(times):
+        words = (Word(f" w{i}", a, b),) if timed else ()
+        segs.append(Segment(f" w{i}", a, b, words=words))
+    out = stitch([ChunkResult(chunk, Transcript(tuple(segs)))])
+    assert sorted("".join(s.text for s in out).split()) == sorted(s.text.strip() for s in segs)
+    assert all(chunk.start <= s.start < s.end <= chunk.end for s in out), out
+    assert all(a.end <= b.start for a, b in zip(out, out[1:], strict=False))

@@ -6,9 +6,14 @@ what is checked here is the session's own logic: timeline offsets, flushes, acks
 
 from __future__ import annotations
 
+import gc
+import types
+from collections import deque
 from pathlib import Path
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine.audio.decode import load_audio
 from engine.core import protocol as p
@@ -109,14 +114,34 @@ def test_cancel_forgets_everything(jfk_wav: Path) -> None:
     assert session.next_request() is None
 
 
-def test_flushes_keep_exact_positions_and_no_state_grows_with_age() -> None:
-    """A flush takes the tail shorter than a window as it is (no silence padded in), so
-    positions stay the client's; and nothing the session keeps grows with the number of
-    audio+flush pairs (a flood of them once cost ~12 ms a frame after 30k flushes)."""
-    clock = Clock()
-    session = ServerSession(p.Hello("s"), SessionOptions(), EnergyVad(), clock)
-    sent = 0
-    for i in range(3000):
+def retained(root: object) -> int:
+    """How much a session holds: the items of every container and array reachable from it
+    (not through classes, modules or functions). Counted, not timed: a structure that grows
+    with the session's age shows here whatever the machine's speed."""
+    seen: set[int] = set()
+    stack = [root]
+    total = 0
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen or isinstance(obj, (type, types.ModuleType, types.FunctionType,
+                                               types.BuiltinFunctionType)):
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, np.ndarray):
+            total += obj.size
+            continue
+        if isinstance(obj, (str, bytes)):
+            total += len(obj)
+            continue
+        if isinstance(obj, (list, tuple, dict, set, frozenset, deque)):
+            total += len(obj)
+        stack.extend(gc.get_referents(obj))
+    return total
+
+
+def flush_flood(session: ServerSession, clock: Clock, pairs: range, sent: int) -> int:
+    """Audio+flush pairs of varied lengths, speech half the time, each decode answered."""
+    for i in pairs:
         frame = np.full(100 + i % 700, 3000 if i % 50 < 25 else 0, dtype=np.int16)
         clock.now += len(frame) / 16_000
         session.feed(p.Audio(frame, sent))
@@ -125,7 +150,83 @@ def test_flushes_keep_exact_positions_and_no_state_grows_with_age() -> None:
         assert session.position == sent
         while (job := session.next_request()) is not None:
             session.on_result(job, scripted(len(job.audio), "word"))
-    segmenter = session.core.segmentation.segmenter
-    assert not session._issued and len(session._open) <= 1
-    assert segmenter._ring.maxlen is not None and len(segmenter._ring) <= segmenter._ring.maxlen
-    assert not segmenter.active and not segmenter._windows
+    return sent
+
+
+def test_flushes_keep_exact_positions_and_no_state_grows_with_age() -> None:
+    """A flush takes the tail shorter than a window as it is (no silence padded in), so
+    positions stay the client's; and nothing the session keeps grows with the number of
+    audio+flush pairs (a flood of them once cost ~12 ms a frame after 30k flushes: the old
+    session kept one padding record per flush and walked them all for every frame)."""
+    clock = Clock()
+    session = ServerSession(p.Hello("s"), SessionOptions(), EnergyVad(), clock)
+    sent = flush_flood(session, clock, range(1400), 0)  # 1400 and 2800: the same phase
+    young = retained(session)
+    flush_flood(session, clock, range(1400, 2800), sent)
+    assert retained(session) <= young + 64, (young, retained(session))
+
+
+UNBOUNDED_LIMIT = 96  # the prompt's recent texts (<= 200 chars) and a few fields
+
+Frame = tuple[str, int, bool]  # ("audio", samples, speech) | ("flush", 0, False) | ("decode", ...)
+
+frames_strategy = st.lists(st.one_of(
+    st.tuples(st.just("audio"), st.integers(0, 3000), st.booleans()),
+    st.tuples(st.just("flush"), st.just(0), st.just(False)),
+    st.tuples(st.just("decode"), st.just(0), st.just(False))), min_size=1, max_size=60)
+
+
+def play(session: ServerSession, clock: Clock, frames: list[Frame], sent: int) -> int:
+    """Send ``frames``, checking after each that the session's position is what was sent;
+    then a flush and every decode answered, so the next round starts from the same state."""
+    for kind, length, speech in frames:
+        if kind == "audio":
+            frame = np.full(length, 3000 if speech else 0, dtype=np.int16)
+            clock.now += length / 16_000
+            session.feed(p.Audio(frame, sent))
+            sent += length
+        elif kind == "flush":
+            session.flush()
+        else:
+            if (job := session.next_request()) is not None:
+                session.on_result(job, scripted(len(job.audio), "word"))
+        assert session.position == sent
+    session.flush()
+    while (job := session.next_request()) is not None:
+        session.on_result(job, scripted(len(job.audio), "word"))
+    assert session.position == sent and session.idle
+    return sent
+
+
+def unbounded_entries(root: object) -> int:
+    """Items held in containers reachable from ``root`` that have no ``maxlen`` of their own
+    (lists, dicts, sets, plain deques): a flush-by-flush record would show here."""
+    seen: set[int] = set()
+    stack = [root]
+    total = 0
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen or isinstance(obj, (type, types.ModuleType, types.FunctionType,
+                                               types.BuiltinFunctionType, np.ndarray, str)):
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, (list, dict, set)) or (isinstance(obj, deque) and obj.maxlen is None):
+            total += len(obj)
+        stack.extend(gc.get_referents(obj))
+    return total
+
+
+@settings(max_examples=40, deadline=None)
+@given(frames=frames_strategy, offset=st.integers(0, 10**9))
+def test_any_audio_flush_sequence_keeps_positions_and_bounded_state(
+        frames: list[Frame], offset: int) -> None:
+    """Whatever mix of frame lengths, speech, flushes and decodes: the position is always
+    the samples sent (from the hello's offset), and after each round (the mix, a flush, every
+    decode answered) the session's containers without a fixed capacity hold a few items only,
+    however many rounds came before (the old session kept one record per flush)."""
+    clock = Clock()
+    session = ServerSession(p.Hello("s", offset=offset), SessionOptions(), EnergyVad(), clock)
+    sent = offset
+    for _ in range(40):
+        sent = play(session, clock, frames, sent)
+        assert unbounded_entries(session) <= UNBOUNDED_LIMIT

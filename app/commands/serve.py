@@ -2,7 +2,8 @@
 
     sottovoce serve [--host 127.0.0.1] [--port 8765] [--model M] [--device auto|cpu|cuda]
                     [--max-sessions N] [--tls-cert FILE --tls-key FILE] [--api-key-env VAR]
-                    [--no-batching] [--max-pad-ratio R]
+                    [--no-batching] [--max-pad-ratio R] [--max-sessions-per-client N]
+                    [--idle-audio S] [--session-lifetime S]
 
 The API key is read from the environment variable named by ``--api-key-env`` (never from the
 command line, where other users could see it in the process list). Binding anything but
@@ -18,7 +19,10 @@ import logging
 import math
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from engine.server.limits import SessionLimits
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +52,24 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--drain-timeout", type=float, default=30.0, metavar="S",
                         help="on SIGTERM: stop accepting, give sessions this long to get their"
                              " finals, then exit (SIGINT exits at once)")
+    # Defaults live in engine.server.limits.SessionLimits (not imported here: CLI start-up).
+    parser.add_argument("--max-sessions-per-client", type=int, metavar="N",
+                        help="sessions one client address may hold at once (default 4)")
+    parser.add_argument("--idle-audio", type=float, metavar="S",
+                        help="close a session that sent no audio for S seconds; keepalives "
+                             "do not count (default 600)")
+    parser.add_argument("--session-lifetime", type=float, metavar="S",
+                        help="close a session after S seconds; the client resumes it on a "
+                             "new one (default 28800)")
     parser.set_defaults(handler=run)
+
+
+def session_limits(args: argparse.Namespace) -> SessionLimits:
+    from engine.server.limits import SessionLimits
+
+    given = {"per_client": args.max_sessions_per_client, "idle_audio_s": args.idle_audio,
+             "lifetime_s": args.session_lifetime}
+    return SessionLimits(**{k: v for k, v in given.items() if v is not None})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -64,14 +85,17 @@ def run(args: argparse.Namespace) -> int:
             print(f"error: environment variable {args.api_key_env} is empty or unset",
                   file=sys.stderr)
             return 2
-    for flag in ("idle_timeout", "batch_window_ms", "max_pad_ratio", "drain_timeout"):
-        if not math.isfinite(getattr(args, flag)):  # NaN passes every `<` check downstream
+    for flag in ("idle_timeout", "batch_window_ms", "max_pad_ratio", "drain_timeout",
+                 "idle_audio", "session_lifetime"):
+        value = getattr(args, flag)
+        if value is not None and not math.isfinite(value):  # NaN passes every `<` downstream
             print(f"error: --{flag.replace('_', '-')} must be a finite number", file=sys.stderr)
             return 2
     try:
         options = ServerOptions(
             host=args.host, port=args.port, max_sessions=args.max_sessions, api_key=api_key,
             tls_cert=args.tls_cert, tls_key=args.tls_key, idle_timeout_s=args.idle_timeout,
+            limits=session_limits(args),
             scheduler=SchedulerOptions(max_batch=1 if args.no_batching else 16,
                                        window_ms=args.batch_window_ms,
                                        max_pad_ratio=args.max_pad_ratio,

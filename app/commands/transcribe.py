@@ -28,9 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from engine.asr.sequential import SequentialRunner
 from engine.atomic import atomic_write_text
-from engine.audio.decode import load_audio
+from engine.audio.decode import AudioReader, open_audio
 from engine.core.export import FORMATS, render
 from engine.errors import AudioDecodeError, EngineError
 from engine.files import FileOptions, Progress, transcribe_file, uses_sequential
@@ -183,13 +185,16 @@ def _on_cpu(device: str, compute_type: str) -> bool:
         return False  # the error comes back, with its message, when the model loads
 
 
-def transcribe(audio: Audio, decoders: Decoders, options: DecodeOptions,
+def transcribe(audio: Audio | AudioReader, decoders: Decoders, options: DecodeOptions,
                progress: ProgressCallback | None = None) -> Transcript:
     """One file's transcript through `engine.files.transcribe_file`, loading the decoder it
     needs first (`_FatalError` when it cannot load); ``progress(done, total)`` follows it."""
     file_options = dataclasses.replace(FileOptions.coerce(options),
                                        sequential_below_s=decoders.sequential_below_s)
-    if uses_sequential(len(audio), file_options, decoders.sequential):
+    # A reader decodes ahead only as far as the short-file limit to tell (kept for the run).
+    length = (len(audio) if isinstance(audio, np.ndarray)
+              else audio.length_within(file_options.sequential_below_s))
+    if length is not None and uses_sequential(length, file_options, decoders.sequential):
         assert decoders.sequential is not None
         _load_model(decoders.sequential, options.language)
     else:
@@ -213,13 +218,14 @@ def _transcribe_all(args: argparse.Namespace, decoders: Decoders, options: Decod
     used_names: set[str] = set()
     for name in args.files:
         try:
-            audio = load_audio(name)
+            audio = open_audio(name)  # decoded piece by piece: memory bounded by length
         except AudioDecodeError as exc:
             _error(str(exc))
             failed += 1
             continue
         try:  # the model loads once a file is worth decoding
-            with _progress_bar(Path(name).name, len(audio), show_progress) as progress:
+            with _progress_bar(Path(name).name, audio.expected_samples,
+                               show_progress) as progress:
                 transcript = transcribe(audio, decoders, options, progress)
             text = render(transcript, args.format)
             if args.output_dir is None:
@@ -229,6 +235,9 @@ def _transcribe_all(args: argparse.Namespace, decoders: Decoders, options: Decod
                 target = _output_path(args.output_dir, Path(name), args.format, used_names)
                 atomic_write_text(target, text)
                 log.info("wrote %s", target)
+        except AudioDecodeError as exc:  # found while decoding the file: it names the file
+            _error(str(exc))
+            failed += 1
         except EngineError as exc:
             _error(f"{name}: {exc}")
             failed += 1
@@ -287,6 +296,7 @@ def _progress_bar(label: str, total_samples: int,
                           "[{elapsed}<{remaining}, {rate_fmt}]")
 
     def update(done: int, total: int) -> None:
+        bar.total = round(total / SAMPLE_RATE, 1)  # the header's length, until the end is read
         bar.update(round(done / SAMPLE_RATE, 1) - bar.n)
 
     try:

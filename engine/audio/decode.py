@@ -1,4 +1,5 @@
-"""Decode any audio/video file PyAV can read into 16 kHz mono float32, with clear errors.
+"""Decode any audio/video file PyAV can read into 16 kHz mono float32, with clear errors, as
+pieces (`open_audio`: memory bounded whatever the length) or whole (`load_audio`).
 
 Before decoding, the container is probed: a file with no audio stream (a silent screen
 recording) is refused with that reason, and the duration its header declares is kept, so a file
@@ -8,12 +9,16 @@ instead of silently.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import struct
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from engine.errors import AudioDecodeError, missing_dependency
 from engine.types import SAMPLE_RATE, Audio
@@ -26,11 +31,28 @@ SHORT_TOLERANCE = 0.05
 SHORT_MIN_S = 0.5
 
 
+# What a real recording can hold. A header outside these is damaged or hostile: a 40 KB WAV
+# claiming 2 Hz asked the resampler for 8000x its samples (over 3.5 GB, then ENOMEM).
+MIN_RATE = 1_000
+MAX_RATE = 768_000
+MAX_CHANNELS = 64
+PIECE_S = 30.0  # audio decoded and handed on at a time
+
+
 def load_audio(path: str | os.PathLike[str]) -> Audio:
     """Read ``path`` (any container/codec, rate and channel count) as 16 kHz mono float32.
 
     Raises AudioDecodeError naming the file when it is missing, empty, corrupt or holds no audio.
+    Holds the whole recording: long files go through `open_audio` piece by piece instead.
     """
+    pieces = list(open_audio(path))
+    return np.ascontiguousarray(np.concatenate(pieces), dtype=np.float32)
+
+
+def open_audio(path: str | os.PathLike[str], piece_s: float = PIECE_S) -> AudioReader:
+    """``path`` checked and probed now (AudioDecodeError when it cannot be read), decoded when
+    iterated, in 16 kHz mono float32 pieces of about ``piece_s``: memory does not grow with the
+    length of the recording."""
     p = Path(path)
     if not p.exists():
         raise AudioDecodeError(f"{p}: no such file")
@@ -39,24 +61,143 @@ def load_audio(path: str | os.PathLike[str]) -> Audio:
     if p.stat().st_size == 0:
         raise AudioDecodeError(f"{p}: file is empty")
     try:
-        from faster_whisper.audio import decode_audio
+        import av  # noqa: F401 - PyAV comes with faster-whisper
     except ImportError as exc:
         raise missing_dependency("faster-whisper (PyAV)", "local") from exc
-    declared_s = _probe(p)
-    try:
-        audio = decode_audio(str(p), sampling_rate=SAMPLE_RATE)
-    except Exception as exc:  # noqa: BLE001 - PyAV raises many error types; translate them all
-        reason = str(exc).strip() or type(exc).__name__
-        raise AudioDecodeError(f"{p}: not a readable audio file ({reason})") from exc
-    if audio.size == 0:
-        raise AudioDecodeError(f"{p}: contains no audio samples")
-    got_s = audio.size / SAMPLE_RATE
-    if declared_s is not None and got_s < declared_s - max(SHORT_MIN_S,
-                                                           SHORT_TOLERANCE * declared_s):
-        log.warning("%s: the file ended early: %.1f s of audio where its header says %.1f s "
-                    "(truncated, or still being written?); transcribing what is there",
-                    p, got_s, declared_s)
-    return np.ascontiguousarray(audio, dtype=np.float32)
+    return AudioReader(p, _probe(p), piece_s)
+
+
+class AudioReader:
+    """A file's audio as an iterable of pieces (iterate once); ``declared_s`` is the duration
+    its header states (None when it does not say), ``samples`` how many were decoded so far.
+    `length_within` decodes ahead to tell whether the file is shorter than some length."""
+
+    def __init__(self, path: Path, declared_s: float | None, piece_s: float) -> None:
+        self.path = path
+        self.declared_s = declared_s
+        self.samples = 0
+        self._piece_s = piece_s
+        self._piece = max(1, int(piece_s * SAMPLE_RATE))
+        self._ahead: list[Audio] = []  # decoded by length_within, not yet handed out
+        self._pieces: Iterator[Audio] | None = None
+        self._done = False
+
+    @property
+    def expected_samples(self) -> int:
+        """The header's length when it states one, else what was decoded so far."""
+        declared = int(self.declared_s * SAMPLE_RATE) if self.declared_s else 0
+        return max(declared, self.samples)
+
+    def length_within(self, seconds: float) -> int | None:
+        """The file's length in samples when it ends within ``seconds``, else None (having
+        decoded only about that much ahead; the pieces are still all handed out)."""
+        pieces = self._source()
+        held = sum(len(a) for a in self._ahead)
+        while held <= seconds * SAMPLE_RATE and not self._done:
+            piece = next(pieces, None)
+            if piece is None:
+                break
+            self._ahead.append(piece)
+            held += len(piece)
+        return held if self._done and held <= seconds * SAMPLE_RATE else None
+
+    def __iter__(self) -> Iterator[Audio]:
+        pieces = self._source()
+        while self._ahead:
+            yield self._ahead.pop(0)
+        yield from pieces
+
+    def _source(self) -> Iterator[Audio]:
+        if self._pieces is None:
+            self._pieces = self._decode()
+        return self._pieces
+
+    def _decode(self) -> Iterator[Audio]:
+        try:
+            yield from self._pcm_pieces()
+        except AudioDecodeError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - PyAV raises many error types; translate them
+            reason = str(exc).strip() or type(exc).__name__
+            raise AudioDecodeError(f"{self.path}: not a readable audio file ({reason})") from exc
+        finally:
+            self._done = True
+        if self.samples == 0:
+            raise AudioDecodeError(f"{self.path}: contains no audio samples")
+        got_s, declared_s = self.samples / SAMPLE_RATE, self.declared_s
+        if declared_s is not None and got_s < declared_s - max(SHORT_MIN_S,
+                                                               SHORT_TOLERANCE * declared_s):
+            log.warning("%s: the file ended early: %.1f s of audio where its header says "
+                        "%.1f s (truncated, or still being written?); transcribing what is "
+                        "there", self.path, got_s, declared_s)
+
+    def _pcm_pieces(self) -> Iterator[Audio]:
+        """faster-whisper's decode (s16 mono at 16 kHz through one resampler, damaged frames
+        skipped), handed on in pieces instead of gathered into one buffer."""
+        import av
+
+        resampler = av.audio.resampler.AudioResampler(format="s16", layout="mono",
+                                                      rate=SAMPLE_RATE)
+        held: list[npt.NDArray[np.int16]] = []
+        count = 0
+        with av.open(str(self.path), mode="r", metadata_errors="ignore") as container:
+            stream = container.streams.audio[0]
+            _check_header(self.path, stream.rate, stream.channels)
+            group = min(500_000, max(1024, int(self._piece_s * (stream.rate or SAMPLE_RATE))))
+            for frame in _resampled(_grouped(_valid(container.decode(audio=0)), group),
+                                    resampler):
+                pcm = frame.to_ndarray().reshape(-1)
+                held.append(pcm)
+                count += len(pcm)
+                if count >= self._piece:
+                    yield self._emit(held)
+                    held, count = [], 0
+        if count:
+            yield self._emit(held)
+
+    def _emit(self, held: list[npt.NDArray[np.int16]]) -> Audio:
+        audio = np.concatenate(held).astype(np.float32) / 32768.0
+        self.samples += len(audio)
+        return audio
+
+
+def _check_header(path: Path, rate: int | None, channels: int | None) -> None:
+    if rate is not None and not MIN_RATE <= rate <= MAX_RATE:
+        raise AudioDecodeError(f"{path}: its header claims a sample rate of {rate} Hz "
+                               f"(outside {MIN_RATE}-{MAX_RATE}): damaged or not audio")
+    if channels is not None and not 1 <= channels <= MAX_CHANNELS:
+        raise AudioDecodeError(f"{path}: its header claims {channels} channels "
+                               f"(outside 1-{MAX_CHANNELS}): damaged or not audio")
+
+
+def _valid(frames: Iterator[Any]) -> Iterator[Any]:
+    import av
+
+    while True:
+        try:
+            yield next(frames)
+        except StopIteration:
+            return
+        except av.error.InvalidDataError:
+            continue
+
+
+def _grouped(frames: Iterator[Any], samples: int) -> Iterator[Any]:
+    import av
+
+    fifo = av.audio.fifo.AudioFifo()
+    for frame in frames:
+        frame.pts = None  # ignore timestamp checks
+        fifo.write(frame)
+        if fifo.samples >= samples:
+            yield fifo.read()
+    if fifo.samples > 0:
+        yield fifo.read()
+
+
+def _resampled(frames: Iterator[Any], resampler: Any) -> Iterator[Any]:
+    for frame in itertools.chain(frames, [None]):  # None flushes the resampler
+        yield from resampler.resample(frame)
 
 
 def _probe(path: Path) -> float | None:
@@ -72,6 +213,8 @@ def _probe(path: Path) -> float | None:
                 raise AudioDecodeError(f"{path}: no audio stream (the file holds "
                                        f"{', '.join(kinds)})")
             duration = container.duration
+            audio = container.streams.audio[0]
+            _check_header(path, audio.rate, audio.channels)
     except av.FFmpegError:
         return None
     wav_s = _wav_declared_seconds(path)

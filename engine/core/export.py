@@ -233,8 +233,26 @@ def _fix_times(cues: list[Cue], lay: CueLayout, duration: int) -> list[Cue]:
             else:
                 limit = duration if duration > 0 else end + lay.min_duration
             end = max(end, min(start + lay.min_duration, limit))
+        if end <= start:
+            start, end = _make_room(fixed, start, lay)
         fixed.append(Cue(start, end, cue.lines))
     return fixed
+
+
+def _make_room(fixed: list[Cue], at: int, lay: CueLayout) -> tuple[int, int]:
+    """Times for a cue that would show for no time at all (words at the very end of the audio,
+    or behind the previous cue's end): it ends at ``at`` and takes up to ``min_duration``
+    before it, from the gap, else from the previous cue's second half."""
+    floor = fixed[-1].end if fixed else 0
+    start = max(floor, at - max(1, lay.min_duration))
+    if start < at:
+        return start, at
+    if fixed and at - fixed[-1].start >= 2:
+        prev = fixed[-1]
+        start = max(prev.start + (at - prev.start) // 2, at - max(1, lay.min_duration))
+        fixed[-1] = Cue(prev.start, start, prev.lines)
+        return start, at
+    return at, at + max(1, lay.min_duration)  # nothing before it to take time from
 
 
 # ---------------------------------------------------------------- writers

@@ -45,6 +45,7 @@ UNAUTHORIZED = "unauthorized"
 TOO_LARGE = "too_large"
 RATE_LIMITED = "rate_limited"
 IDLE_TIMEOUT = "idle_timeout"
+SESSION_EXPIRED = "session_expired"
 INTERNAL = "internal"
 
 

@@ -330,7 +330,17 @@ def plan_file(audio: Audio, options: LongFormOptions) -> FileRun:
     """Step 1 of a file: VAD over the whole file, chunks planned, first decode jobs queued.
 
     VAD runs before any decode, so it may use every core (scored in parallel parts)."""
-    probs = speech_probabilities(audio, workers=min(4, os.cpu_count() or 1))
+    probs = speech_probabilities(audio, workers=vad_workers())
+    return plan_section(audio, probs, options)
+
+
+def vad_workers() -> int:
+    return min(4, os.cpu_count() or 1)
+
+
+def plan_section(audio: Audio, probs: Probabilities, options: LongFormOptions) -> FileRun:
+    """`plan_file` with the VAD already done (``probs``: one per window of ``audio``): a
+    section of a long file (`engine.longform.sections`) or a whole one."""
     chunks = plan_chunks(probs, len(audio), options.chunking)
     run = FileRun(audio, probs, options)
     run.chunks = len(chunks)

@@ -27,6 +27,9 @@ MAX_BORDER_WORDS = 8
 SENTENCE_END_MARKS = (".", "?", "!", "。", "？", "！")
 # A sentence piece needs this many words before it may be cut off ("Mr. Quilter" stays whole).
 MIN_SENTENCE_WORDS = 3
+# A segment placed at or past its chunk's end (audio that stops mid-word: Whisper times the cut
+# word at or after the end) is given the chunk's last moments, up to this long, not zero length.
+CUT_TAIL = SAMPLE_RATE // 2
 
 
 @dataclass(frozen=True)
@@ -39,23 +42,30 @@ class ChunkResult:
 
 
 def place(result: ChunkResult) -> list[Segment]:
-    """The chunk's segments on the file timeline, clamped to the chunk, flags attached."""
+    """The chunk's segments on the file timeline, clamped to the chunk, flags attached; each
+    has a positive length (one timed at or past the chunk's end takes its last moments)."""
     lo, hi = result.chunk.start, result.chunk.end
-
-    def at(t: int) -> int:
-        return max(lo, min(hi, lo + t))
-
     placed = []
     for seg in result.transcript.segments:
         if not seg.text.strip():
             continue
-        words = tuple(dataclasses.replace(w, start=at(w.start), end=max(at(w.start), at(w.end)))
-                      for w in seg.words)
+        start, end = _within(lo + seg.start, lo, hi), _within(lo + seg.end, lo, hi)
+        w_lo = lo
+        if end <= start:
+            start, end = max(lo, min(start, hi - CUT_TAIL)), hi
+            w_lo = start  # its words, cut off too, go in the same last moments
+        words = tuple(dataclasses.replace(
+            w, start=_within(lo + w.start, w_lo, hi),
+            end=max(_within(lo + w.start, w_lo, hi), _within(lo + w.end, w_lo, hi)))
+            for w in seg.words)
         flags = tuple(dict.fromkeys(seg.flags + result.flags))
-        start, end = at(seg.start), at(seg.end)
         placed.extend(split_at_sentences(dataclasses.replace(
-            seg, start=start, end=max(start, end), words=words, flags=flags)))
+            seg, start=start, end=end, words=words, flags=flags)))
     return placed
+
+
+def _within(t: int, lo: int, hi: int) -> int:
+    return max(lo, min(hi, t))
 
 
 def split_at_sentences(segment: Segment) -> list[Segment]:
@@ -153,7 +163,9 @@ def _overlap_length(tail: list[str], head: list[str]) -> int:
 
 def make_monotonic(segments: list[Segment], floor: int = 0) -> list[Segment]:
     """Times never go backwards: each segment starts at or after the previous one's end (the
-    first at or after ``floor``), and words inside a segment are ordered and within it."""
+    first at or after ``floor``), and words inside a segment are ordered and within it. A
+    segment left with no time at all (behind a previous one that reaches the chunk's end)
+    joins that previous segment: a zero-length cue cannot be shown."""
     out: list[Segment] = []
     for seg in segments:
         start = max(seg.start, floor)
@@ -165,6 +177,12 @@ def make_monotonic(segments: list[Segment], floor: int = 0) -> list[Segment]:
             words.append(dataclasses.replace(w, start=w_start, end=w_end))
             cursor = w_end
         end = max(seg.end, start, cursor)
+        if end <= start and out:
+            prev = out[-1]
+            out[-1] = dataclasses.replace(
+                prev, text=prev.text + seg.text, words=prev.words + tuple(words),
+                end=max(prev.end, end), flags=tuple(dict.fromkeys(prev.flags + seg.flags)))
+            continue
         out.append(dataclasses.replace(seg, start=start, end=end, words=tuple(words)))
         floor = end
     return out

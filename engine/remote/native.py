@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 
 MAX_FRAME_SAMPLES = 32_000  # resends are coalesced into frames of up to 2 s (64 KiB)
 KEEPALIVE_S = 10.0  # well under the server's default 30 s idle timeout
-RETRYABLE_ERRORS = (p.BUSY, p.IDLE_TIMEOUT, p.INTERNAL, p.RATE_LIMITED)
+RETRYABLE_ERRORS = (p.BUSY, p.IDLE_TIMEOUT, p.INTERNAL, p.RATE_LIMITED, p.SESSION_EXPIRED)
 
 
 class FatalLinkError(EngineError):

@@ -13,7 +13,8 @@ reconnects, through the load balancer, to another replica (docs/deploy.md).
 Limits, each answered with an ``error{code}`` frame and a clean close, never a crash:
 ``max_sessions`` (code ``busy``, close 1013 "try again later"), ``max_frame_bytes``
 (``too_large``), ``idle_timeout_s`` (``idle_timeout``), a per-connection token bucket on audio
-bytes and on frames (``rate_limited``), protocol violations (``bad_message`` ...). An API key,
+bytes and on frames (``rate_limited``), protocol violations (``bad_message`` ...), and the
+sessions per client, idle-audio and lifetime limits of `engine.server.limits`. An API key,
 when set, is required as ``Authorization: Bearer <key>`` (or, as WhisperLive's server takes
 it from browsers, ``?token=<key>`` or the subprotocols ``bearer, <key>``; constant-time
 compare); it is mandatory when the server binds anything but loopback.
@@ -39,6 +40,7 @@ from engine.core import protocol as p
 from engine.core.whisperlive_server import WlServerConnection, is_whisperlive_options
 from engine.errors import EngineError, missing_dependency
 from engine.server.connection import Connection, TokenBucket, close_reason
+from engine.server.limits import ClientSessions, SessionLimits
 from engine.server.metrics import CONTENT_TYPE, ServerMetrics
 from engine.server.scheduler import BatchScheduler, SchedulerOptions
 from engine.server.session import SessionOptions
@@ -98,6 +100,7 @@ class ServerOptions:
     tls_key: str | None = None
     scheduler: SchedulerOptions = field(default_factory=SchedulerOptions)
     session: SessionOptions = field(default_factory=SessionOptions)
+    limits: SessionLimits = field(default_factory=SessionLimits)  # per client, per session
 
     def __post_init__(self) -> None:
         if not is_loopback(self.host) and not self.api_key:
@@ -125,6 +128,7 @@ class TranscriptionServer:
         self.runner = runner
         self.scheduler = BatchScheduler(runner, self.options.scheduler)
         self._scorer_factory = scorer_factory or _default_scorer
+        self.clients = ClientSessions(self.options.limits)  # every protocol's sessions
         self._clock = clock
         self._server: Any = None
         self._sessions = 0
@@ -154,7 +158,8 @@ class TranscriptionServer:
         o = self.options
         self.scheduler.start()
         self._server = await serve(
-            self._handle, o.host, o.port, process_request=self._process_request,
+            self.clients.guard(self._handle), o.host, o.port,
+            process_request=self._process_request,
             ssl=self._ssl_context(), max_size=2 * o.max_frame_bytes, max_queue=64,
             ping_interval=20, ping_timeout=20, close_timeout=5,
             server_header="sottovoce",
@@ -243,7 +248,8 @@ class TranscriptionServer:
         return {**self.health(), "uptime_s": round(self._clock() - self.started_at, 1),
                 "counters": dict(self.counters),
                 "scheduler": {**self.scheduler.stats.as_dict(), "queued": self.scheduler.waiting},
-                "batching": self.options.scheduler.max_batch > 1}
+                "batching": self.options.scheduler.max_batch > 1,
+                "limits": self.clients.as_dict()}
 
     def prometheus_text(self) -> str:
         stats = self.scheduler.stats
@@ -251,13 +257,16 @@ class TranscriptionServer:
         return self.prometheus.render(
             gauges={"sessions": self._sessions, "max_sessions": self.options.max_sessions,
                     "queue_depth": self.scheduler.waiting, "ready": int(not self.draining),
-                    "uptime_seconds": round(self._clock() - self.started_at, 1)},
+                    "uptime_seconds": round(self._clock() - self.started_at, 1),
+                    "clients": self.clients.clients,
+                    "max_sessions_per_client": self.options.limits.per_client},
             counters={"connections": c["connections"], "sessions": c["sessions"],
                       "finals": c["finals"], "batches": stats.batches,
                       "decode_requests": stats.requests, "withdrawn": stats.withdrawn,
                       "batch_decode_seconds": stats.decode_seconds},
             errors={"busy": c["busy"], "unauthorized": c["unauthorized"],
-                    "internal": c["errors"], "batch_decode": stats.errors})
+                    "internal": c["errors"], "batch_decode": stats.errors,
+                    **{f"limit_{k}": v for k, v in self.clients.counters.items()}})
 
     # -- WebSocket side ----------------------------------------------------------------
 
