@@ -1,6 +1,6 @@
 """The app's File > Open file… path against one whole-file run with nothing consuming it.
 
-    python bench/app_import.py --manifest ../shared/audio/manifest.jsonl --out import.json
+    python bench/app_import.py --manifest tests/audio/manifest.jsonl --out import.json
 
 The app consumes `engine.files.transcribe_file` on a worker (app.file_import): text appears,
 and is journalled, wave by wave. This measures what that costs against draining the same

@@ -1,6 +1,6 @@
 """`sottovoce transcribe` against plain faster-whisper: speed (RTF) and accuracy (WER).
 
-    python bench/transcribe.py --manifest ../shared/audio/manifest.jsonl --out transcribe.json
+    python bench/transcribe.py --manifest tests/audio/manifest.jsonl --out transcribe.json
 
 Every English file of the manifest (any kind; any manifest with the same fields works) is
 transcribed two ways, same model and device, in the same run:
