@@ -40,10 +40,12 @@ _current: dict[str, Any] = {"guarded": False}
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
-        if fixtures & MODEL_FIXTURES or item.get_closest_marker("whisperlive"):
-            item.add_marker(pytest.mark.model)
         if fixtures & E2E_FIXTURES:
             item.add_marker(pytest.mark.e2e)
+        # WhisperLive's server and the real app (end to end) load Whisper in their processes.
+        if (fixtures & MODEL_FIXTURES or item.get_closest_marker("whisperlive")
+                or item.get_closest_marker("e2e")):
+            item.add_marker(pytest.mark.model)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
