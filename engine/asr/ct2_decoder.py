@@ -26,18 +26,18 @@ from collections.abc import Sequence
 from typing import Any
 
 from engine.asr.short_context import ShortContextSettings
-from engine.asr.whisper_model import FasterWhisperModel
+from engine.asr.whisper_model import FasterWhisperModel, ModelRunner
 from engine.core.quality import QualityThresholds
 from engine.errors import EngineError, TranscriptionError, missing_dependency
 from engine.models import ModelSpec
-from engine.types import DecodeRequest, ModelInfo, Segment, Transcript
+from engine.types import DecodeRequest, Segment, Transcript
 
 log = logging.getLogger(__name__)
 
 __all__ = ["Ct2Runner", "ShortContextSettings"]
 
 
-class Ct2Runner:
+class Ct2Runner(ModelRunner):
     """`Runner`: batched, guarded chunk decoding on the CTranslate2 model inside faster-whisper.
 
     ``model``: a model name, directory or `ModelSpec` (loaded by `load()` with ``device``,
@@ -59,28 +59,10 @@ class Ct2Runner:
         thresholds: QualityThresholds | None = None,
         short: ShortContextSettings | None = None,
     ) -> None:
-        self.model = model if isinstance(model, FasterWhisperModel) else FasterWhisperModel(
-            model, device=device, compute_type=compute_type, cpu_threads=cpu_threads,
-            streams=streams)
+        super().__init__(model, device=device, compute_type=compute_type,
+                         cpu_threads=cpu_threads, streams=streams)
         self._thresholds = thresholds or QualityThresholds()
         self._short = short or ShortContextSettings()
-
-    @property
-    def info(self) -> ModelInfo:
-        return self.model.info
-
-    @property
-    def device(self) -> str:
-        """"cuda" or "cpu": where the CTranslate2 model runs (choose batch sizes from it)."""
-        return self.model.device
-
-    @property
-    def streams(self) -> int:
-        """How many ``decode_batch`` calls can run at the same time: the model's replicas."""
-        return self.model.streams
-
-    def load(self) -> None:
-        self.model.load()
 
     def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]:
         """Decode every request; results come back in request order."""

@@ -13,14 +13,12 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from engine.asr.whisper_model import FasterWhisperModel
+from engine.asr.whisper_model import ModelRunner
 from engine.errors import TranscriptionError
-from engine.models import ModelSpec
 from engine.types import (
     Audio,
     DecodeOptions,
     DecodeRequest,
-    ModelInfo,
     Segment,
     Transcript,
     Word,
@@ -28,41 +26,9 @@ from engine.types import (
 )
 
 
-class SequentialRunner:
-    """`Runner` over faster-whisper's ``WhisperModel.transcribe``.
-
-    ``model``: a model name, directory or `ModelSpec` (loaded by `load()` with the other
-    arguments, as `FasterWhisperModel` describes), or an existing `FasterWhisperModel` to share
-    (its weights and layout; the other arguments are then ignored).
-    """
-
-    def __init__(
-        self,
-        model: str | ModelSpec | FasterWhisperModel | None = None,
-        *,
-        device: str = "auto",
-        compute_type: str = "auto",
-        cpu_threads: int = 0,
-        streams: int = 1,
-    ) -> None:
-        self.model = model if isinstance(model, FasterWhisperModel) else FasterWhisperModel(
-            model, device=device, compute_type=compute_type, cpu_threads=cpu_threads,
-            streams=streams)
-
-    @property
-    def info(self) -> ModelInfo:
-        return self.model.info
-
-    @property
-    def streams(self) -> int:
-        return self.model.streams
-
-    @property
-    def device(self) -> str:
-        return self.model.device
-
-    def load(self) -> None:
-        self.model.load()
+class SequentialRunner(ModelRunner):
+    """`Runner` over faster-whisper's ``WhisperModel.transcribe``; the model as `ModelRunner`
+    takes it (a name, directory or `ModelSpec`, or a `FasterWhisperModel` to share)."""
 
     def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]:
         """Each request decoded on its own, in order (``timestamps=False``: text only)."""

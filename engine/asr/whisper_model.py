@@ -123,3 +123,35 @@ class FasterWhisperModel:
         self.load_seconds = time.perf_counter() - started
         log.info("loaded %s on %s/%s in %.2f s (%d stream(s) x %d thread(s))", spec.name,
                  device.device, device.compute_type, self.load_seconds, streams, threads)
+
+
+class ModelRunner:
+    """What every runner over a `FasterWhisperModel` shares: the model (``model``: a name,
+    directory or `ModelSpec`, loaded by `load()` with the other arguments; or an existing
+    `FasterWhisperModel` whose weights and layout are shared, the other arguments then ignored)
+    and the `engine.types.Runner` protocol's ``info``, ``streams``, ``device`` and `load()`.
+    Subclasses add ``decode_batch``."""
+
+    def __init__(self, model: str | ModelSpec | FasterWhisperModel | None = None, *,
+                 device: str = "auto", compute_type: str = "auto", cpu_threads: int = 0,
+                 streams: int = 1) -> None:
+        self.model = model if isinstance(model, FasterWhisperModel) else FasterWhisperModel(
+            model, device=device, compute_type=compute_type, cpu_threads=cpu_threads,
+            streams=streams)
+
+    @property
+    def info(self) -> ModelInfo:
+        return self.model.info
+
+    @property
+    def device(self) -> str:
+        """"cuda" or "cpu": where the CTranslate2 model runs (choose batch sizes from it)."""
+        return self.model.device
+
+    @property
+    def streams(self) -> int:
+        """How many ``decode_batch`` calls can run at the same time: the model's replicas."""
+        return self.model.streams
+
+    def load(self) -> None:
+        self.model.load()
