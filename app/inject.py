@@ -1,8 +1,8 @@
 """Put dictated text into whatever app has keyboard focus, without taking focus ourselves.
 
 paste: save the user's clipboard, put the text on it, press the paste keys (Ctrl+V or
-  Shift+Insert), and restore the saved clipboard once the target has had time to read it. Works
-  on any keyboard layout and is fast for long text.
+  Shift+Insert), and restore the saved clipboard once the target has had time to read it (unless
+  something newer was copied meanwhile). Works on any keyboard layout and is fast for long text.
 type: synthesise the characters with pynput (for apps that block paste).
 
 Every attempt ends with `finished(ok, message)`; a failure is reported, never logged as success.
@@ -52,6 +52,7 @@ class TextInjector(QObject):
         self.paste_keys = paste_keys
         self._controller: Any = None
         self._saved: QMimeData | None = None
+        self._pasted: str | None = None  # what we put on the clipboard, until restored
         self._restore_pending = False
         self._typed.connect(forwarder(self.finished, 2))
 
@@ -79,6 +80,7 @@ class TextInjector(QObject):
             # During back-to-back pastes the clipboard holds our own text; keep the user's.
             self._saved = snapshot_clipboard(clipboard)
         clipboard.setText(text, QClipboard.Mode.Clipboard)
+        self._pasted = text
         try:
             self._press_paste_keys(controller)
         except Exception as exc:  # noqa: BLE001 - any backend failure is shown to the user
@@ -104,11 +106,16 @@ class TextInjector(QObject):
     def _restore_clipboard(self) -> None:
         self._restore_pending = False
         clipboard = QGuiApplication.clipboard()
-        if self._saved is None:
+        pasted, saved = self._pasted, self._saved
+        self._pasted = self._saved = None
+        if clipboard.text(QClipboard.Mode.Clipboard) != pasted:
+            # Something newer is on the clipboard (the user copied, File > Copy transcript):
+            # it wins; restoring the old content would silently throw it away.
+            return
+        if saved is None:
             clipboard.clear(QClipboard.Mode.Clipboard)
         else:
-            clipboard.setMimeData(self._saved, QClipboard.Mode.Clipboard)
-        self._saved = None
+            clipboard.setMimeData(saved, QClipboard.Mode.Clipboard)
 
     def _type_worker(self, controller: Any, text: str) -> None:
         try:

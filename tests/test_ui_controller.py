@@ -121,6 +121,32 @@ def test_dictation_is_pasted_into_the_focused_field_and_clipboard_restored(qtbot
     assert QApplication.focusWidget() is target  # the app never took focus
 
 
+def test_copying_the_transcript_right_after_a_paste_is_not_undone(qtbot, make_controller):
+    """The paste's clipboard restore comes later; whatever was copied meanwhile wins."""
+    from PySide6.QtGui import QGuiApplication
+    from PySide6.QtWidgets import QApplication, QLineEdit
+
+    from app import inject
+    from app.settings import Settings
+
+    controller, _ = make_controller(Settings(), script=("Dictated into the field.",))
+    target = QLineEdit()
+    qtbot.addWidget(target)
+    target.show()
+    qtbot.waitExposed(target)
+    target.activateWindow()
+    target.setFocus()
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is target)
+    QGuiApplication.clipboard().setText("the user's own clipboard")
+    controller.start_engine()
+    controller.on_ptt("press")
+    controller.on_ptt("release")
+    qtbot.waitUntil(lambda: controller.last_injection is not None, timeout=10000)
+    controller.copy_all()  # File > Copy transcript, before the restore is due
+    qtbot.wait(inject.RESTORE_DELAY_MS + 300)
+    assert QGuiApplication.clipboard().text() == "Dictated into the field."
+
+
 def test_typing_mode_types_into_the_focused_field(qtbot, make_controller):
     from PySide6.QtWidgets import QApplication, QLineEdit
 
