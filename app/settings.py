@@ -24,7 +24,7 @@ from engine.paths import config_dir
 
 log = logging.getLogger(__name__)
 
-SETTINGS_VERSION = 2
+SETTINGS_VERSION = 3
 FILE_NAME = "settings.toml"
 BACKENDS = ("local", "remote")
 DEVICES = ("auto", "cpu", "cuda")
@@ -32,6 +32,7 @@ HOTKEY_MODES = ("hold", "toggle")
 INJECT_MODES = ("paste", "type", "off")
 PASTE_KEYS = ("ctrl+v", "shift+insert")
 LISTEN_MODES = ("dictation", "captions")
+TEXT_STYLES = ("sentence", "chat")
 # Native protocol over ws/wss; whisperlive:// talks to a WhisperLive server (engine.remote).
 REMOTE_SCHEMES = ("ws://", "wss://", "whisperlive://")
 ENGINE_FIELDS = ("backend", "remote_url", "model", "device", "language", "listen_mode")
@@ -52,6 +53,18 @@ class Settings:
       inject_mode: "paste" (clipboard + paste keys, clipboard restored), "type", or "off".
       caption_lines: how many lines the caption window shows (1-3).
       first_run_hint: show the first-run hint; cleared once the user has seen it and saved.
+
+    Dictation (version 3):
+      text_style: "sentence" (Whisper's case and punctuation, sentence case across utterances)
+        or "chat" (starts lowercase, no trailing period: chat-style fields).
+      vocabulary: words and phrases that bias decoding, one per line; a ``[name]`` line starts a
+        named set (lines before any header are the default set, always used).
+      replacements: replacement rules, one per line (plain text, the import/export format).
+      spoken_commands: "new line", "comma", "scratch that", ... are acted on, not typed.
+      paste_last_hotkey: re-inserts the last final text ("" turns it off).
+      sounds, sound_volume: start/stop cues on the output device (volume 0-100).
+      auto_stop_s: hands-free (toggle mode) recording stops after this much silence (0: never).
+      app_profiles: per-application behaviour, one line per window class (see app.profiles).
     """
 
     version: int = SETTINGS_VERSION
@@ -69,6 +82,16 @@ class Settings:
     caption_lines: int = 2
     caption_font_pt: int = 28
     first_run_hint: bool = True
+    # -- dictation (version 3) --
+    text_style: str = "sentence"
+    vocabulary: str = ""
+    replacements: str = ""
+    spoken_commands: bool = True
+    paste_last_hotkey: str = "<ctrl>+<alt>+v"
+    sounds: bool = True
+    sound_volume: int = 40
+    auto_stop_s: float = 2.0
+    app_profiles: str = ""
 
     def __post_init__(self) -> None:
         _one_of("backend", self.backend, BACKENDS)
@@ -91,6 +114,11 @@ class Settings:
             raise ValueError("caption_font_pt must be between 8 and 96")
         if not self.hotkey.strip():
             raise ValueError("hotkey must not be empty")
+        _one_of("text_style", self.text_style, TEXT_STYLES)
+        if not 0 <= self.sound_volume <= 100:
+            raise ValueError("sound_volume must be between 0 and 100")
+        if not 0 <= self.auto_stop_s <= 60:
+            raise ValueError("auto_stop_s must be between 0 and 60 seconds (0: never)")
 
 
 def _one_of(name: str, value: str, allowed: tuple[str, ...]) -> None:
@@ -106,7 +134,9 @@ def migrate(data: dict[str, Any]) -> dict[str, Any]:
     """Bring a settings table of any earlier version up to SETTINGS_VERSION.
 
     Version 1 (no "version" key counts as 1) had `ptt_hotkey` and a boolean `paste`; version 2
-    renamed them to `hotkey` and `inject_mode`.
+    renamed them to `hotkey` and `inject_mode`. Version 3 added the dictation settings (text
+    style, vocabulary, replacements, spoken commands, paste-last hotkey, sounds, auto-stop,
+    per-application profiles); a version 2 file gets their defaults.
     """
     data = dict(data)
     version = int(data.get("version", 1))
@@ -118,6 +148,8 @@ def migrate(data: dict[str, Any]) -> dict[str, Any]:
         if "paste" in data:
             data["inject_mode"] = "paste" if data.pop("paste") else "type"
         version = 2
+    if version < 3:
+        version = 3  # only new keys: each takes its default
     data["version"] = version
     return data
 
@@ -181,9 +213,12 @@ def _type_problem(value: object, default: object) -> str | None:
     # bool is an int to Python, so check it first, both ways.
     if isinstance(default, bool) or isinstance(value, bool):
         ok = isinstance(value, bool) and isinstance(default, bool)
+    elif isinstance(default, float):
+        ok = isinstance(value, (int, float))  # TOML writes 2.0, a person may write 2
     else:
         ok = isinstance(value, type(default))
-    expected = {bool: "true or false", int: "a whole number", str: "text"}[type(default)]
+    expected = {bool: "true or false", int: "a whole number", float: "a number",
+                str: "text"}[type(default)]
     return None if ok else f"expected {expected}"
 
 

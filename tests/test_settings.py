@@ -63,7 +63,42 @@ def test_version_1_file_is_migrated():
     assert settings.hotkey == "<ctrl>+<shift>+d"
     assert settings.inject_mode == "type"
     assert settings.model == "base" and settings.version == SETTINGS_VERSION
-    assert migrate({"version": 2, "model": "x"}) == {"version": 2, "model": "x"}
+    assert migrate({"version": 3, "model": "x"}) == {"version": 3, "model": "x"}
+
+
+def test_version_2_file_gets_the_dictation_defaults():
+    """Version 3 added the dictation settings: a version 2 file keeps every value it had and
+    each new setting takes its default."""
+    path = settings_path()
+    path.parent.mkdir(parents=True)
+    path.write_text('version = 2\nhotkey = "<ctrl>+<shift>+d"\ninject_mode = "type"\n'
+                    'caption_lines = 3\n')
+    loaded = read_settings()
+    assert loaded.problems == ()
+    s = loaded.settings
+    assert (s.version, s.hotkey, s.inject_mode, s.caption_lines) == (
+        SETTINGS_VERSION, "<ctrl>+<shift>+d", "type", 3)
+    defaults = Settings()
+    for name in ("text_style", "vocabulary", "replacements", "spoken_commands",
+                 "paste_last_hotkey", "sounds", "sound_volume", "auto_stop_s", "app_profiles"):
+        assert getattr(s, name) == getattr(defaults, name)
+    assert (s.text_style, s.spoken_commands, s.auto_stop_s) == ("sentence", True, 2.0)
+    save_settings(s)
+    assert read_settings().settings == s  # and it round-trips as version 3
+
+
+def test_dictation_settings_round_trip_and_are_checked():
+    path = settings_path()
+    path.parent.mkdir(parents=True)
+    path.write_text('version = 3\nvocabulary = """\nConcord\nKubernetes\n[medical]\n'
+                    'tachycardia\n"""\nauto_stop_s = 3\nsound_volume = 140\n'
+                    'text_style = "chat"\n')
+    loaded = read_settings()
+    s = loaded.settings
+    assert s.vocabulary.split() == ["Concord", "Kubernetes", "[medical]", "tachycardia"]
+    assert s.auto_stop_s == 3 and s.text_style == "chat"
+    assert s.sound_volume == Settings().sound_volume  # 140 is refused, and said so
+    assert any(p.startswith("sound_volume = 140") for p in loaded.problems)
 
 
 def test_newer_or_broken_files_fall_back_to_defaults(caplog):
