@@ -21,6 +21,7 @@ from app.settings import (
     INJECT_MODES,
     LISTEN_MODES,
     PASTE_KEYS,
+    TEXT_STYLES,
     Settings,
 )
 from engine.events import FinalText
@@ -33,7 +34,7 @@ log = logging.getLogger(__name__)
 
 SETTINGS_CHOICES = SettingsChoices(
     backends=BACKENDS, devices=DEVICES, listen_modes=LISTEN_MODES, hotkey_modes=HOTKEY_MODES,
-    inject_modes=INJECT_MODES, paste_keys=PASTE_KEYS)
+    inject_modes=INJECT_MODES, paste_keys=PASTE_KEYS, text_styles=TEXT_STYLES)
 
 FILTERS = {"txt": "Text (*.txt)", "srt": "SubRip subtitles (*.srt)",
            "vtt": "WebVTT subtitles (*.vtt)", "json": "JSON with word timings (*.json)"}

@@ -247,6 +247,36 @@ def test_settings_dialog_validates_and_returns_settings(qtbot):
     assert "s3cret" not in repr(result)
 
 
+def test_settings_dialog_dictation_pages_edit_import_and_export(qtbot, tmp_path):
+    from app.dialogs import settings_dialog
+    from app.settings import Settings
+
+    dialog = settings_dialog(Settings(), "keyring: test")
+    qtbot.addWidget(dialog)
+    assert [dialog.tabs.tabText(i) for i in range(dialog.tabs.count())] == [
+        "General", "Text", "Vocabulary", "Dictation"]
+    dialog.text_page.text_style.setCurrentText("chat")
+    dialog.text_page.spoken_commands.setChecked(False)
+    words = tmp_path / "words.txt"
+    words.write_text("Concord\nKubernetes\n\nConcord\n")
+    dialog.vocabulary_page.vocabulary.edit.setPlainText("Sottovoce")
+    dialog.vocabulary_page.vocabulary.import_from(words)
+    assert "Imported 2 line(s)" in dialog.vocabulary_page.vocabulary.message.text()
+    dialog.dictation_page.auto_stop_s.setValue(3.5)
+    dialog.dictation_page.sound_volume.setValue(80)
+    dialog.accept()
+    result = dialog.result_settings()
+    assert result is not None
+    assert (result.text_style, result.spoken_commands) == ("chat", False)
+    assert result.vocabulary == "Sottovoce\nConcord\nKubernetes"
+    assert (result.auto_stop_s, result.sound_volume) == (3.5, 80)
+    exported = tmp_path / "out.txt"
+    dialog.vocabulary_page.vocabulary.export_to(exported)
+    assert exported.read_text() == "Sottovoce\nConcord\nKubernetes\n"
+    dialog.vocabulary_page.vocabulary.import_from(tmp_path / "missing.txt")
+    assert "Could not import missing.txt" in dialog.vocabulary_page.vocabulary.message.text()
+
+
 def test_history_dialog_lists_and_reopens(qtbot, tmp_path):
     from ui.history_dialog import HistoryDialog
 

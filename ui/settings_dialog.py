@@ -20,11 +20,15 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QSpinBox,
+    QTabWidget,
+    QVBoxLayout,
     QWidget,
 )
 
+from ui.settings_pages import DictationPage, DictationSettings, FieldValue, TextPage, VocabularyPage
 
-class ShownSettings(Protocol):
+
+class ShownSettings(DictationSettings, Protocol):
     """The fields the dialog shows (read-only: the dialog never mutates the settings)."""
 
     @property
@@ -63,10 +67,11 @@ class SettingsChoices:
     hotkey_modes: tuple[str, ...]
     inject_modes: tuple[str, ...]
     paste_keys: tuple[str, ...]
+    text_styles: tuple[str, ...] = ("sentence", "chat")
 
 
 S = TypeVar("S", bound=ShownSettings)
-FieldValues: TypeAlias = dict[str, str | int]  # field name -> edited value
+FieldValues: TypeAlias = dict[str, FieldValue]  # field name -> edited value
 
 
 class SettingsDialog(QDialog, Generic[S]):
@@ -77,7 +82,9 @@ class SettingsDialog(QDialog, Generic[S]):
         self.setWindowTitle("Sottovoce settings")
         self._apply = apply
         self._result: S | None = None
-        form = QFormLayout(self)
+        self.tabs = QTabWidget()
+        general = QWidget()
+        form = QFormLayout(general)
         self.backend = self._combo(choices.backends, settings.backend)
         self.remote_url = QLineEdit(settings.remote_url)
         self.api_key = QLineEdit()
@@ -109,14 +116,24 @@ class SettingsDialog(QDialog, Generic[S]):
         self.keyring_label = QLabel(keyring_status)
         self.keyring_label.setWordWrap(True)
         form.addRow(self.keyring_label)
+        self.text_page = TextPage(settings, choices.text_styles)
+        self.vocabulary_page = VocabularyPage(settings)
+        self.dictation_page = DictationPage(settings)
+        self.tabs.addTab(general, "General")
+        self.tabs.addTab(self.text_page, "Text")
+        self.tabs.addTab(self.vocabulary_page, "Vocabulary")
+        self.tabs.addTab(self.dictation_page, "Dictation")
         self.error_label = QLabel()
         self.error_label.setStyleSheet("color: #d0312d;")
-        form.addRow(self.error_label)
+        self.error_label.setWordWrap(True)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Save
                                    | QDialogButtonBox.StandardButton.Cancel)
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
-        form.addRow(buttons)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.tabs)
+        layout.addWidget(self.error_label)
+        layout.addWidget(buttons)
 
     @staticmethod
     def _combo(items: tuple[str, ...], current: str) -> QComboBox:
@@ -127,8 +144,10 @@ class SettingsDialog(QDialog, Generic[S]):
 
     def edited_settings(self) -> S:
         """The settings as edited; raises ValueError (with the reason) when invalid."""
+        pages = {**self.text_page.values(), **self.vocabulary_page.values(),
+                 **self.dictation_page.values()}
         return self._apply(dict(
-            backend=self.backend.currentText(),
+            **pages, backend=self.backend.currentText(),
             remote_url=self.remote_url.text().strip(), model=self.model.text().strip(),
             device=self.device.currentText(), language=self.language.text().strip().lower(),
             listen_mode=self.listen_mode.currentText(), hotkey=self.hotkey.text().strip(),
