@@ -94,6 +94,39 @@ def error_rate(references: Sequence[str], hypotheses: Sequence[str], language: s
     return float(jiwer.wer([r for r, _ in pairs], [h for _, h in pairs]))
 
 
+def formatted(text: str) -> bool:
+    """Whether a reference text carries case and punctuation (LibriSpeech's upper-case,
+    unpunctuated references don't): only those can score a formatted WER."""
+    return any(c.isupper() for c in text) and any(c.islower() for c in text) and any(
+        c in text for c in ".,?!;:")
+
+
+def formatted_tokens(text: str) -> list[str]:
+    """Words as the user sees them: case and punctuation kept, attached to their word; only
+    spacing and typographic quote/dash variants are unified."""
+    for fancy, plain in (("\u2019", "'"), ("\u2018", "'"), ("\u201c", '"'), ("\u201d", '"'),
+                         ("\u2014", "-"), ("\u2013", "-")):
+        text = text.replace(fancy, plain)
+    return text.split()
+
+
+def formatted_error_rate(references: Sequence[str], hypotheses: Sequence[str]) -> float:
+    """Corpus WER on formatted text (case and punctuation kept: "you," != "you", "And" !=
+    "and"), over the references that carry formatting (`formatted`); nan when none does.
+    Beside the normalised WER it shows what the user actually gets."""
+    try:
+        import jiwer
+    except ImportError as exc:
+        raise missing_dependency("jiwer", "dev") from exc
+    if len(references) != len(hypotheses):
+        raise ValueError(f"{len(references)} references but {len(hypotheses)} hypotheses")
+    pairs = [(" ".join(formatted_tokens(r)), " ".join(formatted_tokens(h)))
+             for r, h in zip(references, hypotheses, strict=True) if formatted(r)]
+    if not pairs:
+        return float("nan")
+    return float(jiwer.wer([r for r, _ in pairs], [h for _, h in pairs]))
+
+
 def english(entries: Iterable[ManifestEntry], kinds: Iterable[str] = ("short",)) -> list[ManifestEntry]:
     wanted = set(kinds)
     return [e for e in entries if e.language == "en" and e.kind in wanted]

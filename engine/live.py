@@ -182,7 +182,9 @@ class LocalLiveEngine:
                 raise loaded
             scorer = self._scorer if self._scorer is not None else _default_scorer()
             with self._lock:
-                self._core = StreamCore(self.options.stream(), scorer)
+                stream = self.options.stream()
+                stream = replace(stream, policy=stream.policy.for_model(self._runner.info))
+                self._core = StreamCore(stream, scorer)
                 for kind, at in self._early:
                     self._core.begin(at) if kind == "begin" else self._core.end(at)
             self._emit_one(StateChanged("ready", self._runner.info.name))

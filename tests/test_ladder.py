@@ -139,7 +139,7 @@ def test_a_greedy_final_of_low_confidence_is_decoded_again_with_beam_on_the_same
     assert retry.options.short_context == first.options.short_context
     events = policy.on_result(retry.request_id, _final("go forward ten meters", 2.0, -0.8), 2.3)
     finals = [e for e in events if isinstance(e, FinalText)]
-    assert [f.text for f in finals] == ["go forward ten meters"]
+    assert [f.text for f in finals] == ["Go forward ten meters."]
     assert policy.next_request(2.3) is None  # one retry only, and low confidence is advisory
 
 
@@ -149,4 +149,4 @@ def test_a_confident_greedy_final_is_kept_at_once():
     first = policy.next_request(2.0)
     assert first is not None
     events = policy.on_result(first.request_id, _final("go forward ten meters", 2.0, -0.2), 2.1)
-    assert [e.text for e in events if isinstance(e, FinalText)] == ["go forward ten meters"]
+    assert [e.text for e in events if isinstance(e, FinalText)] == ["Go forward ten meters."]

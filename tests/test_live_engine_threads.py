@@ -132,7 +132,7 @@ def test_stop_flushes_the_utterance_in_flight(jfk_wav: Path) -> None:
 
 def test_push_to_talk_cuts_one_utterance_with_preroll(jfk_wav: Path) -> None:
     options = LiveOptions(mode="ptt", journal=False)
-    runner = ThreadRecordingRunner(("ask not",))
+    runner = ThreadRecordingRunner(("Ask not.",))
     rec = run(FileSource(jfk_wav), runner, options)
     assert not rec.of(FinalText)  # without a press, push-to-talk transcribes nothing
 
@@ -144,7 +144,7 @@ def test_push_to_talk_cuts_one_utterance_with_preroll(jfk_wav: Path) -> None:
     engine.start()
     assert engine.wait(timeout=60)
     finals = rec.of(FinalText)
-    assert [f.text for f in finals] == ["ask not"]
+    assert [f.text for f in finals] == ["Ask not."]
     segmenter = options.segmenter  # the pre-roll ring: preroll_ms and the start windows
     ring = (segmenter.windows(segmenter.preroll_ms) + segmenter.start_windows) * 512
     assert press - ring - 512 <= finals[0].start <= press - ring + 512

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from engine.core.form import ensure_form
 from engine.core.policy import Job, PolicyOptions, StreamingPolicy
 from engine.core.segmenter import SegmentAudio, SegmentEnded, SegmentStarted
 from engine.events import (
@@ -118,9 +119,9 @@ def test_end_of_speech_gives_one_final_with_offset_words_and_latency() -> None:
     assert final.options.temperatures == (0.0, 0.4)
     assert final.options.prompt is None
     assert final.audio_arrived_at == pytest.approx(1.5)
-    events = policy.on_result(final.request_id, transcript("hello world", seconds=1.7), 2.2)
+    events = policy.on_result(final.request_id, transcript("Hello world.", seconds=1.7), 2.2)
     text = [e for e in events if isinstance(e, FinalText)][0]
-    assert text.text == "hello world" and text.start == 8000 and text.end == 8000 + int(1.7 * SR)
+    assert text.text == "Hello world." and text.start == 8000 and text.end == 8000 + int(1.7 * SR)
     assert [w.start for w in text.words] == [8000, 8000 + int(0.85 * SR)]
     assert text.latency_ms == pytest.approx(200)
     assert text.after_speech_end_ms == pytest.approx(700)
@@ -211,10 +212,10 @@ def test_looping_final_with_a_prompt_is_retried_once_without_it() -> None:
     assert retry is not None and retry.kind == "final" and retry.options.prompt is None
     assert first.options.short_context and not retry.options.short_context  # padded, robust
     assert (first.options.beam_size, retry.options.beam_size) == (1, 5)  # the hard case: beam
-    events = policy.on_result(retry.request_id, transcript("the train was late", seconds=3.0),
+    events = policy.on_result(retry.request_id, transcript("The train was late.", seconds=3.0),
                               3.4)
     final = [e for e in events if isinstance(e, FinalText)][0]
-    assert final.text == "the train was late"
+    assert final.text == "The train was late."
 
 
 @pytest.mark.parametrize("loop", ["thank you " * 10, "1 1 1 1 1 1", "2 2 2 2", "no " * 9,
@@ -231,7 +232,8 @@ def test_a_final_looping_twice_is_kept_but_not_used_as_prompt(loop: str) -> None
         request = policy.next_request(3.0)
         assert request is not None
         events = policy.on_result(request.request_id, transcript(loop, seconds=1.0), 3.2)
-    assert [e for e in events if isinstance(e, FinalText)][0].text == loop.strip()
+    kept = [e for e in events if isinstance(e, FinalText)][0].text
+    assert kept == ensure_form(loop)[0]  # kept (with sentence form), not dropped
     assert policy.prompt.prompt(3.3) is None
     assert policy.idle
 
@@ -242,8 +244,8 @@ def test_no_retry_when_disabled() -> None:
     policy.handle(SegmentEnded(16000 + SR, 16000 + SR, 50), 3.0)
     request = policy.next_request(3.0)
     assert request is not None
-    events = policy.on_result(request.request_id, transcript("go go go go", seconds=3.0), 3.2)
-    assert [e for e in events if isinstance(e, FinalText)][0].text == "go go go go"
+    events = policy.on_result(request.request_id, transcript("Go go go go.", seconds=3.0), 3.2)
+    assert [e for e in events if isinstance(e, FinalText)][0].text == "Go go go go."
 
 
 def test_partial_that_loops_is_not_shown() -> None:
@@ -379,7 +381,7 @@ def test_repeated_words_spoken_slowly_are_not_a_loop() -> None:
     policy.handle(SegmentEnded(16000 + 4 * SR, 16000 + 4 * SR, 50), 4.0)
     request = policy.next_request(4.0)
     assert request is not None
-    text = "and here are some more words, words, words, words. you know, you know."
+    text = "And here are some more words, words, words, words. you know, you know."
     events = policy.on_result(request.request_id, transcript(text, seconds=4.0), 4.2)
     assert [e for e in events if isinstance(e, FinalText)][0].text == text
 
@@ -396,7 +398,7 @@ def test_a_final_reciting_its_prompt_is_retried_without_it() -> None:
                                               3.2)] == [Metrics]
     retry = policy.next_request(3.2)
     assert retry is not None and retry.options.prompt is None
-    fine = "and I'm talking pretty fast here too"  # 5 shared words in a row: not an echo
+    fine = "And I'm talking pretty fast here too."  # 5 shared words in a row: not an echo
     policy.prompt.add("Unrelated.", at=3.3)
     started(policy, start=10 * SR, seconds=3.0, now=4.0)
     policy.handle(SegmentEnded(13 * SR, 13 * SR, 50), 4.0)
@@ -409,7 +411,7 @@ def test_a_final_reciting_its_prompt_is_retried_without_it() -> None:
 
 def test_the_prompt_of_a_short_utterance_is_kept_in_proportion() -> None:
     policy = StreamingPolicy(PolicyOptions(partials=False))
-    policy.prompt.add("word " * 60, at=0.0)
+    policy.prompt.add("word " * 60 + "end.", at=0.0)
     started(policy, seconds=1.0, now=1.0)
     policy.handle(SegmentEnded(16000 + SR, 16000 + SR, 20), 1.0)
     request = policy.next_request(1.0)
@@ -439,8 +441,8 @@ def test_a_final_that_stops_before_the_speech_does_is_retried_on_the_padded_wind
         Metrics]
     retry = policy.next_request(3.2)
     assert retry is not None and not retry.options.short_context
-    events = policy.on_result(retry.request_id, transcript("so this"), 3.4)
-    assert [e for e in events if isinstance(e, FinalText)][0].text == "so this"
+    events = policy.on_result(retry.request_id, transcript("So this."), 3.4)
+    assert [e for e in events if isinstance(e, FinalText)][0].text == "So this."
 
 
 def test_early_end_needs_words_and_a_risky_first_attempt() -> None:
@@ -449,15 +451,15 @@ def test_early_end_needs_words_and_a_risky_first_attempt() -> None:
     policy.handle(SegmentEnded(3 * SR, 3 * SR, 50), 3.0)
     request = policy.next_request(3.0)
     assert request is not None and not request.options.short_context
-    events = policy.on_result(request.request_id, transcript("so this"), 3.2)
-    assert [e for e in events if isinstance(e, FinalText)][0].text == "so this"
+    events = policy.on_result(request.request_id, transcript("So this."), 3.2)
+    assert [e for e in events if isinstance(e, FinalText)][0].text == "So this."
 
 
 def test_a_soft_utterance_keeps_only_what_the_model_calls_speech() -> None:
     """The segmenter's soft path (energy, weak VAD score) asks the decoder to confirm: its
     segments must have a no-speech probability under soft_no_speech, whatever the log-prob."""
-    for soft, no_speech, expected in [(True, 0.7, ""), (True, 0.3, "hello there"),
-                                      (False, 0.7, "hello there")]:
+    for soft, no_speech, expected in [(True, 0.7, ""), (True, 0.3, "Hello there."),
+                                      (False, 0.7, "Hello there.")]:
         policy = StreamingPolicy(PolicyOptions(partials=False))
         started(policy, seconds=2.0, now=2.0)
         policy.handle(SegmentEnded(16000 + 2 * SR, 16000 + 2 * SR, 20, soft=soft), 2.0)
@@ -466,7 +468,7 @@ def test_a_soft_utterance_keeps_only_what_the_model_calls_speech() -> None:
         # a soft utterance is decoded carefully: padded window, beam search
         careful = (request.options.beam_size, request.options.short_context) == (5, False)
         assert careful == soft
-        result = transcript("hello there", seconds=2.0, no_speech=no_speech, logprob=-0.3)
+        result = transcript("Hello there.", seconds=2.0, no_speech=no_speech, logprob=-0.3)
         events = policy.on_result(request.request_id, result, 2.2)
         assert [e.text for e in events if isinstance(e, FinalText)] == [expected]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.core.prompt import PromptOptions, PromptTracker
+from engine.core.prompt import STYLE_ANCHORS, PromptOptions, PromptTracker
 
 
 def test_no_prompt_until_text_is_added() -> None:
@@ -27,67 +27,67 @@ def test_flagged_or_empty_text_is_never_used() -> None:
 
 def test_disabled_tracker_keeps_nothing() -> None:
     tracker = PromptTracker(PromptOptions(enabled=False))
-    assert not tracker.add("fine text", at=0.0)
+    assert not tracker.add("Fine text.", at=0.0)
     assert tracker.prompt(0.0) is None
 
 
 def test_prompt_is_capped_at_a_word_boundary() -> None:
     tracker = PromptTracker(PromptOptions(max_chars=20))
-    tracker.add("alpha beta gamma", at=0.0)
-    tracker.add("delta epsilon zeta", at=1.0)
+    tracker.add("Alpha beta gamma.", at=0.0)
+    tracker.add("Delta epsilon zeta.", at=1.0)
     prompt = tracker.prompt(1.0)
     assert prompt is not None and len(prompt) <= 20
-    assert prompt == "delta epsilon zeta"
-    tracker.add("eta", at=2.0)
-    assert tracker.prompt(2.0) == "epsilon zeta eta"
+    assert prompt == "Delta epsilon zeta."
+    tracker.add("Eta.", at=2.0)
+    assert tracker.prompt(2.0) == "epsilon zeta. Eta."
 
 
 def test_a_single_huge_word_is_cut_hard() -> None:
     tracker = PromptTracker(PromptOptions(max_chars=5))
-    tracker.add("abcdefghij", at=0.0)
-    assert tracker.prompt(0.0) == "fghij"
+    tracker.add("abcdefghij.", at=0.0)
+    assert tracker.prompt(0.0) == "ghij."
 
 
 def test_old_entries_are_dropped_once_the_rest_fills_the_cap() -> None:
-    tracker = PromptTracker(PromptOptions(max_chars=10))
-    for i, word in enumerate(["one", "two", "three", "four", "five"]):
+    tracker = PromptTracker(PromptOptions(max_chars=12))
+    for i, word in enumerate(["One.", "Two.", "Three.", "Four.", "Five."]):
         tracker.add(word, at=float(i))
-    assert tracker.prompt(5.0) == "four five"
+    assert tracker.prompt(5.0) == "Four. Five."
     assert len(tracker._texts) <= 3  # memory stays bounded
 
 
 def test_long_pause_resets_the_prompt() -> None:
     tracker = PromptTracker(PromptOptions(reset_after_s=10.0))
-    tracker.add("first topic", at=0.0)
-    assert tracker.prompt(9.0) == "first topic"
+    tracker.add("First topic.", at=0.0)
+    assert tracker.prompt(9.0) == "First topic."
     assert tracker.prompt(10.5) is None
-    tracker.add("second topic", at=11.0)
-    assert tracker.prompt(12.0) == "second topic"
-    tracker.add("first again", at=30.0)  # after a pause, adding also starts afresh
-    assert tracker.prompt(30.0) == "first again"
+    tracker.add("Second topic.", at=11.0)
+    assert tracker.prompt(12.0) == "Second topic."
+    tracker.add("First again.", at=30.0)  # after a pause, adding also starts afresh
+    assert tracker.prompt(30.0) == "First again."
 
 
 def test_pinned_language_ignores_other_languages() -> None:
     tracker = PromptTracker(language="de")
-    assert tracker.add("Guten Tag", at=0.0, language="de")
-    assert not tracker.add("Good morning", at=1.0, language="en")
-    assert tracker.add("unknown language text", at=2.0, language=None)
-    assert tracker.prompt(3.0) == "Guten Tag unknown language text"
+    assert tracker.add("Guten Tag.", at=0.0, language="de")
+    assert not tracker.add("Good morning.", at=1.0, language="en")
+    assert tracker.add("Unknown language text.", at=2.0, language=None)
+    assert tracker.prompt(3.0) == "Guten Tag. Unknown language text."
     assert tracker.language == "de"
 
 
 def test_auto_language_resets_when_the_detected_language_changes() -> None:
     tracker = PromptTracker()
-    tracker.add("Good morning", at=0.0, language="en")
-    tracker.add("Good evening", at=1.0, language="en")
-    assert tracker.prompt(1.0) == "Good morning Good evening"
-    tracker.add("Buenas noches", at=2.0, language="es")
-    assert tracker.prompt(2.0) == "Buenas noches"
+    tracker.add("Good morning.", at=0.0, language="en")
+    tracker.add("Good evening!", at=1.0, language="en")
+    assert tracker.prompt(1.0) == "Good morning. Good evening!"
+    tracker.add("¿Buenas noches?", at=2.0, language="es")
+    assert tracker.prompt(2.0) == "¿Buenas noches?"
 
 
 def test_reset() -> None:
     tracker = PromptTracker()
-    tracker.add("x", at=0.0)
+    tracker.add("X.", at=0.0)
     tracker.reset()
     assert tracker.prompt(0.0) is None
 
@@ -100,6 +100,48 @@ def test_options_are_validated(kwargs: dict) -> None:
 
 def test_a_caller_can_ask_for_a_shorter_prompt() -> None:
     tracker = PromptTracker()
-    tracker.add("alpha beta gamma delta", at=0.0)
-    assert tracker.prompt(0.0, max_chars=11) == "gamma delta"
-    assert tracker.prompt(0.0, max_chars=500) == "alpha beta gamma delta"
+    tracker.add("Alpha beta gamma delta.", at=0.0)
+    assert tracker.prompt(0.0, max_chars=12) == "gamma delta."
+    assert tracker.prompt(0.0, max_chars=500) == "Alpha beta gamma delta."
+
+
+# -- form: what Whisper copies from its prompt ------------------------------------------
+
+
+@pytest.mark.parametrize("text", [
+    "and so my fellow Americans ask not what your country can do for you",
+    "Concord returned to its place amidst the tents",
+    "Well,", "and then -",
+])
+def test_text_that_lost_its_form_never_becomes_the_prompt(text: str) -> None:
+    """Whisper copies its prompt's style: one unpunctuated final as the prompt made every later
+    dictation unpunctuated (issue 13's bug)."""
+    tracker = PromptTracker(PromptOptions(style_anchor=False), language="en")
+    assert not tracker.add(text, at=0.0, language="en")
+    assert tracker.prompt(0.0) is None
+
+
+@pytest.mark.parametrize("text", [
+    "Ask not.", "Really?", "Stop!", "He said \"no.\"", "(See above.)", "Wait\u2026",
+    "\u6771\u4eac\u3067\u3059\u3002", "\u0645\u0627\u0630\u0627\u061f",
+])
+def test_text_that_ends_a_sentence_is_kept(text: str) -> None:
+    tracker = PromptTracker(PromptOptions(style_anchor=False))
+    assert tracker.add(text, at=0.0)
+    assert tracker.prompt(0.0) == text
+
+
+def test_the_style_anchor_prompts_a_known_language_with_no_history() -> None:
+    assert PromptTracker(language="en").prompt(0.0) == STYLE_ANCHORS["en"]
+    assert PromptTracker().prompt(0.0) is None  # auto-detection: nothing to bias it
+    assert PromptTracker(language="xx").prompt(0.0) is None  # no measured anchor
+    assert PromptTracker(PromptOptions(style_anchor=False), language="en").prompt(0.0) is None
+    assert PromptTracker(language="en").prompt(0.0, max_chars=5) is None  # doesn't fit
+
+
+def test_auto_detection_takes_the_anchor_of_the_last_language_heard() -> None:
+    tracker = PromptTracker()
+    assert not tracker.add("and so my fellow Americans", at=0.0, language="en")
+    assert tracker.prompt(1.0) == STYLE_ANCHORS["en"]  # not the unpunctuated text
+    tracker.add("Ask not.", at=1.0, language="en")
+    assert tracker.prompt(2.0) == "Ask not."

@@ -77,9 +77,9 @@ def test_speech_gives_final_on_the_wire_timeline(jfk_wav: Path) -> None:
     out += run_decodes(session, clock, "and so my fellow")
     out += session.flush()
     assert session.position == offset + len(samples)  # the tail is kept as it is, unpadded
-    out += run_decodes(session, clock, "and so my fellow americans")
+    out += run_decodes(session, clock, "And so my fellow Americans.")
     finals = [m for m in out if isinstance(m, p.Final)]
-    assert finals and finals[-1].text == "and so my fellow americans"
+    assert finals and finals[-1].text == "And so my fellow Americans."
     assert all(offset <= f.start < f.end <= offset + len(samples) for f in finals)
     assert finals[-1].words[0].start >= finals[-1].start
     assert finals[-1].decode_ms == 12.0 and finals[-1].trigger <= offset + len(samples)

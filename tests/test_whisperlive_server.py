@@ -132,7 +132,7 @@ def test_segment_window_is_whisperlive_shaped() -> None:
 
 @pytest.fixture()
 def scripted() -> Iterator[ServerThread]:
-    server = TranscriptionServer(ScriptedRunner(("hello world",)),
+    server = TranscriptionServer(ScriptedRunner(("Hello world.",)),
                                  ServerOptions(port=0, max_sessions=1, api_key="k"),
                                  scorer_factory=EnergyVad)
     thread = ServerThread(server)
@@ -197,7 +197,7 @@ def test_a_whisperlive_session_through_our_core(scripted: ServerThread) -> None:
     assert all(r["uid"] == "u1" for r in replies)
     completed = [s for r in replies for s in r.get("segments", [])  # type: ignore[attr-defined]
                  if s["completed"]]
-    assert completed and completed[0]["text"].strip() == "hello world"
+    assert completed and completed[0]["text"].strip() == "Hello world."
     # The tone starts at 0.5 s; the utterance opens with the segmenter's 0.4 s pre-roll.
     assert 0.0 < float(completed[0]["start"]) < 0.5 < 1.9 <= float(completed[0]["end"]) <= 2.1
     assert code == 1000
@@ -216,7 +216,7 @@ def test_our_whisperlive_link_reads_the_words_sent_after_end_of_audio(
     engine.start()
     assert engine.wait(60)
     finals = [e.text for e in events if isinstance(e, FinalText)]
-    assert finals == ["hello world"]
+    assert finals == ["Hello world."]
     states = [e for e in events if type(e).__name__ == "StateChanged" and e.state == "ready"]
     assert states and "sottovoce serve" in states[0].detail
 

@@ -267,8 +267,11 @@ def prompt_echo(prompt: str | None, text: str) -> set[str]:
     if not prompt:
         return set()
     said = [comparable(w) for w in prompt.split()]
-    grams = {tuple(said[i:i + ECHO_WORDS]) for i in range(len(said) - ECHO_WORDS + 1)}
+    # A short prompt (the style anchor, "Okay, here it is.") counts as recited when all of it
+    # comes back; shorter than 4 words it is too common a phrase to tell.
+    n = min(ECHO_WORDS, len(said)) if len(said) >= 4 else ECHO_WORDS
+    grams = {tuple(said[i:i + n]) for i in range(len(said) - n + 1)}
     words = [comparable(w) for w in text.split()]
-    if any(tuple(words[i:i + ECHO_WORDS]) in grams for i in range(len(words) - ECHO_WORDS + 1)):
+    if any(tuple(words[i:i + n]) in grams for i in range(len(words) - n + 1)):
         return {"prompt_echo"}
     return set()

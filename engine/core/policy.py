@@ -30,6 +30,7 @@ import numpy as np
 
 from engine.core import ladder
 from engine.core.agreement import LocalAgreement, tokens
+from engine.core.form import ensure_form
 from engine.core.ladder import LIVE, LOOP_FLAGS, QualityThresholds, Rung, word_loop
 from engine.core.prompt import PromptOptions, PromptTracker
 from engine.core.segmenter import SegmentAudio, SegmentEnded, SegmentEvent, SegmentStarted
@@ -47,6 +48,7 @@ from engine.types import (
     Audio,
     DecodeOptions,
     DecodeRequest,
+    ModelInfo,
     Segment,
     Transcript,
     Word,
@@ -91,6 +93,13 @@ class PolicyOptions:
     soft_no_speech: float = 0.5
     prompt: PromptOptions = field(default_factory=PromptOptions)
     quality: QualityThresholds = field(default_factory=QualityThresholds)
+
+    def for_model(self, info: ModelInfo) -> PolicyOptions:
+        """These options for a model: an English-only model's language is English (known from
+        the start, so even the first final gets the English style prompt)."""
+        if self.language is None and not info.multilingual:
+            return dataclasses.replace(self, language="en")
+        return self
 
     def __post_init__(self) -> None:
         if self.min_partial_audio_s < 0 or self.partial_interval_s < 0 or self.min_new_audio_s < 0:
@@ -391,7 +400,10 @@ class StreamingPolicy:
         # out of the prompt (the old rule; the beam decode was its remedy).
         quality = tuple(sorted((set(flags) | {f for s in kept for f in _flags(s, o.quality)})
                                - {"low_confidence"}))
+        # The prompt takes Whisper's text only if it kept its form (engine.core.prompt); the
+        # user always gets a capitalised, ended sentence (engine.core.form).
         self.prompt.add(text, at=now, flags=quality, language=transcript.language)
+        text, words = ensure_form(text, words)
         return [self._final_text(utt, text, words, request, now, transcript.language)]
 
     def _final_text(self, utt: _Utterance, text: str, words: tuple[Word, ...],

@@ -6,6 +6,16 @@ So this tracker only keeps text that passed the quality checks, keeps at most ``
 (cut at a word boundary), forgets everything after ``reset_after_s`` without speech (a new
 topic), and never mixes languages: with a pinned language only text of that language is used,
 with auto-detection the history resets whenever the detected language changes.
+
+Whisper copies its prompt's style: text without case and punctuation as the prompt gives text
+without case and punctuation back, and that text becomes the next prompt (one unpunctuated
+final made every later dictation of a session unpunctuated). So only text that kept its form
+(`has_form`: it ends a sentence) is kept. With no history yet, a decode of a known language
+gets a short punctuated sentence in that language as its prompt (`STYLE_ANCHORS`): tiny.en
+without a prompt writes the JFK clip without a comma or period; with "Okay, here it is." it
+writes "And so, my fellow Americans ask not ..., ask what you can do for your country." (on the
+26 English clips: WER 8.9 -> 7.5 %, formatted WER 15.0 -> 12.4 %, silence and noise still
+decode to nothing). Languages without an anchor (and auto-detection) get no style prompt.
 """
 
 from __future__ import annotations
@@ -13,12 +23,19 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
+from engine.core.form import has_form
+
+# A short, punctuated sentence per language: the prompt when there is no history yet. Each was
+# measured (see the module docstring); add a language only with figures.
+STYLE_ANCHORS = {"en": "Okay, here it is."}
+
 
 @dataclass(frozen=True)
 class PromptOptions:
     enabled: bool = True
     max_chars: int = 200
     reset_after_s: float = 20.0
+    style_anchor: bool = True  # with no history, prompt with STYLE_ANCHORS[language]
 
     def __post_init__(self) -> None:
         if self.max_chars < 1:
@@ -52,7 +69,9 @@ class PromptTracker:
         self._expire(at)
         if self.language is None and language != self._last_language:
             self.reset()
-        self._last_language = language
+        self._last_language = language  # (also for text without form: it picks the anchor)
+        if not has_form(text):
+            return False
         self._texts.append(text)
         self._chars += len(text) + 1
         while len(self._texts) > 1 and self._chars - len(self._texts[0]) - 1 >= self.options.max_chars:
@@ -66,7 +85,8 @@ class PromptTracker:
         self._expire(now)
         limit = min(self.options.max_chars, max_chars or self.options.max_chars)
         if not self._texts:
-            return None
+            anchor = self.anchor()
+            return anchor if anchor is not None and len(anchor) <= limit else None
         text = " ".join(self._texts)
         if len(text) <= limit:
             return text
@@ -76,6 +96,13 @@ class PromptTracker:
         cut = tail.find(" ")
         # Start at a word boundary unless the tail is one huge word.
         return tail[cut + 1:] if 0 <= cut < len(tail) - 1 else tail
+
+    def anchor(self) -> str | None:
+        """The style prompt for a decode with no history: the pinned language's, else that of
+        the last language decoded (an English-only model always reports "en")."""
+        if not (self.options.enabled and self.options.style_anchor):
+            return None
+        return STYLE_ANCHORS.get(self.language or self._last_language or "")
 
     def reset(self) -> None:
         self._texts.clear()

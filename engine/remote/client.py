@@ -28,6 +28,7 @@ from collections.abc import Callable
 import numpy as np
 
 from engine.audio.sources import AudioSource
+from engine.core.form import ensure_form
 from engine.core.protocol import float_to_pcm16
 from engine.core.segmenter import SegmentEnded, SegmenterOptions, SegmentEvent
 from engine.core.stream import LevelMeter, Segmentation
@@ -253,6 +254,8 @@ class RemoteLiveEngine:
         if start < self._last_final_end and words:
             words = tuple(w for w in words if w.end > self._last_final_end)
             text = "".join(w.text for w in words).strip()
+        # Any server's finals (a WhisperLive server's too) reach the user with sentence form.
+        text, words = ensure_form(text, words)
         self._last_final_end = end
         if uid not in self._started_utterances:
             self._emit(SpeechStarted(utterance_id=uid, at=start))

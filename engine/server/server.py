@@ -33,7 +33,7 @@ import math
 import ssl
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, cast
 
 from engine.core import protocol as p
@@ -312,7 +312,8 @@ class TranscriptionServer:
     async def _serve(self, ws: Any, first: str | bytes) -> None:
         o = self.options
         kwargs: dict[str, Any] = dict(
-            session_options=o.session, scorer=self._scorer_factory(),
+            session_options=replace(o.session, policy=o.session.policy.for_model(self.runner.info)),
+            scorer=self._scorer_factory(),
             clock=self._clock, max_frame_bytes=o.max_frame_bytes, idle_timeout_s=o.idle_timeout_s,
             audio_bucket=TokenBucket(rate=o.rate_audio_x * 32_000,
                                      depth=o.burst_audio_s * 32_000, clock=self._clock),

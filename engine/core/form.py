@@ -1,0 +1,71 @@
+"""The form of a final text: sentence case and end punctuation, whatever path produced it.
+
+Whisper writes case and punctuation, except when something steers it away (an unpunctuated
+prompt, a short window of unpadded audio): then a whole utterance comes back as
+"and so my fellow americans ask not ...". `ensure_form` is the last guard every final passes
+through (local, server, files): a cased first letter is capitalised and a missing sentence end
+becomes a period, on the text and on its last word alike. It never touches what Whisper did
+write (commas, inner case) and leaves scripts without case or a known sentence end alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from engine.types import Word
+
+# A sentence's end in the scripts Whisper writes (Latin, CJK, Arabic, Devanagari, Armenian,
+# Ethiopic), optionally followed by closing quotes or brackets.
+SENTENCE_ENDS = ".?!\u2026\u3002\uff1f\uff01\u061f\u0964\u0589\u1362"
+CLOSERS = "\"')]}\u201d\u2019\u00bb"
+
+
+def has_form(text: str) -> bool:
+    """Whether ``text`` ends a sentence the way Whisper writes one: its last character (before
+    closing quotes or brackets) is sentence-end punctuation."""
+    stripped = text.rstrip().rstrip(CLOSERS)
+    return bool(stripped) and stripped[-1] in SENTENCE_ENDS
+
+
+def _cased(char: str) -> bool:
+    return char.lower() != char.upper()
+
+
+def _capitalisable(char: str) -> bool:
+    """A lower-case letter with one upper-case partner ("ß" -> "SS" and the micro sign -> Greek
+    capital mu are left alone)."""
+    upper = char.upper()
+    return char.islower() and len(upper) == 1 and upper.lower() == char
+
+
+def ensure_form(text: str, words: Sequence[Word] = ()) -> tuple[str, tuple[Word, ...]]:
+    """``text`` (and its ``words``) with a capital first letter and a sentence end.
+
+    Only cased scripts get either: "ask not" -> "Ask not.", "東京" stays as it is. A text ending
+    in a comma or dash is left open; a trailing closing quote keeps its place ("he said 'no'" ->
+    "He said 'no'.")."""
+    text = text.strip()
+    words = tuple(words)
+    if not text:
+        return text, words
+    first = next((i for i, c in enumerate(text) if c.isalnum()), None)
+    if first is not None and _capitalisable(text[first]):
+        text = text[:first] + text[first].upper() + text[first + 1:]
+        if words:
+            words = (_capitalised(words[0]), *words[1:])
+    stripped = text.rstrip(CLOSERS)
+    last = stripped[-1:] if stripped else ""
+    if last and (last.isdigit() or (last.isalpha() and _cased(last))):
+        text = text + "."
+        if words:
+            words = (*words[:-1], replace(words[-1], text=words[-1].text + "."))
+    return text, words
+
+
+def _capitalised(word: Word) -> Word:
+    body = word.text
+    index = next((i for i, c in enumerate(body) if c.isalnum()), None)
+    if index is None or not _capitalisable(body[index]):
+        return word
+    return replace(word, text=body[:index] + body[index].upper() + body[index + 1:])

@@ -1,0 +1,55 @@
+"""ensure_form: every final reaches the user capitalised and ended, without touching what
+Whisper wrote."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from engine.core.form import ensure_form, has_form
+from engine.types import Word
+
+
+@pytest.mark.parametrize(("text", "formed"), [
+    ("and so my fellow Americans ask not", "And so my fellow Americans ask not."),
+    ("Concord returned to its place amidst the tents",
+     "Concord returned to its place amidst the tents."),
+    ("And so, my fellow Americans.", "And so, my fellow Americans."),  # left alone
+    ("Really?", "Really?"),
+    ("he said 'no'", "He said 'no'."),
+    ("(see above)", "(See above)."),
+    ("Well,", "Well,"),  # left open on purpose
+    ("and then -", "And then -"),
+    ("the year 1961", "The year 1961."),
+    ("iPhone sales rose", "IPhone sales rose."),
+    ("\u6771\u4eac\u3067\u3059", "\u6771\u4eac\u3067\u3059"),  # no case, no known end: alone
+    ("\u00e9t\u00e9 chaud", "\u00c9t\u00e9 chaud."),
+    ("  spaced out  ", "Spaced out."),
+    ("", ""),
+    ("...", "..."),
+])
+def test_finals_get_sentence_case_and_an_end(text: str, formed: str) -> None:
+    assert ensure_form(text)[0] == formed
+
+
+def test_words_carry_the_same_form_as_the_text() -> None:
+    words = (Word(" and", 0, 10), Word(" so", 10, 20), Word(" 'no'", 20, 30))
+    text, formed = ensure_form("and so 'no'", words)
+    assert text == "And so 'no'."
+    assert [w.text for w in formed] == [" And", " so", " 'no'."]
+    assert [(w.start, w.end) for w in formed] == [(0, 10), (10, 20), (20, 30)]
+
+
+@given(st.text(alphabet=st.characters(codec="utf-8", categories=("L", "N", "P", "Zs")),
+               max_size=40))
+def test_form_is_idempotent_and_only_adds(text: str) -> None:
+    once, _ = ensure_form(text)
+    assert ensure_form(once)[0] == once
+    assert once.lower().startswith(text.strip()[:1].lower()) or not text.strip()
+    assert len(once) - len(text.strip()) in (0, 1)
+
+
+def test_has_form() -> None:
+    assert has_form("Ask not.") and has_form("Quoted.\u201d") and has_form("\u6771\u4eac\u3002")
+    assert not has_form("ask not") and not has_form("Well,") and not has_form("")
