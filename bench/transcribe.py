@@ -10,7 +10,8 @@ transcribed two ways, same model and device, in the same run:
                           defaults, text joined from its segments
 Each pass over the whole set is repeated (``--repeat``, alternating which system goes first, so
 drift on a shared machine hits both); RTF = wall seconds / audio seconds per pass, reported as
-median and p95 over passes. WER is the corpus WER after Whisper's English normaliser. Model load
+median and p95 over passes. WER is the corpus WER after Whisper's English normaliser; "fmt WER" keeps
+case and punctuation (engine.evaluation.formatted_error_rate, formatted references only). Model load
 time is excluded (printed separately). Prints a table and writes
 ``{"ours": {"rtf", "wer", ...}, "faster_whisper_default": {...}, "audio_s": n, ...}``.
 """
@@ -39,7 +40,12 @@ from app.commands.transcribe import (  # noqa: E402
 from engine.asr.sequential import SequentialRunner  # noqa: E402
 from engine.audio.decode import load_audio  # noqa: E402
 from engine.core.export import parse_txt, render  # noqa: E402
-from engine.evaluation import ManifestEntry, error_rate, read_manifest  # noqa: E402
+from engine.evaluation import (  # noqa: E402
+    ManifestEntry,
+    error_rate,
+    formatted_error_rate,
+    read_manifest,
+)
 from engine.models import resolve_model  # noqa: E402
 from engine.types import SAMPLE_RATE  # noqa: E402
 
@@ -112,6 +118,7 @@ def summarise(name: str, totals: list[float], cpu: list[float], texts: list[str]
         "rtf": statistics.median(rtfs), "rtf_p95": percentile(rtfs, 95), "rtf_passes": rtfs,
         "cpu_rtf": statistics.median(cpu_rtfs), "cpu_rtf_passes": cpu_rtfs,
         "wer": error_rate(refs, texts), "wer_by_kind": by_kind,
+        "formatted_wer": formatted_error_rate(refs, texts),
         "file_rtf_median": statistics.median(file_rtf), "file_rtf_p95": percentile(file_rtf, 95),
         "load_s": load_s, "system": name,
     }
@@ -122,7 +129,8 @@ def print_table(result: dict[str, Any]) -> None:
     kinds = sorted(ours["wer_by_kind"])
     head = (f"{'system':24s} {'RTF med':>8s} {'RTF p95':>8s} {'file p95':>8s} {'CPU RTF':>8s} "
             f"{'x real':>7s} "
-            f"{'WER':>6s} " + " ".join(f"{'WER ' + k:>10s}" for k in kinds) + f" {'load s':>7s}")
+            f"{'WER':>6s} " + " ".join(f"{'WER ' + k:>10s}" for k in kinds)
+            + f" {'fmt WER':>8s} {'load s':>7s}")
     print(head)
     print("-" * len(head))
     for name in SYSTEMS:
@@ -130,7 +138,7 @@ def print_table(result: dict[str, Any]) -> None:
         print(f"{name:24s} {r['rtf']:8.4f} {r['rtf_p95']:8.4f} {r['file_rtf_p95']:8.4f} "
               f"{r['cpu_rtf']:8.4f} {1 / r['rtf']:7.1f} {100 * r['wer']:5.2f}% "
               + " ".join(f"{100 * r['wer_by_kind'][k]:9.2f}%" for k in kinds)
-              + f" {r['load_s']:7.2f}")
+              + f" {100 * r['formatted_wer']:7.2f}% {r['load_s']:7.2f}")
     print(f"\n{result['files']} files, {result['audio_s']:.1f} s of audio, {result['repeat']} passes,"
           f" model {result['model']} on {result['device']}/{result['compute_type']},"
           f" ours = {result['engine']} engine")

@@ -137,3 +137,19 @@ def test_an_ellipsis_is_not_a_word() -> None:
     """Whisper's normaliser turns "..." into a "." word; the short-context decoder ends
     utterances with "..." more often than the offline one, so it scored an insertion."""
     assert error_rate(["in this regard"], ["In this regard..."]) == 0.0
+
+
+def test_formatted_wer_counts_lost_case_and_punctuation() -> None:
+    from engine.evaluation import formatted, formatted_error_rate
+
+    ref = "And so, my fellow Americans: ask not."
+    assert formatted(ref) and not formatted("AND SO MY FELLOW AMERICANS")
+    assert formatted_error_rate([ref], [ref]) == 0.0
+    # The normalised WER can't see the loss; the formatted one counts "so" "Americans" "not"
+    # (punctuation) and "and" (case): 4 of 7 words.
+    lost = "and so my fellow Americans ask not"
+    assert error_rate([ref], [lost]) == 0.0
+    assert formatted_error_rate([ref], [lost]) == pytest.approx(4 / 7)
+    # Typographic quotes are the same character to a reader; unformatted references are skipped.
+    assert formatted_error_rate(["It\u2019s here."], ["It's here."]) == 0.0
+    assert math.isnan(formatted_error_rate(["NO FORMAT HERE"], ["No format here."]))

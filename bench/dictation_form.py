@@ -1,0 +1,179 @@
+"""Formatted vs normalised WER of dictated text: push-to-talk, VAD and offline, one session each.
+
+    python bench/dictation_form.py [--manifest tests/audio/manifest.jsonl]
+        [--out bench/results/dictation_form.json] [--model tiny.en] [--rounds 2]
+
+Case and punctuation are what a dictation user sees, and a normalised WER hides their loss
+(issue 13: after one unpunctuated final, every later dictation of the session came out
+unpunctuated). So the English short clips are dictated one after another in ONE session per
+mode, as a person would, so that each final's text becomes the next one's prompt:
+  ptt      the stream core in push-to-talk mode: key down 0.3 s before the clip, up 0.5 s after
+  vad      the stream core in voice-activity mode: 1 s of silence between clips
+  offline  `transcribe_file` on each clip (the file path: 30 s windows, no live prompt)
+``--rounds`` plays the whole list that many times in the same session (the bug showed on the
+second hearing). Every decode runs on the real model, on this thread, in simulated time (the
+stream core is sans-I/O: this is a synchronous driver). Reported per mode: normalised WER (all
+clips), formatted WER (case and punctuation kept; only the clips whose reference is formatted,
+engine.evaluation.formatted), and finals that lack sentence form (no capital or no end).
+Prints a table and writes JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from engine.asr.ct2_decoder import Ct2Runner  # noqa: E402
+from engine.audio.decode import load_audio  # noqa: E402
+from engine.core.stream import StreamCore, StreamOptions  # noqa: E402
+from engine.evaluation import (  # noqa: E402
+    english,
+    error_rate,
+    formatted,
+    formatted_error_rate,
+    read_manifest,
+)
+from engine.events import Event, FinalText  # noqa: E402
+from engine.files import FileOptions, transcribe_file  # noqa: E402
+from engine.types import SAMPLE_RATE, Audio, Runner, Segment  # noqa: E402
+from engine.vad import default_scorer  # noqa: E402
+
+BLOCK = 1600  # 100 ms blocks, as the microphone delivers them
+
+
+def lacks_form(text: str) -> bool:
+    text = text.strip()
+    return bool(text) and (not text[0].isupper() or text[-1] not in ".?!")
+
+
+class Session:
+    """One dictation session on the stream core, decoding synchronously on the real model."""
+
+    def __init__(self, runner: Runner, mode: str) -> None:
+        from engine.core.policy import PolicyOptions
+
+        policy = PolicyOptions().for_model(runner.info)
+        self.core = StreamCore(StreamOptions(mode=mode, policy=policy), default_scorer())
+        self.runner = runner
+        self.now = 0.0
+        self.finals: list[str] = []
+
+    def play(self, audio: Audio) -> None:
+        for i in range(0, len(audio), BLOCK):
+            block = audio[i:i + BLOCK]
+            self.now += len(block) / SAMPLE_RATE
+            self._take(self.core.feed(block, self.now))
+            self._run()
+
+    def silence(self, seconds: float) -> None:
+        self.play(np.zeros(int(seconds * SAMPLE_RATE), np.float32))
+
+    def key(self, down: bool) -> None:
+        self.core.begin() if down else self.core.end()
+
+    def finish(self) -> None:
+        self._take(self.core.flush(self.now))
+        self._run()
+
+    def _run(self) -> None:
+        while (job := self.core.next_job(self.now)) is not None:
+            started = time.perf_counter()
+            transcript = self.runner.decode_batch([job.request])[0]
+            self.now += time.perf_counter() - started
+            self._take(self.core.on_result(job, transcript, self.now))
+
+    def _take(self, events: list[Event]) -> None:
+        self.finals += [e.text for e in events if isinstance(e, FinalText) and e.text]
+
+
+def dictate(runner: Runner, clips: list[Audio], mode: str, rounds: int) -> list[list[str]]:
+    """Per clip (per round), the final texts it produced."""
+    session = Session(runner, mode)
+    out: list[list[str]] = []
+    session.silence(1.0)
+    for _ in range(rounds):
+        for audio in clips:
+            before = len(session.finals)
+            if mode == "ptt":
+                session.key(True)
+                session.silence(0.3)
+                session.play(audio)
+                session.silence(0.5)
+                session.key(False)
+                session.silence(0.3)
+            else:
+                session.play(audio)
+                session.silence(1.5)
+            out.append(session.finals[before:])
+    session.finish()
+    return out
+
+
+def offline(runner: Runner, paths: list[Path]) -> list[list[str]]:
+    out = []
+    for path in paths:
+        pieces = [s.text.strip() for s in transcribe_file(path, runner, FileOptions())
+                  if isinstance(s, Segment)]
+        out.append([" ".join(p for p in pieces if p)])
+    return out
+
+
+def score(refs: list[str], hyps: list[str], finals: list[list[str]]) -> dict[str, Any]:
+    texts = [t for per_clip in finals for t in per_clip]
+    return {
+        "wer": round(error_rate(refs, hyps), 4),
+        "formatted_wer": round(formatted_error_rate(refs, hyps), 4),
+        "finals": len(texts),
+        "finals_without_form": sum(lacks_form(t) for t in texts),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--manifest", default=str(REPO / "tests/audio/manifest.jsonl"))
+    parser.add_argument("--out", default=str(REPO / "bench/results/dictation_form.json"))
+    parser.add_argument("--model", default="tiny.en")
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    entries = english(read_manifest(args.manifest))
+    clips = [load_audio(e.path) for e in entries]
+    runner = Ct2Runner(args.model, streams=1)
+    runner.load()
+    refs = [e.text for e in entries] * args.rounds
+    results: dict[str, Any] = {"model": args.model, "clips": len(entries),
+                               "formatted_clips": sum(formatted(e.text) for e in entries),
+                               "rounds": args.rounds, "load_average": os.getloadavg()[0]}
+    texts: dict[str, list[str]] = {}
+    for mode in ("ptt", "vad", "offline"):
+        finals = (offline(runner, [e.path for e in entries]) * args.rounds if mode == "offline"
+                  else dictate(runner, clips, mode, args.rounds))
+        hyps = [" ".join(f) for f in finals]
+        results[mode] = score(refs, hyps, finals)
+        texts[mode] = hyps
+    results["texts"] = {e.path.name: {m: texts[m][i::len(entries)] for m in texts}
+                        for i, e in enumerate(entries)}
+    print(f"{len(entries)} English clips x {args.rounds} rounds, one session per mode "
+          f"(formatted WER over the {results['formatted_clips']} clips with formatted "
+          f"references), {args.model}, load {results['load_average']:.1f}")
+    print(f"{'mode':8} {'WER':>7} {'formatted WER':>14} {'finals without form':>20}")
+    for mode in ("ptt", "vad", "offline"):
+        r = results[mode]
+        print(f"{mode:8} {r['wer'] * 100:6.2f}% {r['formatted_wer'] * 100:13.2f}% "
+              f"{r['finals_without_form']:>12} of {r['finals']}")
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
