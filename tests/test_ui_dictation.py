@@ -96,3 +96,24 @@ def test_captions_show_replacements_and_insert_nothing(qtbot, make_controller): 
     assert controller.session.finals[0].text == "Kubernetes comma new line."
     assert controller.captions.visible_lines() == ["Kubernetes comma new line."]
     assert controller.last_injection is None  # nothing was inserted anywhere
+
+
+def test_the_settings_dialog_refuses_a_bad_rule_naming_its_line(qtbot, tmp_path):
+    from app.dialogs import settings_dialog
+    from app.settings import Settings
+
+    dialog = settings_dialog(Settings(), "keyring: test")
+    qtbot.addWidget(dialog)
+    rules = tmp_path / "rules.txt"
+    rules.write_text("# mine\ngonna => going to\n/colo(u?r/i => colour\n")
+    dialog.text_page.replacements.import_from(rules)
+    dialog.accept()
+    assert dialog.result_settings() is None
+    assert dialog.error_label.text() == (
+        "replacement rules, line 3: bad regular expression /colo(u?r/: "
+        "missing ), unterminated subpattern at position 4")
+    dialog.text_page.replacements.edit.setPlainText("gonna => going to\n/colou?r/i => colour")
+    dialog.accept()
+    result = dialog.result_settings()
+    assert result is not None
+    assert result.replacements == "gonna => going to\n/colou?r/i => colour"

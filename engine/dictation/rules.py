@@ -131,6 +131,7 @@ def _parse_line(line: str, number: int) -> Rule:
         if not pattern:
             raise RuleError(number, "the regular expression is empty")
         try:
+            re.compile(pattern)  # alone first: the error's position is in the user's pattern
             rule = Rule((pattern,), match["replacement"].strip(), regex=True, flags=flags,
                         line=number)
         except re.error as exc:
