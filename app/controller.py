@@ -251,9 +251,10 @@ class Controller(ImportHost):
         return None
 
     def _show_final(self, event: FinalText, out: Insertion) -> None:
-        if out.unshow:  # "scratch that"
-            self.session.remove_last(out.unshow)
-            self.window.transcript.remove_last(out.unshow)
+        for text in out.unshown:  # "scratch that"
+            if self.session.finals and self.session.finals[-1].text == text:
+                self.session.remove_last()
+                self.window.transcript.remove_last()
         self.session.add(shown_final(event, out))
         self.window.transcript.add_final(event.start, out.shown)
         self.captions.add_final(out.shown)

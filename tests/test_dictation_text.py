@@ -56,7 +56,9 @@ def test_consecutive_utterances_join_cleanly(utterances, expected):
     (["I think so.", "Great!"], "I think so great!"),
     (["I met Anna.", "Anna says hi."], "I met Anna Anna says hi"),
     (["Wait...", "OK."], "wait... OK"),
-    (["See NASA.", "Period."], "see NASA"),
+    (["See NASA.", "Period."], "see NASA."),  # a dictated period stays
+    (["Done period."], "done."),
+    (["Is it comma", "Done full stop."], "is it, done."),
 ])
 def test_chat_style_starts_lowercase_and_drops_the_trailing_period(utterances, expected):
     assert typed(utterances, style="chat") == expected
@@ -116,6 +118,7 @@ def test_joined_text_never_has_doubled_spaces_or_punctuation(utterances, style):
     (["Is it period."], "Is it."),
     (["It works full stop."], "It works."),
     (["Really question mark."], "Really?"),
+    (["Really questionmark."], "Really?"),
     (["Wow exclamation mark, great exclamation point."], "Wow! Great!"),
     (["Hello period how are you question mark"], "Hello. How are you?"),
     (["Dear John, new line. Thanks for everything."], "Dear John\nThanks for everything."),
@@ -171,9 +174,10 @@ def test_scratch_that_deletes_exactly_the_last_utterance():
     second = dictation.insertion("How are you?", target="a")
     scratch = dictation.insertion("Scratch that.", target="a")
     assert (first.text, second.text) == ("Hello there.", " How are you?")
-    assert scratch == Insertion("", delete_chars=len(" How are you?"), shown="", unshow=1)
+    assert scratch == Insertion("", delete_chars=len(" How are you?"), shown="",
+                                 unshown=("How are you?",))
     again = dictation.insertion("Scratch that.", target="a")
-    assert again == Insertion("", delete_chars=len("Hello there."), unshow=1)
+    assert again == Insertion("", delete_chars=len("Hello there."), unshown=("Hello there.",))
     assert dictation.insertion("Scratch that.", target="a") == Insertion()  # nothing left
     assert dictation.insertion("fresh start.", target="a").text == "Fresh start."
 
@@ -183,7 +187,7 @@ def test_scratching_a_line_break_removes_it_without_a_transcript_line():
     dictation = Dictation(clock=lambda: 0.0)
     dictation.insertion("One.")
     dictation.insertion("New line.")
-    assert dictation.insertion("Scratch that.") == Insertion("", 1, "", 0)
+    assert dictation.insertion("Scratch that.") == Insertion("", 1, "", ())
 
 
 def test_scratch_that_inside_an_utterance_drops_what_came_before_it():

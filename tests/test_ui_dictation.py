@@ -51,13 +51,16 @@ def test_utterances_in_a_row_land_as_one_clean_text(qtbot, make_controller,  # n
                             replacements="gonna => going to")
     controller, _ = make_controller(settings, script=tuple(said for said, _ in SCRIPT))
     target = focused_field(qtbot, QPlainTextEdit)
+    results: list[bool] = []
+    controller.injector.finished.connect(lambda ok, _message: results.append(ok))
     controller.start_engine()
-    for said, expected in SCRIPT:
+    for step, (said, expected) in enumerate(SCRIPT, start=1):
         controller.on_ptt("press")
         controller.on_ptt("release")
+        qtbot.waitUntil(lambda step=step: len(results) == step, timeout=10000)
         qtbot.waitUntil(lambda expected=expected: target.toPlainText() == expected,
                         timeout=10000)
-        assert controller.last_injection is not None and controller.last_injection[0], said
+        assert results[-1], said
     assert QApplication.focusWidget() is target
     lines = ["Hello there.", "How are you?", "Great.", "And you?"]
     assert [f.text for f in controller.session.finals] == lines
@@ -117,3 +120,23 @@ def test_the_settings_dialog_refuses_a_bad_rule_naming_its_line(qtbot, tmp_path)
     result = dialog.result_settings()
     assert result is not None
     assert result.replacements == "gonna => going to\n/colou?r/i => colour"
+
+
+def test_scratch_that_only_takes_back_its_own_transcript_line(qtbot, make_controller):  # noqa: F811
+    """Text that arrived meanwhile (a reopened session, an import) is never what it removes."""
+    from engine.events import FinalText
+
+    controller, _ = make_controller(script=("Hello there.", "Scratch that."))
+    handled = []  # connected after the controller's own slot: runs once that has run
+    controller.bridge.final_text.connect(handled.append)
+    controller.start_engine()
+    controller.on_ptt("press")
+    controller.on_ptt("release")
+    qtbot.waitUntil(lambda: len(controller.session.finals) == 1)
+    controller.session.add(FinalText(7, "Reopened line.", (), 0, 100, 0.0))
+    controller.window.transcript.add_final(0, "Reopened line.")
+    controller.on_ptt("press")
+    controller.on_ptt("release")
+    qtbot.waitUntil(lambda: len(handled) == 2)
+    assert controller.session.text() == "Hello there.\nReopened line."
+    assert controller.window.transcript.plain_text() == "Hello there.\nReopened line."

@@ -59,8 +59,9 @@ ENGLISH = CommandTable(
         ("new", "paragraph"): Command(PARAGRAPH),
         ("period",): _PERIOD, ("full", "stop"): _PERIOD, ("fullstop",): _PERIOD,
         ("comma",): _COMMA,
-        ("question", "mark"): _QUESTION,
+        ("question", "mark"): _QUESTION, ("questionmark",): _QUESTION,
         ("exclamation", "mark"): _EXCLAIM, ("exclamation", "point"): _EXCLAIM,
+        ("exclamationmark",): _EXCLAIM, ("exclamationpoint",): _EXCLAIM,
         ("open", "quote"): Command(OPEN_QUOTE), ("close", "quote"): Command(CLOSE_QUOTE),
         ("scratch", "that"): Command(SCRATCH),
     },
@@ -82,6 +83,12 @@ class Parsed:
 
     tokens: tuple[Token, ...]
     scratch: int = 0
+
+    @property
+    def ends_with_mark(self) -> bool:
+        """Whether the utterance ends with a dictated mark (kept even in the chat style)."""
+        return bool(self.tokens) and isinstance(self.tokens[-1], Command) and (
+            self.tokens[-1].kind == PUNCT)
 
 
 def _normal(word: str) -> str:

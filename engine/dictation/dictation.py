@@ -37,13 +37,14 @@ class Insertion:
     delete_chars: first delete this many characters before the cursor (backspaces).
     shown: the utterance as the transcript, captions, session and export show it ("" when it
       was only a command).
-    unshow: how many earlier utterances to remove from the transcript ("scratch that").
+    unshown: the shown texts of the earlier utterances "scratch that" removed, newest first
+      (the caller drops them from its transcript where they are still its last lines).
     """
 
     text: str = ""
     delete_chars: int = 0
     shown: str = ""
-    unshow: int = 0
+    unshown: tuple[str, ...] = ()
 
     @property
     def empty(self) -> bool:
@@ -53,7 +54,7 @@ class Insertion:
 @dataclass
 class _Entry:
     inserted: str
-    shown: bool  # whether it has a line in the transcript
+    shown: str  # its line in the transcript ("" for none)
 
 
 @dataclass
@@ -102,36 +103,38 @@ class Dictation:
         if commands:
             parsed = parse(text, language)
             spoken = render(parsed.tokens, sentence_case=style == "sentence")
-            scratch = parsed.scratch
+            scratch, dictated_end = parsed.scratch, parsed.ends_with_mark
         else:
-            spoken, scratch = text, 0
+            spoken, scratch, dictated_end = text, 0, False
         spoken = apply_rules(spoken, rules)
-        delete, unshow = self._scratch(scratch)
-        joined = join(self._target.before(), spoken, style, self._capitals, language)
+        delete, unshown = self._scratch(scratch)
+        joined = join(self._target.before(), spoken, style, self._capitals, language,
+                      dictated_end)
         if joined.delete_chars:
             self._trim_last(joined.delete_chars)
         shown = " ".join(tidy(spoken, language).split())
         if not any(c.isalnum() for c in shown):
             shown = ""  # only punctuation or a line break: no transcript line of its own
         if joined.text or shown:
-            self._target.entries.append(_Entry(joined.text, bool(shown)))
+            self._target.entries.append(_Entry(joined.text, shown))
             del self._target.entries[:-MEMORY]
-        return Insertion(joined.text, delete + joined.delete_chars, shown, unshow)
+        return Insertion(joined.text, delete + joined.delete_chars, shown, unshown)
 
     def caption(self, text: str, rules: Rules = (), language: str | None = None) -> str:
         """Captions mode: the text with the replacement rules, nothing inserted, no commands."""
         return " ".join(tidy(apply_rules(text, rules), language).split())
 
-    def _scratch(self, count: int) -> tuple[int, int]:
-        delete = unshow = 0
+    def _scratch(self, count: int) -> tuple[int, tuple[str, ...]]:
+        delete, unshown = 0, []
         entries = self._target.entries
         for _ in range(count):
             if not entries:
                 break
             entry = entries.pop()
             delete += len(entry.inserted)
-            unshow += entry.shown
-        return delete, unshow
+            if entry.shown:
+                unshown.append(entry.shown)
+        return delete, tuple(unshown)
 
     def _trim_last(self, chars: int) -> None:
         entries = self._target.entries

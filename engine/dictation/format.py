@@ -83,9 +83,10 @@ def lowercase_first(text: str, known_capitals: Collection[str] = ()) -> str:
 
 
 def join(before: str, text: str, style: str = "sentence",
-         known_capitals: Collection[str] = (), language: str | None = None) -> Joined:
+         known_capitals: Collection[str] = (), language: str | None = None,
+         dictated_end: bool = False) -> Joined:
     """Fit one utterance after `before` (what was inserted into this target so far; "" for a
-    fresh field)."""
+    fresh field). `dictated_end`: the final mark was dictated, so the chat style keeps it."""
     text = tidy(text, language)
     delete = 0
     lead = len(text) - len(text.lstrip(MARKS))
@@ -108,7 +109,7 @@ def join(before: str, text: str, style: str = "sentence",
     else:
         body = capitalise(body)
     text = head + body
-    if style == "chat" and text.endswith(".") and not text.endswith(".."):
+    if style == "chat" and text.endswith(".") and not text.endswith("..") and not dictated_end:
         text = text[:-1]
     if not text:
         return Joined("", delete)
