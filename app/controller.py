@@ -11,12 +11,14 @@ queued signals.
 from __future__ import annotations
 
 import logging
+from collections.abc import Hashable
 from dataclasses import dataclass
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal, Slot
 from PySide6.QtWidgets import QApplication
 
+from app.dictation import dictated, shown_final
 from app.engine_factory import EngineConfig, EngineFactory, make_engine
 from app.hotkeys import GlobalHotkey, HotkeyUnavailableError
 from app.import_flow import ImportFlow, RunnerFactory, import_runner
@@ -25,6 +27,7 @@ from app.inject import TextInjector, copy_to_clipboard
 from app.session import Session
 from app.settings import ENGINE_FIELDS, Settings, save_settings, with_changes
 from engine.atomic import OutputWriteError
+from engine.dictation import Dictation, Insertion
 from engine.events import Event, EventSink, FinalText, LiveEngine, Metrics, PartialText
 from ui.bridge import EngineBridge
 from ui.caption_window import CaptionWindow
@@ -64,6 +67,7 @@ class Controller(ImportHost):
         self.talking = False
         self._hotkey: GlobalHotkey | None = None
         self.session = Session()
+        self.dictation = Dictation()  # joining, replacement rules, spoken commands
         self.bridge = EngineBridge(self)
         self.window = MainWindow()
         self.captions = CaptionWindow(settings.caption_lines, settings.caption_font_pt)
@@ -232,13 +236,28 @@ class Controller(ImportHost):
     def _on_final(self, event: FinalText) -> None:
         log.info("final %d (round trip %.0f ms, %.0f ms after speech end): %s",
                  event.utterance_id, event.latency_ms, event.after_speech_end_ms, event.text)
-        self.session.add(event)
-        self.window.transcript.add_final(event.start, event.text)
-        self.captions.add_final(event.text)
         # In push-to-talk mode every final was dictated on purpose and goes into the focused
-        # app; in captions mode text only shows on screen.
-        if self.engine_config().mode == "ptt":
-            self.injector.inject(event.text)
+        # app; in captions mode text only shows on screen (replacement rules, no commands).
+        ptt = self.engine_config().mode == "ptt"
+        out = dictated(self.dictation, event, self.settings, insert=ptt,
+                       target=self.dictation_target())
+        self._show_final(event, out)
+        if ptt:
+            self.injector.insert(out.text, out.delete_chars)
+
+    def dictation_target(self) -> Hashable | None:
+        """Where dictated text goes (a window's key; None: unknown). Joining starts fresh when
+        it changes."""
+        return None
+
+    def _show_final(self, event: FinalText, out: Insertion) -> None:
+        for text in out.unshown:  # "scratch that"
+            if self.session.finals and self.session.finals[-1].text == text:
+                self.session.remove_last()
+                self.window.transcript.remove_last()
+        self.session.add(shown_final(event, out))
+        self.window.transcript.add_final(event.start, out.shown)
+        self.captions.add_final(out.shown)
 
     def _on_metrics(self, metrics: Metrics) -> None:
         self.window.latency.add_metrics(metrics)

@@ -5,6 +5,10 @@ paste: save the user's clipboard, put the text on it, press the paste keys (Ctrl
   something newer was copied meanwhile). Works on any keyboard layout and is fast for long text.
 type: synthesise the characters with pynput (for apps that block paste).
 
+`insert(text, delete_chars)` is the exact form dictation uses: backspace over `delete_chars`
+characters first ("scratch that", a dictated mark replacing the previous one), then insert the
+text as given (its joining space included). `inject(text)` inserts stripped text plus a space.
+
 Every attempt ends with `finished(ok, message)`; a failure is reported, never logged as success.
 A paste can't be confirmed by the target app, so success means "keys delivered".
 """
@@ -15,7 +19,7 @@ import logging
 import threading
 from typing import Any
 
-from PySide6.QtCore import QMimeData, QObject, QTimer, Signal, Slot
+from PySide6.QtCore import QMimeData, QObject, QTimer, Signal
 from PySide6.QtGui import QClipboard, QGuiApplication
 
 from app.hotkeys import HotkeyUnavailableError, pynput_keyboard
@@ -26,6 +30,9 @@ log = logging.getLogger(__name__)
 # The target app fetches the clipboard asynchronously after it sees the paste keys; restoring
 # sooner would paste the user's old clipboard instead of the dictation.
 RESTORE_DELAY_MS = 600
+# Marks the clipboard content a paste put there, so the restore can tell it from a newer copy
+# even when the newer copy is the same text (File > Copy transcript of a one-line session).
+PASTE_MARKER = "application/x-sottovoce-paste"
 
 
 def snapshot_clipboard(clipboard: QClipboard) -> QMimeData | None:
@@ -52,7 +59,7 @@ class TextInjector(QObject):
         self.paste_keys = paste_keys
         self._controller: Any = None
         self._saved: QMimeData | None = None
-        self._pasted: str | None = None  # what we put on the clipboard, until restored
+        self._pastes = 0  # pastes so far: the marker of the latest one
         self._restore_pending = False
         self._typed.connect(forwarder(self.finished, 2))
 
@@ -60,8 +67,12 @@ class TextInjector(QObject):
         self.mode, self.paste_keys = mode, paste_keys
 
     def inject(self, text: str) -> None:
-        text = text.strip()
-        if not text or self.mode == "off":
+        if text.strip():
+            self.insert(text.strip() + " ")
+
+    def insert(self, text: str, delete_chars: int = 0) -> None:
+        """Delete `delete_chars` characters before the cursor, then insert `text` exactly."""
+        if (not text and delete_chars <= 0) or self.mode == "off":
             return
         try:
             controller = self._keyboard_controller()
@@ -69,27 +80,48 @@ class TextInjector(QObject):
             emit(self.finished, False, f"Could not insert text: {exc}")
             return
         if self.mode == "type":
-            threading.Thread(target=self._type_worker, args=(controller, text + " "),
+            threading.Thread(target=self._type_worker, args=(controller, text, delete_chars),
                              name="sottovoce-type", daemon=True).start()
+            return
+        if delete_chars > 0:
+            try:
+                self._backspace(controller, delete_chars)
+            except Exception as exc:  # noqa: BLE001 - any backend failure is shown to the user
+                log.warning("backspace failed: %s", exc)
+                emit(self.finished, False, f"Could not delete the text: {exc}")
+                return
+        if text:
+            self._paste(controller, text)
         else:
-            self._paste(controller, text + " ")
+            emit(self.finished, True, f"Deleted {delete_chars} characters")
+
+    @staticmethod
+    def _backspace(controller: Any, count: int) -> None:
+        key = pynput_keyboard().Key.backspace
+        for _ in range(count):
+            controller.press(key)
+            controller.release(key)
 
     def _paste(self, controller: Any, text: str) -> None:
         clipboard = QGuiApplication.clipboard()
         if not self._restore_pending:
             # During back-to-back pastes the clipboard holds our own text; keep the user's.
             self._saved = snapshot_clipboard(clipboard)
-        clipboard.setText(text, QClipboard.Mode.Clipboard)
-        self._pasted = text
+        self._pastes += 1
+        ours = QMimeData()
+        ours.setText(text)
+        ours.setData(PASTE_MARKER, str(self._pastes).encode())
+        clipboard.setMimeData(ours, QClipboard.Mode.Clipboard)
         try:
             self._press_paste_keys(controller)
         except Exception as exc:  # noqa: BLE001 - any backend failure is shown to the user
             log.warning("paste keys failed: %s", exc)
-            self._restore_clipboard()
+            self._restore_clipboard(self._pastes)
             emit(self.finished, False, f"Could not paste the text: {exc}")
             return
         self._restore_pending = True
-        QTimer.singleShot(RESTORE_DELAY_MS, self._restore_clipboard)
+        paste = self._pastes
+        QTimer.singleShot(RESTORE_DELAY_MS, self, lambda: self._restore_clipboard(paste))
         emit(self.finished, True, f"Pasted {len(text.strip())} characters")
 
     def _press_paste_keys(self, controller: Any) -> None:
@@ -102,13 +134,14 @@ class TextInjector(QObject):
             controller.press(key)
             controller.release(key)
 
-    @Slot()
-    def _restore_clipboard(self) -> None:
+    def _restore_clipboard(self, paste: int) -> None:
+        if paste != self._pastes:
+            return  # a later paste is under way; its own restore comes after it
         self._restore_pending = False
         clipboard = QGuiApplication.clipboard()
-        pasted, saved = self._pasted, self._saved
-        self._pasted = self._saved = None
-        if clipboard.text(QClipboard.Mode.Clipboard) != pasted:
+        saved, self._saved = self._saved, None
+        current = clipboard.mimeData(QClipboard.Mode.Clipboard)
+        if current is None or bytes(current.data(PASTE_MARKER).data()) != str(paste).encode():
             # Something newer is on the clipboard (the user copied, File > Copy transcript):
             # it wins; restoring the old content would silently throw it away.
             return
@@ -117,14 +150,18 @@ class TextInjector(QObject):
         else:
             clipboard.setMimeData(saved, QClipboard.Mode.Clipboard)
 
-    def _type_worker(self, controller: Any, text: str) -> None:
+    def _type_worker(self, controller: Any, text: str, delete_chars: int = 0) -> None:
         try:
+            self._backspace(controller, delete_chars)
             controller.type(text)
         except Exception as exc:  # noqa: BLE001 - top of the typing thread
             log.warning("typing failed: %s", exc)
             emit(self._typed, False, f"Could not type the text: {exc}")
             return
-        emit(self._typed, True, f"Typed {len(text.strip())} characters")
+        done = f"Typed {len(text.strip())} characters" if text else ""
+        if delete_chars:
+            done = f"Deleted {delete_chars} characters" + (f"; {done.lower()}" if done else "")
+        emit(self._typed, True, done)
 
     def _keyboard_controller(self) -> Any:
         if self._controller is None:

@@ -32,6 +32,11 @@ class Session:
         self.add(final, segment.flags)
         return final if len(self.finals) > before else None
 
+    def remove_last(self, count: int = 1) -> None:
+        """Drop the last `count` utterances ("scratch that" took them back)."""
+        keep = max(0, len(self.finals) - count)
+        del self.finals[keep:], self._flags[keep:]
+
     def clear(self) -> None:
         self.finals.clear()
         self._flags.clear()

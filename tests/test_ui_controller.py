@@ -102,7 +102,7 @@ def test_dictation_is_pasted_into_the_focused_field_and_clipboard_restored(qtbot
     from app.settings import Settings, with_changes
 
     controller, _ = make_controller(with_changes(Settings(), paste_keys=paste_keys),
-                                    script=("dictated into the field",))
+                                    script=("Dictated into the field.",))
     target = QLineEdit()
     qtbot.addWidget(target)
     target.show()
@@ -114,7 +114,7 @@ def test_dictation_is_pasted_into_the_focused_field_and_clipboard_restored(qtbot
     controller.start_engine()
     controller.on_ptt("press")
     controller.on_ptt("release")
-    qtbot.waitUntil(lambda: "dictated into the field" in target.text(), timeout=10000)
+    qtbot.waitUntil(lambda: target.text() == "Dictated into the field.", timeout=10000)
     assert controller.last_injection is not None and controller.last_injection[0]
     qtbot.waitUntil(
         lambda: QGuiApplication.clipboard().text() == "the user's own clipboard", timeout=5000)
@@ -153,7 +153,7 @@ def test_typing_mode_types_into_the_focused_field(qtbot, make_controller):
     from app.settings import Settings, with_changes
 
     controller, _ = make_controller(with_changes(Settings(), inject_mode="type"),
-                                    script=("typed text",))
+                                    script=("Typed text.",))
     target = QLineEdit()
     qtbot.addWidget(target)
     target.show()
@@ -164,7 +164,7 @@ def test_typing_mode_types_into_the_focused_field(qtbot, make_controller):
     controller.start_engine()
     controller.on_ptt("press")
     controller.on_ptt("release")
-    qtbot.waitUntil(lambda: "typed text" in target.text(), timeout=10000)
+    qtbot.waitUntil(lambda: target.text() == "Typed text.", timeout=10000)
 
 
 def test_injection_failure_is_shown_not_hidden(qtbot, make_controller, monkeypatch):

@@ -72,6 +72,13 @@ class TranscriptView(QTextEdit):
         self.clear()
         self._live_start = 0
 
+    def remove_last(self, count: int = 1) -> None:
+        """Take back the last `count` finished lines ("scratch that"); the rest is redrawn."""
+        kept = list(zip(self._lines, self._flags, strict=True))[:max(0, len(self._lines) - count)]
+        self.clear_transcript()
+        for (start, text), flags in kept:
+            self.add_final(start, text, flags)
+
     def show_partial(self, start: int, committed: str, tentative: str) -> None:
         self.live_committed, self.live_tentative = committed.strip(), tentative.strip()
         body = html.escape(self.live_committed)

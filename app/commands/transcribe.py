@@ -34,6 +34,7 @@ from engine.asr.sequential import SequentialRunner
 from engine.atomic import atomic_write_text
 from engine.audio.decode import AudioReader, open_audio
 from engine.core.export import FORMATS, render
+from engine.dictation.rules import RuleError, Rules, apply_rules, parse_rules
 from engine.errors import AudioDecodeError, EngineError
 from engine.files import FileOptions, Progress, transcribe_file, uses_sequential
 from engine.longform import long_form_backend
@@ -73,6 +74,9 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--engine", choices=ENGINES, default="auto",
                    help="batched long-form pipeline or the sequential decoder (auto: sequential"
                         " under 2 minutes)")
+    p.add_argument("--replacements", type=Path, metavar="FILE",
+                   help="apply replacement rules (the app's format: one 'a | b => c' or "
+                        "'/regex/i => c' per line) to the text")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on a terminal")
     p.add_argument("--cluster", metavar="ADDRESS",
                    help="bulk mode on Ray (extra 'cluster'): local, auto or ray://HOST:PORT;"
@@ -98,8 +102,15 @@ def run(args: argparse.Namespace) -> int:
     if args.output_dir is not None and args.output_dir.exists() and not args.output_dir.is_dir():
         return _usage_error(f"-o {args.output_dir}: exists and is not a directory")
     model = getattr(args, "model", None) or DEFAULT_MODEL
+    rules_file = getattr(args, "replacements", None)
     if getattr(args, "cluster", None):
+        if rules_file is not None:
+            return _usage_error("--replacements does not work with --cluster yet")
         return _run_cluster(args, options, model)
+    try:
+        args.rules = _read_rules(rules_file)
+    except (OSError, UnicodeDecodeError, RuleError) as exc:
+        return _usage_error(f"--replacements {rules_file}: {exc}")
     decoders = make_decoders(model, args.device, args.compute_type, args.engine)
     show_progress = not args.no_progress and sys.stderr.isatty()
     try:
@@ -207,6 +218,21 @@ def transcribe(audio: Audio | AudioReader, decoders: Decoders, options: DecodeOp
     return run.transcript()
 
 
+def _read_rules(path: Path | None) -> Rules:
+    if path is None:
+        return ()
+    return parse_rules(path.read_text(encoding="utf-8"))
+
+
+def with_rules(transcript: Transcript, rules: Rules) -> Transcript:
+    """The transcript's text with the replacement rules applied (word timings as decoded)."""
+    if not rules:
+        return transcript
+    segments = tuple(dataclasses.replace(s, text=apply_rules(s.text, rules))
+                     for s in transcript.segments)
+    return dataclasses.replace(transcript, segments=segments)
+
+
 class _FatalError(Exception):
     """Stops the whole run (the model cannot load, so no file can be transcribed)."""
 
@@ -227,7 +253,7 @@ def _transcribe_all(args: argparse.Namespace, decoders: Decoders, options: Decod
             with _progress_bar(Path(name).name, audio.expected_samples,
                                show_progress) as progress:
                 transcript = transcribe(audio, decoders, options, progress)
-            text = render(transcript, args.format)
+            text = render(with_rules(transcript, getattr(args, "rules", ())), args.format)
             if args.output_dir is None:
                 _print_result(name, text, len(args.files) > 1, printed)
                 printed += 1
