@@ -17,6 +17,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal, Slot
 from PySide6.QtWidgets import QApplication
 
+from app.dictation import Dictation
 from app.engine_factory import EngineConfig, EngineFactory, make_engine
 from app.hotkeys import GlobalHotkey, HotkeyUnavailableError
 from app.import_flow import ImportFlow, RunnerFactory, import_runner
@@ -76,6 +77,7 @@ class Controller(ImportHost):
         self._stopping: list[LiveEngine] = []  # stopped engines whose threads may still run
         self.imports = ImportFlow(self, runner_factory)  # File > Open file…
         self._connect()
+        self.dictation = Dictation(self)  # paste-last, cues, hands-free, per-app profiles
 
     # -- setup ---------------------------------------------------------------------------------
     def _connect(self) -> None:
@@ -123,6 +125,8 @@ class Controller(ImportHost):
             self._hotkey = None
             self.window.show_message(f"Global hotkey off: {exc}", 20000)
             log.warning("global hotkey unavailable: %s", exc)
+            return
+        self.dictation.start_hotkey()
 
     # -- engine lifecycle ----------------------------------------------------------------------
     def engine_config(self) -> EngineConfig:
@@ -192,7 +196,9 @@ class Controller(ImportHost):
     # -- push-to-talk --------------------------------------------------------------------------
     @Slot(str)
     def on_ptt(self, action: str) -> None:
-        """"press"/"release" from the hotkey or the control socket; "toggle" flips."""
+        """"press"/"release" from the hotkey or the control socket; "toggle" flips (a recording
+        started by a toggle is hands-free: it stops itself after a silence)."""
+        hands_free = action == "toggle" or self.settings.hotkey_mode == "toggle"
         if action == "toggle":
             action = "release" if self.talking else "press"
         if action == "press" and self.imports.refuse_live():
@@ -203,10 +209,12 @@ class Controller(ImportHost):
             return
         if action == "press" and not self.talking:
             self.talking = True
+            self.dictation.on_press(hands_free)
             self.engine.begin_utterance()
         elif action == "release" and self.talking:
             self.talking = False
             self.engine.end_utterance()
+            self.dictation.on_release()
         log.info("push-to-talk %s: talking=%s", action, self.talking)
         emit(self.talking_changed, self.talking)
 
@@ -217,6 +225,8 @@ class Controller(ImportHost):
         if command == "copy":
             self.copy_all()
             return "ok copied"
+        if command == "paste-last":
+            return self.dictation.paste_last()
         self.on_ptt("toggle" if command == "toggle" else command.split()[1])
         return f"ok talking={int(self.talking)}"
 
@@ -238,7 +248,11 @@ class Controller(ImportHost):
         # In push-to-talk mode every final was dictated on purpose and goes into the focused
         # app; in captions mode text only shows on screen.
         if self.engine_config().mode == "ptt":
-            self.injector.inject(event.text)
+            self.insert_final(event.text)
+
+    def insert_final(self, text: str) -> None:
+        """A dictated final into the focused app, as that app's profile says (app.dictation)."""
+        self.dictation.insert(text)
 
     def _on_metrics(self, metrics: Metrics) -> None:
         self.window.latency.add_metrics(metrics)
@@ -310,6 +324,8 @@ class Controller(ImportHost):
         if (old.hotkey, old.hotkey_mode) != (new.hotkey, new.hotkey_mode) and self._hotkey:
             self._hotkey.stop()
             self.start_hotkey()
+        elif old.paste_last_hotkey != new.paste_last_hotkey and self._hotkey:
+            self.dictation.start_hotkey()
         if self.engine is not None and any(
                 getattr(old, f) != getattr(new, f) for f in ENGINE_FIELDS):
             self.stop_engine()
@@ -328,6 +344,7 @@ class Controller(ImportHost):
     def quit(self) -> None:
         if self._hotkey is not None:
             self._hotkey.stop()
+        self.dictation.shutdown()
         self.imports.shutdown()
         self.stop_engine()
         self.captions.close()

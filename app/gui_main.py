@@ -142,6 +142,7 @@ def _connect_tray(tray: object, controller: object) -> None:
         window.raise_()
 
     tray.show_window_requested.connect(show_window)
+    tray.paste_last_requested.connect(controller.dictation.paste_last)
     tray.quit_requested.connect(controller.quit)
     controller.bridge.state_changed.connect(
         lambda state, _d: tray.set_running(state not in ("stopped", "failed"), controller.talking))

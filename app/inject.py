@@ -59,16 +59,19 @@ class TextInjector(QObject):
     def configure(self, mode: str, paste_keys: str) -> None:
         self.mode, self.paste_keys = mode, paste_keys
 
-    def inject(self, text: str) -> None:
+    def inject(self, text: str, mode: str | None = None) -> None:
+        """Insert text into the focused app; ``mode`` overrides the configured one for this
+        text (an application's profile)."""
+        mode = mode or self.mode
         text = text.strip()
-        if not text or self.mode == "off":
+        if not text or mode == "off":
             return
         try:
             controller = self._keyboard_controller()
         except (HotkeyUnavailableError, ImportError, RuntimeError) as exc:
             emit(self.finished, False, f"Could not insert text: {exc}")
             return
-        if self.mode == "type":
+        if mode == "type":
             threading.Thread(target=self._type_worker, args=(controller, text + " "),
                              name="sottovoce-type", daemon=True).start()
         else:

@@ -35,7 +35,7 @@ def make_controller(qtbot, tmp_path, monkeypatch):
             engines[-1].config = config
             return engines[-1]
 
-        settings = settings or with_changes(Settings(), inject_mode="off")
+        settings = settings or with_changes(Settings(), inject_mode="off", sounds=False)
         controller = Controller(settings, LaunchOptions(enable_hotkey=False, **option_args),
                                 engine_factory=factory)
         qtbot.addWidget(controller.window)
