@@ -6,7 +6,7 @@ release, engine events, a final to insert); everything here runs on the GUI thre
   whole chord is let go, so the paste keys don't mix with the user's Ctrl+Alt), the tray's
   "Paste last text" and the control socket's ``paste-last`` re-insert the last inserted text.
 - Cues: a start cue at the press, with the engine muting what the microphone hears of it
-  (`mute_input`), and a stop cue once the utterance's audio has been cut (its SpeechEnded), so
+  (`mute_input`: from the press until the tone has been played out), and a stop cue once the utterance's audio has been cut (its SpeechEnded), so
   neither is transcribed. Engines that cannot mute their input (remote) get no start cue.
 - Hands-free: a recording started in toggle mode stops itself after `auto_stop_s` of silence
   (app.handsfree.AutoStop on the engine's level readings).
@@ -167,9 +167,13 @@ class Dictation(QObject):
         self._utterance = None
         mute = getattr(engine, "mute_input", None)
         if s.sounds and s.sound_volume > 0 and callable(mute):
-            cues = self.cues()
-            mute(cues.mute_s)  # before the tone starts: the microphone must not hear it
-            cues.play("start", s.sound_volume)
+            from engine.audio.cues import ECHO_TAIL_S, MUTE_GUARD_S
+
+            # Muted before the tone starts (the microphone must not hear it), then cut down to
+            # the time the tone took once it has been played (on the player's thread).
+            at = mute(MUTE_GUARD_S)
+            self.cues().play("start", s.sound_volume,
+                             lambda took: mute(took + ECHO_TAIL_S, at=at))
 
     def on_release(self) -> None:
         self.auto_stop.stop()

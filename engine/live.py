@@ -142,13 +142,16 @@ class LocalLiveEngine:
         tail = self.options.ptt_tail_ms * SAMPLE_RATE // 1000
         self._control("end", (self._source.captured + tail) if at is None else at)
 
-    def mute_input(self, seconds: float, at: int | None = None) -> None:
+    def mute_input(self, seconds: float, at: int | None = None) -> int:
         """Replace ``seconds`` of captured audio from ``at`` (default: captured so far) with
         silence before the core (VAD, level, decoder) sees it: the app's own start cue, played
-        on the speakers, must not be transcribed (engine.audio.cues)."""
+        on the speakers, must not be transcribed (engine.audio.cues). Returns ``at``; a second
+        call with the same ``at`` replaces the range (to cut it short once the cue is over)."""
         start = self._source.captured if at is None else at
         with self._lock:
-            self._mutes.append((start, start + round(seconds * SAMPLE_RATE)))
+            self._mutes = [(a, b) for a, b in self._mutes if a != start]
+            self._mutes.append((start, start + max(0, round(seconds * SAMPLE_RATE))))
+        return start
 
     def _muted(self, block: Audio) -> Audio:
         """The block with the muted ranges silenced (a copy; the source's block is left as

@@ -20,7 +20,15 @@ import pytest
 from test_microphone import virtual_mic  # noqa: F401 - the fixture (a private null sink)
 
 from engine.asr.fake import ScriptedRunner
-from engine.audio.cues import CUE_MS, MAX_PEAK, RATE, CuePlayer, cue_tone
+from engine.audio.cues import (
+    CUE_MS,
+    ECHO_TAIL_S,
+    MAX_PEAK,
+    MUTE_GUARD_S,
+    RATE,
+    CuePlayer,
+    cue_tone,
+)
 from engine.audio.decode import load_audio
 from engine.audio.sources import FileSource, MicrophoneSource
 from engine.core.policy import PolicyOptions
@@ -157,10 +165,16 @@ def test_cues_are_heard_by_the_microphone_but_never_transcribed(
         cue_db = max(level.peak_db for level in heard)
         assert cue_db > -15.0, cue_db  # the cue peaks at -6 dBFS at full volume
 
-        # A dictation of silence, cues on, as the app does it: mute, start cue, press.
-        at = source.captured
-        engine.mute_input(player.mute_s, at=at)
-        player.play("start", 100)
+        # A dictation of silence, cues on, as app.dictation does it: mute from the press on,
+        # start cue, press; once the tone is out the mute is cut down to what it took.
+        took: list[float] = []
+
+        def played(seconds: float) -> None:
+            took.append(seconds)
+            engine.mute_input(seconds + ECHO_TAIL_S, at=at)
+
+        at = engine.mute_input(MUTE_GUARD_S)
+        player.play("start", 100, played)
         engine.begin_utterance(at=at)
         started = _wait_for(events, SpeechStarted)
         during = _levels_until(events, 1.5)
@@ -181,7 +195,8 @@ def test_cues_are_heard_by_the_microphone_but_never_transcribed(
     # the utterance's end; nothing of either inside the audio the engine kept.
     raw = np.concatenate(source.raw)
     loud = np.flatnonzero(np.abs(raw) > 0.05)
-    mute_end = at + round(player.mute_s * SAMPLE_RATE)
+    assert len(took) == 1 and 0.0 < took[0] < 1.0, took
+    mute_end = at + round((took[0] + ECHO_TAIL_S) * SAMPLE_RATE)
     in_utterance = loud[(loud >= started.at) & (loud < ended.at)]
     print("cue samples in the utterance:", in_utterance.min() - at if len(in_utterance) else None,
           in_utterance.max() - at if len(in_utterance) else None, "mute", mute_end - at)

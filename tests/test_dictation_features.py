@@ -160,8 +160,9 @@ class MutingEngine:
         from ui_fake_engine import FakeLiveEngine
 
         class Engine(FakeLiveEngine):
-            def mute_input(self, seconds: float) -> None:
-                self.calls.append(f"mute {seconds:.2f}")
+            def mute_input(self, seconds: float, at: int | None = None) -> int:
+                self.calls.append(f"mute {seconds:.2f} at {at}")
+                return 777 if at is None else at
 
             def set_vocabulary(self, name: str | None) -> None:
                 self.calls.append(f"vocabulary {name}")
@@ -170,13 +171,16 @@ class MutingEngine:
 
 
 class RecordingCues:
-    mute_s = 0.38
+    """Plays nothing; a start cue "takes" 0.12 s (reported at once, as the player's thread
+    would once the tone is out)."""
 
     def __init__(self, calls: list[str]) -> None:
         self.calls = calls
 
-    def play(self, kind: str, volume: int) -> None:
+    def play(self, kind: str, volume: int, on_done=None) -> None:  # type: ignore[no-untyped-def]
         self.calls.append(f"cue {kind} {volume}")
+        if on_done is not None:
+            on_done(0.12)
 
     def wait(self, timeout: float = 0) -> None:
         pass
@@ -194,7 +198,10 @@ def test_start_cue_is_muted_before_it_plays_and_stop_cue_waits_for_the_cut(qtbot
     engine = engines[0]
     controller.dictation._cues = RecordingCues(engine.calls)
     controller.on_ptt("press")
-    assert engine.calls[1:] == ["vocabulary work", "mute 0.38", "cue start 55", "begin"]
+    # Muted from the press on before the tone starts; cut down to the tone's time plus the
+    # input's tail (0.12 + 0.15 s) once it has played.
+    assert engine.calls[1:] == ["vocabulary work", "mute 1.50 at None", "cue start 55",
+                                "mute 0.27 at 777", "begin"]
     del engine.calls[1:]
     controller.on_ptt("release")
     # The fake engine cuts the utterance (SpeechEnded) right after "end": the stop cue follows.

@@ -7,14 +7,19 @@ output stream can take tens of milliseconds on PulseAudio) and returns at once, 
 waits on the sound device. A failure to play is logged, never raised: a cue is a courtesy.
 
 Keeping the cue out of the recording is the caller's half: the live engine mutes the captured
-audio for `CuePlayer.mute_s` after a start cue (engine.live.LocalLiveEngine.mute_input), and the
-stop cue is only played once the utterance's audio has been cut (its SpeechEnded).
+audio from the press on (engine.live.LocalLiveEngine.mute_input), at first for up to
+``MUTE_GUARD_S``; once the tone has been played out (`play`'s ``on_done`` gets the seconds that
+took), the mute is cut down to that time plus ``ECHO_TAIL_S`` (the input side's buffering), so
+speech that follows the cue is kept. The stop cue is only played once the utterance's audio has
+been cut (its SpeechEnded).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -29,9 +34,10 @@ FADE_MS = 20
 RATE = 48000
 MAX_PEAK = 0.5
 TONES = {"start": (660.0, 880.0), "stop": (880.0, 587.0)}  # Hz at the start, at the end
-# Time the microphone may still hear a start cue after play() returns: the tone itself, the
-# output and input buffers (PulseAudio's default is a few tens of ms each) and a margin.
-LATENCY_MARGIN_S = 0.30
+# Muted from the press until the player reports (it always does, even on failure) ...
+MUTE_GUARD_S = 1.5
+# ... then up to when the tone was played out, plus what the input side may still hold.
+ECHO_TAIL_S = 0.15
 
 
 def cue_tone(kind: str, volume: int, rate: int = RATE) -> npt.NDArray[np.float32]:
@@ -64,31 +70,38 @@ class CuePlayer:
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
 
-    @property
-    def mute_s(self) -> float:
-        """How much captured audio after a start cue may hold it (for LocalLiveEngine)."""
-        return CUE_MS / 1000 + LATENCY_MARGIN_S
-
-    def play(self, kind: str, volume: int) -> threading.Thread | None:
-        """Start playing; returns the worker (tests join it), None when there is nothing to play."""
+    def play(self, kind: str, volume: int, on_done: Callable[[float], None] | None = None
+             ) -> threading.Thread | None:
+        """Start playing; returns the worker (tests join it), None when there is nothing to play.
+        ``on_done(seconds)`` is called on the worker once the tone has been played out (or has
+        failed to play: then 0.0), with the seconds since this call."""
         if volume <= 0:
             return None
         tone = cue_tone(kind, volume, self.rate)
-        thread = threading.Thread(target=self._play, args=(tone,), name=f"sottovoce-cue-{kind}",
-                                  daemon=True)
+        thread = threading.Thread(target=self._play, args=(tone, time.monotonic(), on_done),
+                                  name=f"sottovoce-cue-{kind}", daemon=True)
         with self._lock:
             self._threads = [t for t in self._threads if t.is_alive()] + [thread]
         thread.start()
         return thread
 
-    def _play(self, tone: npt.NDArray[np.float32]) -> None:
+    def _play(self, tone: npt.NDArray[np.float32], asked: float,
+              on_done: Callable[[float], None] | None) -> None:
+        took = 0.0
         try:
             sd: Any = _sounddevice()
+            # Leaving the block stops the stream, which waits until the tone has been played.
             with sd.OutputStream(samplerate=self.rate, channels=1, dtype="float32",
                                  latency="low") as stream:
                 stream.write(tone.reshape(-1, 1))
+            took = time.monotonic() - asked
         except Exception as exc:  # noqa: BLE001 - the thread's top; a cue is never worth a crash
             log.warning("could not play the cue: %s", exc)
+        if on_done is not None:
+            try:
+                on_done(took)
+            except Exception:  # noqa: BLE001 - the thread's top
+                log.exception("cue callback failed")
 
     def wait(self, timeout: float = 5.0) -> None:
         """Wait for the cues being played (before quitting)."""
