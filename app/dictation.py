@@ -34,6 +34,7 @@ from app.profiles import (
     chat_style,
     dictation_target,
     profile_for,
+    vocabulary_terms,
 )
 from app.settings import Settings
 from ui.bridge import EngineBridge
@@ -159,8 +160,8 @@ class Dictation(QObject):
         engine = self.controller.engine
         target = self.target()
         set_vocabulary = getattr(engine, "set_vocabulary", None)
-        if callable(set_vocabulary):  # the engine's vocabulary sets (another part of issue 13)
-            set_vocabulary(target.vocabulary)
+        if callable(set_vocabulary):  # the engine's vocabulary (another part of issue 13)
+            set_vocabulary(vocabulary_terms(s.vocabulary, target.vocabulary))
         self.hands_free = hands_free
         self.auto_stop = AutoStop(s.auto_stop_s if hands_free else 0.0)
         self.auto_stop.start(self.clock())

@@ -60,6 +60,24 @@ def vocabulary_sets(vocabulary: str) -> tuple[str, ...]:
     return tuple(names)
 
 
+def vocabulary_terms(vocabulary: str, named_set: str | None = None) -> tuple[str, ...]:
+    """The words and phrases in force: the default set (lines before any ``[name]`` header)
+    plus the named set, when one is given (matched case-insensitively); blank lines and
+    duplicates left out, order kept."""
+    wanted = None if named_set is None else named_set.strip().lower()
+    current: str | None = None  # None: the default set
+    terms: list[str] = []
+    for raw in vocabulary.splitlines():
+        match = _HEADER.match(raw)
+        if match:
+            current = match.group(1).strip().lower()
+            continue
+        term = raw.strip()
+        if term and (current is None or current == wanted) and term not in terms:
+            terms.append(term)
+    return tuple(terms)
+
+
 def parse_profiles(text: str, vocabulary_names: Iterable[str] | None = None
                    ) -> dict[str, AppProfile]:
     """Profiles by lower-cased window class. ``vocabulary_names``: the named sets that exist

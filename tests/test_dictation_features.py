@@ -164,8 +164,8 @@ class MutingEngine:
                 self.calls.append(f"mute {seconds:.2f} at {at}")
                 return 777 if at is None else at
 
-            def set_vocabulary(self, name: str | None) -> None:
-                self.calls.append(f"vocabulary {name}")
+            def set_vocabulary(self, terms: tuple[str, ...]) -> None:
+                self.calls.append(f"vocabulary {', '.join(terms)}")
 
         return Engine(sink, script)
 
@@ -191,7 +191,8 @@ def test_start_cue_is_muted_before_it_plays_and_stop_cue_waits_for_the_cut(qtbot
     from app.settings import Settings, with_changes
 
     settings = with_changes(Settings(), sounds=True, sound_volume=55, inject_mode="off",
-                            vocabulary="[work]\nKubernetes", app_profiles="focused: vocabulary=work")
+                            vocabulary="Sottovoce\n[work]\nKubernetes\n[home]\nMeringue",
+                            app_profiles="focused: vocabulary=work")
     controller, engines = make_controller(settings, engine_class=MutingEngine)
     controller.dictation.read_window_class = lambda: ("focused", "Focused")
     controller.start_engine()
@@ -200,7 +201,8 @@ def test_start_cue_is_muted_before_it_plays_and_stop_cue_waits_for_the_cut(qtbot
     controller.on_ptt("press")
     # Muted from the press on before the tone starts; cut down to the tone's time plus the
     # input's tail (0.12 + 0.15 s) once it has played.
-    assert engine.calls[1:] == ["vocabulary work", "mute 1.50 at None", "cue start 55",
+    assert engine.calls[1:] == ["vocabulary Sottovoce, Kubernetes", "mute 1.50 at None",
+                                "cue start 55",
                                 "mute 0.27 at 777", "begin"]
     del engine.calls[1:]
     controller.on_ptt("release")

@@ -19,6 +19,7 @@ from app.profiles import (
     parse_profiles,
     profile_for,
     vocabulary_sets,
+    vocabulary_terms,
 )
 from app.settings import Settings, from_mapping_report
 
@@ -35,6 +36,14 @@ VOCABULARY = "Sottovoce\n[work]\nKubernetes\n[ home ]\nConcord\n"
 def test_vocabulary_sets_are_the_header_lines() -> None:
     assert vocabulary_sets(VOCABULARY) == ("work", "home")
     assert vocabulary_sets("") == ()
+
+
+def test_vocabulary_terms_are_the_default_set_plus_the_named_one() -> None:
+    text = "Sottovoce\n\n[work]\nKubernetes\nSottovoce\n[ home ]\nConcord\n"
+    assert vocabulary_terms(text) == ("Sottovoce",)
+    assert vocabulary_terms(text, "WORK") == ("Sottovoce", "Kubernetes")
+    assert vocabulary_terms(text, "home") == ("Sottovoce", "Concord")
+    assert vocabulary_terms("", "work") == ()
 
 
 def test_profiles_parse_by_window_class() -> None:
