@@ -124,3 +124,30 @@ def test_dialog_reopens_the_selected_session_and_shows_an_empty_history(qtbot, t
     qtbot.addWidget(empty)
     assert not empty.open_button.isEnabled() and not empty.copy_session_button.isEnabled()
     assert empty.status.text().startswith("No saved sessions yet.")
+
+
+def test_search_over_journalled_sessions_on_disk(qtbot) -> None:  # type: ignore[no-untyped-def]
+    """Real journal files (written as the live engine writes them) through app.dialogs'
+    journal_sessions into the dialog, as File > History does."""
+    from app.dialogs import journal_sessions
+    from engine.events import FinalText
+    from engine.journal import Journal
+    from ui.history_dialog import HistoryDialog
+
+    for session, texts in (("20261128-080500-000000", ["Go forward ten meters."]),
+                           ("20261130-091200-000000", [JFK, "Concord returned."])):
+        journal = Journal(session)
+        for number, text in enumerate(texts, 1):
+            journal.append(FinalText(number, text, (), number * 16000, number * 32000, 90.0))
+        journal.close()
+    dialog = HistoryDialog(journal_sessions())
+    qtbot.addWidget(dialog)
+    dialog.search.setText("FORWARD")
+    assert dialog.list.count() == 1 and dialog.list.item(0).text().endswith("· 1 match")
+    assert dialog.entry_texts() == ["Go forward ten meters."]
+    dialog.search.setText("concord")
+    assert dialog.entry_texts() == ["Concord returned."]
+    dialog.copy_session_button.click()
+    from PySide6.QtGui import QGuiApplication
+
+    assert QGuiApplication.clipboard().text() == JFK + "\nConcord returned."

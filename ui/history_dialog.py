@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtGui import QClipboard, QGuiApplication
 from PySide6.QtWidgets import (
     QDialog,
@@ -144,7 +144,9 @@ class HistoryDialog(QDialog):
         label.setTextFormat(Qt.TextFormat.RichText)
         label.setWordWrap(True)
         label.setContentsMargins(4, 3, 4, 3)
-        entry.setSizeHint(label.sizeHint())
+        # Wrapped to the list's width (a wrapped label's own size hint ignores it).
+        width = max(120, self.entries.viewport().width() - 4)
+        entry.setSizeHint(QSize(width, label.heightForWidth(width)))
         self.entries.addItem(entry)
         self.entries.setItemWidget(entry, label)
 
