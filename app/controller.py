@@ -11,14 +11,14 @@ queued signals.
 from __future__ import annotations
 
 import logging
-from collections.abc import Hashable
 from dataclasses import dataclass
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal, Slot
 from PySide6.QtWidgets import QApplication
 
-from app.dictation import dictated, shown_final
+from app.dictation import Dictation
+from app.dictation_text import dictated, shown_final
 from app.engine_factory import EngineConfig, EngineFactory, make_engine
 from app.hotkeys import GlobalHotkey, HotkeyUnavailableError
 from app.import_flow import ImportFlow, RunnerFactory, import_runner
@@ -27,7 +27,8 @@ from app.inject import TextInjector, copy_to_clipboard
 from app.session import Session
 from app.settings import ENGINE_FIELDS, Settings, save_settings, with_changes
 from engine.atomic import OutputWriteError
-from engine.dictation import Dictation, Insertion
+from engine.dictation import Dictation as TextPipeline
+from engine.dictation import Insertion
 from engine.events import Event, EventSink, FinalText, LiveEngine, Metrics, PartialText
 from ui.bridge import EngineBridge
 from ui.caption_window import CaptionWindow
@@ -67,7 +68,7 @@ class Controller(ImportHost):
         self.talking = False
         self._hotkey: GlobalHotkey | None = None
         self.session = Session()
-        self.dictation = Dictation()  # joining, replacement rules, spoken commands
+        self.text = TextPipeline()  # joining, replacement rules, spoken commands
         self.bridge = EngineBridge(self)
         self.window = MainWindow()
         self.captions = CaptionWindow(settings.caption_lines, settings.caption_font_pt)
@@ -80,6 +81,7 @@ class Controller(ImportHost):
         self._stopping: list[LiveEngine] = []  # stopped engines whose threads may still run
         self.imports = ImportFlow(self, runner_factory)  # File > Open file…
         self._connect()
+        self.dictation = Dictation(self)  # paste-last, cues, hands-free, per-app profiles
 
     # -- setup ---------------------------------------------------------------------------------
     def _connect(self) -> None:
@@ -127,6 +129,8 @@ class Controller(ImportHost):
             self._hotkey = None
             self.window.show_message(f"Global hotkey off: {exc}", 20000)
             log.warning("global hotkey unavailable: %s", exc)
+            return
+        self.dictation.start_hotkey()
 
     # -- engine lifecycle ----------------------------------------------------------------------
     def engine_config(self) -> EngineConfig:
@@ -196,7 +200,9 @@ class Controller(ImportHost):
     # -- push-to-talk --------------------------------------------------------------------------
     @Slot(str)
     def on_ptt(self, action: str) -> None:
-        """"press"/"release" from the hotkey or the control socket; "toggle" flips."""
+        """"press"/"release" from the hotkey or the control socket; "toggle" flips (a recording
+        started by a toggle is hands-free: it stops itself after a silence)."""
+        hands_free = action == "toggle" or self.settings.hotkey_mode == "toggle"
         if action == "toggle":
             action = "release" if self.talking else "press"
         if action == "press" and self.imports.refuse_live():
@@ -207,10 +213,12 @@ class Controller(ImportHost):
             return
         if action == "press" and not self.talking:
             self.talking = True
+            self.dictation.on_press(hands_free)
             self.engine.begin_utterance()
         elif action == "release" and self.talking:
             self.talking = False
             self.engine.end_utterance()
+            self.dictation.on_release()
         log.info("push-to-talk %s: talking=%s", action, self.talking)
         emit(self.talking_changed, self.talking)
 
@@ -221,6 +229,8 @@ class Controller(ImportHost):
         if command == "copy":
             self.copy_all()
             return "ok copied"
+        if command == "paste-last":
+            return self.dictation.paste_last()
         self.on_ptt("toggle" if command == "toggle" else command.split()[1])
         return f"ok talking={int(self.talking)}"
 
@@ -237,18 +247,17 @@ class Controller(ImportHost):
         log.info("final %d (round trip %.0f ms, %.0f ms after speech end): %s",
                  event.utterance_id, event.latency_ms, event.after_speech_end_ms, event.text)
         # In push-to-talk mode every final was dictated on purpose and goes into the focused
-        # app; in captions mode text only shows on screen (replacement rules, no commands).
-        ptt = self.engine_config().mode == "ptt"
-        out = dictated(self.dictation, event, self.settings, insert=ptt,
-                       target=self.dictation_target())
-        self._show_final(event, out)
-        if ptt:
-            self.injector.insert(out.text, out.delete_chars)
-
-    def dictation_target(self) -> Hashable | None:
-        """Where dictated text goes (a window's key; None: unknown). Joining starts fresh when
-        it changes."""
-        return None
+        # app, as that app's profile says (app.dictation); in captions mode text only shows
+        # on screen (replacement rules, no commands).
+        if self.engine_config().mode == "ptt":
+            target = self.dictation.target()
+            out = dictated(self.text, event, self.settings, insert=True,
+                           target=target.window_class, style=target.style,
+                           commands=target.commands)
+            self._show_final(event, out)
+            self.dictation.insert(out, target)
+        else:
+            self._show_final(event, dictated(self.text, event, self.settings, insert=False))
 
     def _show_final(self, event: FinalText, out: Insertion) -> None:
         for text in out.unshown:  # "scratch that"
@@ -329,6 +338,8 @@ class Controller(ImportHost):
         if (old.hotkey, old.hotkey_mode) != (new.hotkey, new.hotkey_mode) and self._hotkey:
             self._hotkey.stop()
             self.start_hotkey()
+        elif old.paste_last_hotkey != new.paste_last_hotkey and self._hotkey:
+            self.dictation.start_hotkey()
         if self.engine is not None and any(
                 getattr(old, f) != getattr(new, f) for f in ENGINE_FIELDS):
             self.stop_engine()
@@ -347,6 +358,7 @@ class Controller(ImportHost):
     def quit(self) -> None:
         if self._hotkey is not None:
             self._hotkey.stop()
+        self.dictation.shutdown()
         self.imports.shutdown()
         self.stop_engine()
         self.captions.close()

@@ -1,5 +1,5 @@
 """The main window's dialogs: open a file to transcribe, save as (TXT/SRT/VTT/JSON), history
-(reopen a past session from the autosave journal) and settings (API key to the OS keyring)."""
+(search every past session in the autosave journal, copy from it or reopen one) and settings (API key to the OS keyring)."""
 
 from __future__ import annotations
 
@@ -134,6 +134,8 @@ class DialogActions(QObject):
             return
         dialog = HistoryDialog(sessions, self.window)
         dialog.reopen_requested.connect(self.reopen)
+        dialog.copied.connect(lambda text: self.window.show_message(
+            f"Copied {len(text.split())} words from the history", 3000))
         dialog.exec()
 
     def reopen(self, path: Path) -> None:

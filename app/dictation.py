@@ -1,37 +1,211 @@
-"""The app's side of dictation text (engine.dictation): each final text, with the current
-settings, becomes what the transcript shows and what goes into the focused app.
+"""Dictation around push-to-talk: paste-last, start/stop cues, hands-free auto-stop and
+per-application profiles. A child of the controller, which calls in at four points (press,
+release, engine events, a final to insert); everything here runs on the GUI thread.
 
-The style, spoken commands and target are explicit arguments so that a per-application profile
-can override them for one insertion; None takes the setting.
+- Paste last: a second global hotkey (`Settings.paste_last_hotkey`, "" = off; it fires once the
+  whole chord is let go, so the paste keys don't mix with the user's Ctrl+Alt), the tray's
+  "Paste last text" and the control socket's ``paste-last`` re-insert the last inserted text.
+- Cues: a start cue at the press, with the engine muting what the microphone hears of it
+  (`mute_input`: from the press until the tone has been played out), and a stop cue once the utterance's audio has been cut (its SpeechEnded), so
+  neither is transcribed. Engines that cannot mute their input (remote) get no start cue.
+- Hands-free: a recording started in toggle mode stops itself after `auto_stop_s` of silence
+  (app.handsfree.AutoStop on the engine's level readings).
+- Profiles: the focused window's class is read at the press (its vocabulary set goes to the
+  engine, where the engine takes one) and again at insertion (insert mode, style, commands):
+  `target()` returns the frozen `DictationTarget` the text pipeline and the injector use.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable
-from dataclasses import replace
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
 
+from PySide6.QtCore import QObject, Signal, Slot
+
+from app.handsfree import AutoStop
+from app.hotkeys import GlobalHotkey, HotkeyUnavailableError
+from app.inject import TextInjector
+from app.profiles import (
+    NO_PROFILE,
+    DictationTarget,
+    ProfileError,
+    dictation_target,
+    profile_for,
+    vocabulary_terms,
+)
 from app.settings import Settings
-from engine.dictation import Dictation, Insertion
-from engine.dictation.rules import rules_or_none
-from engine.events import FinalText
+from engine.dictation import Insertion
+from ui.bridge import EngineBridge
+from ui.main_window import MainWindow
+from ui.qt_compat import forwarder
+
+if TYPE_CHECKING:
+    from engine.audio.cues import CuePlayer
+
+log = logging.getLogger(__name__)
+
+WindowClassReader = Callable[[], "tuple[str, ...] | None"]
 
 
-def dictated(dictation: Dictation, final: FinalText, settings: Settings, *, insert: bool,
-             target: Hashable | None = None, style: str | None = None,
-             commands: bool | None = None) -> Insertion:
-    """What to show and insert for one final. `insert` False (captions mode): the replacement
-    rules apply, spoken commands don't, nothing is inserted."""
-    rules = rules_or_none(settings.replacements)
-    dictation.remember_capitals(line.strip() for line in settings.vocabulary.splitlines()
-                                if not line.strip().startswith("["))
-    if not insert:
-        return Insertion(shown=dictation.caption(final.text, rules, final.language))
-    return dictation.insertion(
-        final.text, rules=rules, target=target, language=final.language,
-        style=settings.text_style if style is None else style,
-        commands=settings.spoken_commands if commands is None else commands)
+def _read_window_class() -> tuple[str, ...] | None:
+    from app.focus import focused_window_class
+
+    return focused_window_class()
 
 
-def shown_final(final: FinalText, insertion: Insertion) -> FinalText:
-    """The final as the session keeps it (and exports it): the shown text."""
-    return replace(final, text=insertion.shown)
+class DictationHost(Protocol):
+    """What this needs of the controller (app.controller.Controller)."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def engine(self) -> object: ...
+    @property
+    def talking(self) -> bool: ...
+    @property
+    def window(self) -> MainWindow: ...
+    @property
+    def injector(self) -> TextInjector: ...
+    @property
+    def bridge(self) -> EngineBridge: ...
+
+    def on_ptt(self, action: str) -> None: ...
+
+
+class Dictation(QObject):
+    _tapped = Signal(str)  # from the paste-last hotkey's listener thread, delivered queued
+
+    def __init__(self, controller: DictationHost,
+                 window_class: WindowClassReader = _read_window_class,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(controller if isinstance(controller, QObject) else None)
+        self.controller = controller
+        self.read_window_class = window_class
+        self.clock = clock
+        self.last_text: str | None = None  # the last text inserted into an app
+        self.auto_stop = AutoStop(controller.settings.auto_stop_s)
+        self.hands_free = False
+        self._cues: CuePlayer | None = None
+        self._stop_cue_for: int | None = None  # play the stop cue at this utterance's end
+        self._utterance: int | None = None
+        self._paste_hotkey: GlobalHotkey | None = None
+        self._tapped.connect(lambda _action: self.paste_last())
+        b = controller.bridge
+        b.level_changed.connect(self.on_level)
+        b.speech_started.connect(self.on_speech_started)
+        b.speech_ended.connect(self.on_speech_ended)
+
+    # -- paste last ----------------------------------------------------------------------------
+    def start_hotkey(self) -> None:
+        """Listen for the paste-last chord (nothing when it is "" or hotkeys are off)."""
+        self.stop_hotkey()
+        chord = self.controller.settings.paste_last_hotkey
+        if not chord:
+            return
+        hotkey = GlobalHotkey(chord, "tap", forwarder(self._tapped, 1))
+        try:
+            hotkey.start()
+        except HotkeyUnavailableError as exc:
+            log.warning("paste-last hotkey unavailable: %s", exc)
+            return
+        self._paste_hotkey = hotkey
+
+    def stop_hotkey(self) -> None:
+        if self._paste_hotkey is not None:
+            self._paste_hotkey.stop()
+            self._paste_hotkey = None
+
+    @Slot()
+    def paste_last(self) -> str:
+        """Re-insert the last inserted text into the focused app; returns the reply line."""
+        if not self.last_text:
+            self.controller.window.show_message("Nothing dictated yet to paste again", 5000)
+            return "error nothing dictated yet"
+        target = self.target()
+        if target.insert == "off":
+            return "ok nothing inserted (insertion is off for this application)"
+        self.controller.injector.insert(self.last_text, 0, target.insert)
+        log.info("paste-last: %d characters", len(self.last_text))
+        return f"ok pasted {len(self.last_text)} characters"
+
+    # -- profiles ------------------------------------------------------------------------------
+    def target(self) -> DictationTarget:
+        """The focused application's profile over the global settings (read now)."""
+        s = self.controller.settings
+        names = self.read_window_class()
+        try:
+            profile = profile_for(names, s.app_profiles, s.vocabulary)
+        except ProfileError as exc:  # Settings refuse these; be safe with a hand-made one
+            log.warning("app profiles: %s", exc)
+            profile = NO_PROFILE
+        return dictation_target(profile, s.inject_mode, s.text_style, s.spoken_commands,
+                                names[-1] if names else None)
+
+    def insert(self, out: Insertion, target: DictationTarget) -> None:
+        """Insert a dictated final (the text pipeline's `Insertion`: characters to delete
+        first, then the text) into the focused app as its profile says."""
+        if target.insert == "off" or (not out.text.strip(" \t") and out.delete_chars <= 0):
+            return  # silence (an empty final) inserts nothing: no empty paste ("new line" does)
+        if out.text.strip():
+            self.last_text = out.text
+        self.controller.injector.insert(out.text, out.delete_chars, target.insert)
+
+    # -- press / release -----------------------------------------------------------------------
+    def on_press(self, hands_free: bool) -> None:
+        s = self.controller.settings
+        engine = self.controller.engine
+        target = self.target()
+        set_vocabulary = getattr(engine, "set_vocabulary", None)
+        if callable(set_vocabulary):  # the engine's vocabulary (another part of issue 13)
+            set_vocabulary(vocabulary_terms(s.vocabulary, target.vocabulary))
+        self.hands_free = hands_free
+        self.auto_stop = AutoStop(s.auto_stop_s if hands_free else 0.0)
+        self.auto_stop.start(self.clock())
+        self._utterance = None
+        mute = getattr(engine, "mute_input", None)
+        if s.sounds and s.sound_volume > 0 and callable(mute):
+            from engine.audio.cues import ECHO_TAIL_S, MUTE_GUARD_S
+
+            # Muted before the tone starts (the microphone must not hear it), then cut down to
+            # the time the tone took once it has been played (on the player's thread).
+            at = mute(MUTE_GUARD_S)
+            self.cues().play("start", s.sound_volume,
+                             lambda took: mute(took + ECHO_TAIL_S, at=at))
+
+    def on_release(self) -> None:
+        self.auto_stop.stop()
+        self._stop_cue_for = self._utterance if self._utterance is not None else -1
+
+    def cues(self) -> CuePlayer:
+        if self._cues is None:
+            from engine.audio.cues import CuePlayer
+
+            self._cues = CuePlayer()
+        return self._cues
+
+    # -- engine events -------------------------------------------------------------------------
+    def on_speech_started(self, utterance_id: int, _at: int) -> None:
+        if self.controller.talking:
+            self._utterance = utterance_id
+
+    def on_speech_ended(self, utterance_id: int, _at: int) -> None:
+        """The released utterance's audio is cut: the stop cue can't end up in it now."""
+        wanted = self._stop_cue_for
+        if wanted is None or wanted not in (-1, utterance_id):
+            return
+        self._stop_cue_for = None
+        s = self.controller.settings
+        if s.sounds and s.sound_volume > 0:
+            self.cues().play("stop", s.sound_volume)
+
+    def on_level(self, rms_db: float, _peak_db: float) -> None:
+        if self.auto_stop.level(rms_db, self.clock()) and self.controller.talking:
+            log.info("hands-free: %.1f s of silence, stopping", self.auto_stop.after_s)
+            self.controller.on_ptt("release")
+
+    def shutdown(self) -> None:
+        self.stop_hotkey()
+        if self._cues is not None:
+            self._cues.wait(2.0)

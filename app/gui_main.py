@@ -17,6 +17,7 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 _signal_wakeup: list[object] = []
+TRAY_PASTE_DELAY_MS = 250
 
 NO_DISPLAY_MESSAGE = (
     "sottovoce: no display found (DISPLAY and WAYLAND_DISPLAY are unset), so the desktop app "
@@ -142,6 +143,12 @@ def _connect_tray(tray: object, controller: object) -> None:
         window.raise_()
 
     tray.show_window_requested.connect(show_window)
+    from PySide6.QtCore import QTimer
+
+    # After the menu has closed and let go of the keyboard: the paste keys must reach the app
+    # that had focus, not the closing menu.
+    tray.paste_last_requested.connect(
+        lambda: QTimer.singleShot(TRAY_PASTE_DELAY_MS, controller.dictation.paste_last))
     tray.quit_requested.connect(controller.quit)
     controller.bridge.state_changed.connect(
         lambda state, _d: tray.set_running(state not in ("stopped", "failed"), controller.talking))

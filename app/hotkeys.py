@@ -19,7 +19,7 @@ from engine.errors import missing_dependency
 
 log = logging.getLogger(__name__)
 
-PRESS, RELEASE = "press", "release"
+PRESS, RELEASE, TAP = "press", "release", "tap"
 
 
 class HotkeyUnavailableError(RuntimeError):
@@ -31,12 +31,14 @@ class HotkeyMachine:
 
     hold: talking starts when the whole chord is down and ends when any chord key goes up.
     toggle: each full press of the chord flips talking on or off (key-up does nothing).
+    tap: a one-shot action ("tap") once the whole chord was down and every chord key is up again
+      (paste-last: the paste must not see the user's Ctrl+Alt still held).
     Auto-repeat (a key reported down again while down) is ignored.
     """
 
     def __init__(self, chord: Iterable[Hashable], mode: str = "hold") -> None:
-        if mode not in ("hold", "toggle"):
-            raise ValueError("mode must be 'hold' or 'toggle'")
+        if mode not in ("hold", "toggle", "tap"):
+            raise ValueError("mode must be 'hold', 'toggle' or 'tap'")
         self.chord = frozenset(chord)
         if not self.chord:
             raise ValueError("a hotkey needs at least one key")
@@ -52,6 +54,8 @@ class HotkeyMachine:
         if self._chord_latched or not self.chord <= self._down:
             return None
         self._chord_latched = True
+        if self.mode == "tap":
+            return None
         if self.mode == "toggle" and self.talking:
             self.talking = False
             return RELEASE
@@ -62,6 +66,11 @@ class HotkeyMachine:
         self._down.discard(key)
         if key not in self.chord or not self._chord_latched:
             return None
+        if self.mode == "tap":
+            if self.chord & self._down:
+                return None
+            self._chord_latched = False
+            return TAP
         self._chord_latched = False
         if self.mode == "hold" and self.talking:
             self.talking = False

@@ -66,20 +66,23 @@ class TextInjector(QObject):
     def configure(self, mode: str, paste_keys: str) -> None:
         self.mode, self.paste_keys = mode, paste_keys
 
-    def inject(self, text: str) -> None:
+    def inject(self, text: str, mode: str | None = None) -> None:
+        """Insert ``text`` (stripped, with a trailing space) into the focused app."""
         if text.strip():
-            self.insert(text.strip() + " ")
+            self.insert(text.strip() + " ", mode=mode)
 
-    def insert(self, text: str, delete_chars: int = 0) -> None:
-        """Delete `delete_chars` characters before the cursor, then insert `text` exactly."""
-        if (not text and delete_chars <= 0) or self.mode == "off":
+    def insert(self, text: str, delete_chars: int = 0, mode: str | None = None) -> None:
+        """Delete `delete_chars` characters before the cursor, then insert `text` exactly.
+        ``mode`` overrides the configured one for this text (an application's profile)."""
+        mode = mode or self.mode
+        if (not text and delete_chars <= 0) or mode == "off":
             return
         try:
             controller = self._keyboard_controller()
         except (HotkeyUnavailableError, ImportError, RuntimeError) as exc:
             emit(self.finished, False, f"Could not insert text: {exc}")
             return
-        if self.mode == "type":
+        if mode == "type":
             threading.Thread(target=self._type_worker, args=(controller, text, delete_chars),
                              name="sottovoce-type", daemon=True).start()
             return

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from app.profiles import check_profiles
 from engine.atomic import OutputWriteError, atomic_write_text, private_dir
 from engine.dictation.rules import parse_rules
 from engine.paths import config_dir
@@ -121,6 +122,7 @@ class Settings:
         if not 0 <= self.auto_stop_s <= 60:
             raise ValueError("auto_stop_s must be between 0 and 60 seconds (0: never)")
         parse_rules(self.replacements)  # RuleError (a ValueError) names the bad line
+        check_profiles(self.app_profiles, self.vocabulary)  # ProfileError names the bad line
 
 
 def _one_of(name: str, value: str, allowed: tuple[str, ...]) -> None:

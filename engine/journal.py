@@ -6,7 +6,7 @@ error (full disk, removed folder) raises `JournalError` for the caller to report
 pipeline reports it once and carries on without the journal rather than stopping.
 
 `read_journal()` reads a session back and `list_sessions()` lists the sessions, newest first,
-for a history view. Reading never fails on content: a torn last line left by a crash, invalid
+for a history view; `search_lines()` is the history's full-text search over them. Reading never fails on content: a torn last line left by a crash, invalid
 UTF-8, a line that is not an entry, a time that is not a finite number are each skipped and
 counted (`read_journal_report`), and the rest of the session is read. Files are private to the
 user (0600 in a 0700 folder): they hold everything that was dictated.
@@ -18,6 +18,8 @@ import json
 import logging
 import math
 import os
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -172,3 +174,52 @@ def _seconds(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ValueError(f"time {value!r} is not a finite number")
     return float(value)
+
+
+# -- full-text search (History) -----------------------------------------------------------------
+
+Span = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class LineMatch:
+    """One utterance that matched: its index in the session and the character spans of every
+    occurrence of each search term (sorted, not overlapping), for highlighting."""
+
+    index: int
+    text: str
+    spans: tuple[Span, ...]
+
+
+def search_terms(query: str) -> list[str]:
+    """The words of a query; a "quoted phrase" is one term."""
+    return [a or b for a, b in re.findall(r'"([^"]+)"|(\S+)', query) if (a or b).strip()]
+
+
+def find_spans(text: str, query: str) -> tuple[Span, ...]:
+    """Where the query's terms occur in ``text``, case-insensitively; () unless every term
+    occurs (terms are ANDed; an empty query matches nothing)."""
+    terms = search_terms(query)
+    spans: list[Span] = []
+    for term in terms:
+        found = [m.span() for m in re.finditer(re.escape(term), text, re.IGNORECASE)]
+        if not found:
+            return ()
+        spans.extend(found)
+    merged: list[Span] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return tuple(merged)
+
+
+def search_lines(lines: Sequence[str], query: str) -> list[LineMatch]:
+    """The utterances of one session that hold every term of the query, in order."""
+    matches = []
+    for index, line in enumerate(lines):
+        spans = find_spans(line, query)
+        if spans:
+            matches.append(LineMatch(index, line, spans))
+    return matches

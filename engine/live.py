@@ -117,6 +117,7 @@ class LocalLiveEngine:
         self._worker: threading.Thread | None = None
         self._sim_now = 0.0
         self._held: _Outcome | None = None
+        self._mutes: list[tuple[int, int]] = []  # captured sample ranges replaced by silence
 
     # -- the LiveEngine interface --------------------------------------------------------
 
@@ -140,6 +141,30 @@ class LocalLiveEngine:
         """Push-to-talk release; audio up to ``ptt_tail_ms`` after it is kept."""
         tail = self.options.ptt_tail_ms * SAMPLE_RATE // 1000
         self._control("end", (self._source.captured + tail) if at is None else at)
+
+    def mute_input(self, seconds: float, at: int | None = None) -> int:
+        """Replace ``seconds`` of captured audio from ``at`` (default: captured so far) with
+        silence before the core (VAD, level, decoder) sees it: the app's own start cue, played
+        on the speakers, must not be transcribed (engine.audio.cues). Returns ``at``; a second
+        call with the same ``at`` replaces the range (to cut it short once the cue is over)."""
+        start = self._source.captured if at is None else at
+        with self._lock:
+            self._mutes = [(a, b) for a, b in self._mutes if a != start]
+            self._mutes.append((start, start + max(0, round(seconds * SAMPLE_RATE))))
+        return start
+
+    def _muted(self, block: Audio) -> Audio:
+        """The block with the muted ranges silenced (a copy; the source's block is left as
+        it is). Call under the lock."""
+        end = self._source.position
+        begin = end - len(block)
+        self._mutes = [(a, b) for a, b in self._mutes if b > begin]
+        overlapping = [(a, b) for a, b in self._mutes if a < end]
+        if overlapping:
+            block = block.copy()
+            for a, b in overlapping:
+                block[max(a, begin) - begin:min(b, end) - begin] = 0.0
+        return block
 
     def _control(self, kind: str, at: int) -> None:
         with self._lock:
@@ -221,6 +246,8 @@ class LocalLiveEngine:
             self._sim_deliver(until=end_time)
             self._sim_now = max(self._sim_now, end_time)
         with self._lock:
+            if self._mutes:
+                block = self._muted(block)
             now = self.now()
             self._emit(self._stream.feed(block, now))
             self._dispatch(now)

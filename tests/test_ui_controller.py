@@ -35,7 +35,7 @@ def make_controller(qtbot, tmp_path, monkeypatch):
             engines[-1].config = config
             return engines[-1]
 
-        settings = settings or with_changes(Settings(), inject_mode="off")
+        settings = settings or with_changes(Settings(), inject_mode="off", sounds=False)
         controller = Controller(settings, LaunchOptions(enable_hotkey=False, **option_args),
                                 engine_factory=factory)
         qtbot.addWidget(controller.window)
@@ -165,6 +165,9 @@ def test_typing_mode_types_into_the_focused_field(qtbot, make_controller):
     controller.on_ptt("press")
     controller.on_ptt("release")
     qtbot.waitUntil(lambda: target.text() == "Typed text.", timeout=10000)
+    # The typing thread reports after the last key; wait for it, or the report lands in the
+    # next test, on this controller's deleted window.
+    qtbot.waitUntil(lambda: controller.last_injection == (True, "Typed 11 characters"))
 
 
 def test_injection_failure_is_shown_not_hidden(qtbot, make_controller, monkeypatch):

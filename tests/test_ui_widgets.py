@@ -283,15 +283,15 @@ def test_history_dialog_lists_and_reopens(qtbot, tmp_path):
     sessions = [("today", tmp_path / "b.jsonl", "two"), ("yesterday", tmp_path / "a.jsonl", "one")]
     dialog = HistoryDialog(sessions)
     qtbot.addWidget(dialog)
-    assert dialog.preview.toPlainText() == "two"
+    assert dialog.entry_texts() == ["two"]
     dialog.list.setCurrentRow(1)
-    assert dialog.preview.toPlainText() == "one"
+    assert dialog.entry_texts() == ["one"]
     with qtbot.waitSignal(dialog.reopen_requested) as blocker:
         dialog.open_button.click()
     assert blocker.args == [tmp_path / "a.jsonl"]
     empty = HistoryDialog([])
     qtbot.addWidget(empty)
-    assert not empty.open_button.isEnabled() and "No saved sessions" in empty.preview.toPlainText()
+    assert not empty.open_button.isEnabled() and "No saved sessions" in empty.status.text()
 
 
 def test_many_emits_do_not_drain_references_to_true(qtbot):

@@ -185,7 +185,7 @@ class DictationPage(QWidget):
         form.addRow("Paste last text hotkey", self.paste_last_hotkey)
         form.addRow(self.sounds)
         form.addRow("Sound volume", self.sound_volume)
-        form.addRow("Hands-free: stop after silence of", self.auto_stop_s)
+        form.addRow("Hands-free (toggle mode): stop after a silence of", self.auto_stop_s)
         form.addRow(QLabel("Per-application behaviour:"))
         form.addRow(self.app_profiles)
 

@@ -1,4 +1,4 @@
-"""Tray icon with start/stop, caption window, show window and quit; and icon/stylesheet loading
+"""Tray icon with start/stop, caption window, paste last text, show window and quit; and icon/stylesheet loading
 that tolerates a checkout without resources (the app then just looks plainer)."""
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ class Tray(QObject):
     start_stop_requested = Signal()
     captions_toggled = Signal(bool)
     show_window_requested = Signal()
+    paste_last_requested = Signal()
     quit_requested = Signal()
 
     def __init__(self, parent: QObject | None = None) -> None:
@@ -54,11 +55,14 @@ class Tray(QObject):
         self.captions_action = QAction("Caption window", menu)
         self.captions_action.setCheckable(True)
         self.captions_action.toggled.connect(forwarder(self.captions_toggled, 1))
+        self.paste_last_action = QAction("Paste last text", menu)
+        self.paste_last_action.triggered.connect(forwarder(self.paste_last_requested, 0))
         show_action = QAction("Show window", menu)
         show_action.triggered.connect(forwarder(self.show_window_requested, 0))
         quit_action = QAction("Quit", menu)
         quit_action.triggered.connect(forwarder(self.quit_requested, 0))
-        for action in (self.start_action, self.captions_action, show_action, quit_action):
+        for action in (self.start_action, self.captions_action, self.paste_last_action,
+                       show_action, quit_action):
             menu.addAction(action)
         self._menu = menu
         self.icon.setContextMenu(menu)

@@ -1,4 +1,4 @@
-"""`sottovoce toggle` and `sottovoce ptt press|release`: drive the running app from a desktop
+"""`sottovoce toggle`, `sottovoce ptt press|release` and `sottovoce paste-last`: drive the running app from a desktop
 shortcut (Wayland has no global key grabs for apps; bind these in the desktop's settings)."""
 
 from __future__ import annotations
@@ -18,6 +18,10 @@ def add_parser(subparsers: Any) -> None:
         description="Bind 'ptt press' to a key's press and 'ptt release' to its release.")
     ptt.add_argument("action", choices=("press", "release"))
     ptt.set_defaults(handler=run, control_command="ptt")
+    paste_last = subparsers.add_parser(
+        "paste-last", help="insert the last dictated text again",
+        description="Insert the last dictated text into the focused app again.")
+    paste_last.set_defaults(handler=run, control_command="paste-last")
 
 
 def run(args: argparse.Namespace) -> int:
