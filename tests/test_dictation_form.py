@@ -42,7 +42,10 @@ class Dictation:
         self.runner = runner
         self.now = 0.0
         self.finals: list[str] = []
-        self.whisper: list[str] = []  # what Whisper wrote for each final decode, before any repair
+        # Per final: what Whisper wrote in the decode that made it (before any repair), and
+        # how many final decodes it took.
+        self.whisper: list[str] = []
+        self.attempts: list[int] = []
 
     def play(self, audio: Audio) -> None:
         for i in range(0, len(audio), 1600):
@@ -66,13 +69,18 @@ class Dictation:
 
     def _take(self, events: list[Event]) -> None:
         self.finals += [e.text for e in events if isinstance(e, FinalText) and e.text]
+        tries = 0
         while (job := self.core.next_job(self.now)) is not None:
             transcript = self.runner.decode_batch([job.request])[0]
-            if job.kind == "final":
-                self.whisper.append(transcript.text.strip())
+            tries += job.kind == "final"
             self.now += 0.1
             events = self.core.on_result(job, transcript, self.now)
-            self.finals += [e.text for e in events if isinstance(e, FinalText) and e.text]
+            for e in events:
+                if isinstance(e, FinalText) and e.text:
+                    self.finals.append(e.text)
+                    self.whisper.append(transcript.text.strip())
+                    self.attempts.append(tries)
+                    tries = 0
 
 
 def test_push_to_talk_finals_keep_their_form_all_session(runner: Runner,
@@ -80,10 +88,11 @@ def test_push_to_talk_finals_keep_their_form_all_session(runner: Runner,
     session = Dictation(runner, "ptt")
     jfk, concord = load_audio(shared_audio / JFK), load_audio(shared_audio / CONCORD)
     texts = [session.dictate(jfk), session.dictate(concord), session.dictate(jfk)]
-    print(texts, session.whisper)
+    print(texts, session.whisper, session.attempts)
     assert all(t[0].isupper() and has_form(t) for t in texts), texts
     # Whisper wrote that form itself (no repair was needed): the session's prompts only ever
-    # carried text with form, and the first had the style prompt.
+    # carried text with form, the first had the style prompt, and a decode that came back
+    # without form was decoded again with the style prompt.
     assert all(w[0].isupper() and has_form(w) for w in session.whisper), session.whisper
     assert texts[0].startswith("And so") and texts[1].startswith("Concord returned"), texts
     assert "," in texts[0], texts  # tiny.en writes this clip without any comma with no prompt

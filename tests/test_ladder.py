@@ -148,5 +148,5 @@ def test_a_confident_greedy_final_is_kept_at_once():
     _spoken(policy, 2.0)
     first = policy.next_request(2.0)
     assert first is not None
-    events = policy.on_result(first.request_id, _final("go forward ten meters", 2.0, -0.2), 2.1)
+    events = policy.on_result(first.request_id, _final("Go forward ten meters.", 2.0, -0.2), 2.1)
     assert [e.text for e in events if isinstance(e, FinalText)] == ["Go forward ten meters."]

@@ -7,6 +7,7 @@ import pytest
 
 from engine.core.form import ensure_form
 from engine.core.policy import Job, PolicyOptions, StreamingPolicy
+from engine.core.prompt import STYLE_ANCHORS
 from engine.core.segmenter import SegmentAudio, SegmentEnded, SegmentStarted
 from engine.events import (
     EngineFailed,
@@ -481,3 +482,55 @@ def test_long_finals_take_the_careful_beam() -> None:
         request = policy.next_request(10.0)
         assert request is not None and request.options.beam_size == beam
         policy.on_result(request.request_id, transcript("fine words here", seconds=seconds), 10.2)
+
+
+def _ended(policy: StreamingPolicy, seconds: float = 3.0, now: float = 3.0) -> None:
+    started(policy, seconds=seconds, now=now)
+    end = 16000 + int(seconds * SR)
+    policy.handle(SegmentEnded(end, end, 50), now)
+
+
+def test_a_final_that_lost_its_form_is_decoded_again_with_the_style_prompt() -> None:
+    """Whisper sometimes writes a whole utterance without case or punctuation (steered by a
+    short window or its prompt): one more decode, padded window, same search, with only the
+    style prompt, gets Whisper's own punctuation back (ensure_form could only add the period)."""
+    policy = StreamingPolicy(PolicyOptions(partials=False, language="en"))
+    policy.prompt.add("Earlier text, with form.", at=0.0, language="en")
+    _ended(policy)
+    first = policy.next_request(3.0)
+    assert first is not None and first.options.prompt == "Earlier text, with form."
+    lost = "and so my fellow Americans ask not what your country can do for you"
+    assert [type(e) for e in policy.on_result(first.request_id, transcript(lost, seconds=3.0),
+                                              3.2)] == [Metrics]
+    again = policy.next_request(3.2)
+    assert again is not None and again.kind == "final"
+    assert again.options.prompt == STYLE_ANCHORS["en"]
+    assert first.options.short_context and not again.options.short_context  # padded window
+    assert again.options.beam_size == first.options.beam_size
+    formed = "And so, my fellow Americans, ask not what your country can do for you."
+    events = policy.on_result(again.request_id, transcript(formed, seconds=3.0), 3.4)
+    assert [e.text for e in events if isinstance(e, FinalText)] == [formed]
+    assert policy.prompt.prompt(3.5) == "Earlier text, with form. " + formed
+
+
+def test_a_final_still_without_form_is_repaired_once_and_kept_out_of_the_prompt() -> None:
+    policy = StreamingPolicy(PolicyOptions(partials=False, language="en"))
+    _ended(policy)
+    for _attempt in range(2):
+        request = policy.next_request(3.0)
+        assert request is not None
+        events = policy.on_result(request.request_id,
+                                  transcript("go forward ten meters", seconds=3.0), 3.2)
+    assert [e.text for e in events if isinstance(e, FinalText)] == ["Go forward ten meters."]
+    assert policy.next_request(3.3) is None and policy.idle
+    assert policy.prompt.prompt(3.3) == STYLE_ANCHORS["en"]  # not the unformed text
+
+
+def test_without_a_style_prompt_a_final_is_repaired_without_a_retry() -> None:
+    policy = StreamingPolicy(PolicyOptions(partials=False))  # auto-detect, nothing heard yet
+    _ended(policy)
+    request = policy.next_request(3.0)
+    assert request is not None and request.options.prompt is None
+    events = policy.on_result(request.request_id, transcript("go forward ten meters",
+                                                             seconds=3.0, language="xx"), 3.2)
+    assert [e.text for e in events if isinstance(e, FinalText)] == ["Go forward ten meters."]

@@ -159,6 +159,7 @@ class _Utterance:
     speech_end: int = 0  # session sample where the last speech window ended
     attempts: int = 0
     retry: Rung = Rung.ACCEPT  # the quality ladder's rung for the next final attempt
+    restyle: bool = False  # the next attempt is the style retry (see _final_result)
     soft: bool = False  # only the segmenter's soft path heard speech (see soft_no_speech)
 
     def audio(self) -> Audio:
@@ -362,10 +363,14 @@ class StreamingPolicy:
         beam = utt.retry is Rung.BEAM
         careful = not first or utt.soft or seconds > o.greedy_final_max_s
         short = o.short_context and not utt.soft and seconds <= o.short_context_max_s
+        restyle, utt.restyle = utt.restyle, False
+        if restyle:  # the padded window, the first attempt's search, the style prompt alone
+            prompt, careful, beam = self.prompt.anchor(), utt.soft or seconds > o.greedy_final_max_s, True
+            short = False
         options = DecodeOptions(
             language=o.language, task=o.task, prompt=prompt if first or beam else None,
             word_timestamps=True,
-            beam_size=(o.careful_beam_size if beam else 1 if behind
+            beam_size=(o.careful_beam_size if beam and not restyle else 1 if behind
                        else o.careful_beam_size if careful else o.final_beam_size),
             temperatures=o.final_temperatures,
             short_context=short and (first or beam),
@@ -392,6 +397,16 @@ class StreamingPolicy:
             self._finals.appendleft(utt)
             return []
         text = "".join(s.text for s in kept).strip()
+        if (utt.attempts == 1 and not self._finals and o.retry_on_loop and _lost_case(text)
+                and self.prompt.anchor() is not None):
+            # Whisper lost its case, and with it the punctuation (steered by the window or the
+            # prompt): decode once more on the padded window with only the style prompt, which
+            # restores both; the repair (ensure_form below) is the last resort, as it can't
+            # bring back commas. (A fragment without a period is how Whisper writes a
+            # sentence cut at a pause: that one only gets the period.)
+            utt.restyle = True
+            self._finals.appendleft(utt)
+            return []
         words = tuple(
             Word(w.text, request.start + w.start, min(request.start + w.end, utt.end), w.probability)
             for s in kept for w in s.words
@@ -454,6 +469,13 @@ def _final_flags(request: Job, transcript: Transcript, kept: list[Segment], spee
         if f != "logprob"]
     words = [w for s in kept for w in s.words]
     return (*flags, *sorted(_early_end(words, request, speech_end)))
+
+
+def _lost_case(text: str) -> bool:
+    """The text starts with a lower-case letter that has a capital (whole utterances come back
+    as "and so my fellow americans ask not ..." when Whisper loses its form)."""
+    first = next((c for c in text if c.isalnum()), "")
+    return first.islower() and first.upper() != first
 
 
 def _early_end(words: list[Word], request: Job, speech_end: int) -> set[str]:
