@@ -26,6 +26,7 @@ from app.session import Session
 from app.settings import ENGINE_FIELDS, Settings, save_settings, with_changes
 from engine.atomic import OutputWriteError
 from engine.events import Event, EventSink, FinalText, LiveEngine, Metrics, PartialText
+from engine.vocabulary import parse as parse_vocabulary
 from ui.bridge import EngineBridge
 from ui.caption_window import CaptionWindow
 from ui.main_window import EngineChoice, MainWindow
@@ -131,7 +132,12 @@ class Controller(ImportHost):
         return EngineConfig(backend=s.backend, remote_url=s.remote_url, model=self.model_name(),
                             device=s.device, language=s.language or None,
                             mode="vad" if captions else "ptt",
-                            input_path=self.options.input_path)
+                            input_path=self.options.input_path,
+                            vocabulary=self.vocabulary_terms())
+
+    def vocabulary_terms(self, sets: tuple[str, ...] = ()) -> tuple[str, ...]:
+        """The settings' default vocabulary set plus the named ``sets``."""
+        return parse_vocabulary(self.settings.vocabulary).terms(sets)
 
     @Slot()
     def start_engine(self) -> None:
@@ -314,6 +320,8 @@ class Controller(ImportHost):
                 getattr(old, f) != getattr(new, f) for f in ENGINE_FIELDS):
             self.stop_engine()
             self.start_engine()
+        elif self.engine is not None and old.vocabulary != new.vocabulary:
+            self.engine.set_vocabulary(self.vocabulary_terms())  # no reload
 
     def update_settings(self, **changes: object) -> None:
         """Apply and save (the first save is what creates the config file)."""

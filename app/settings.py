@@ -21,6 +21,7 @@ from typing import Any
 
 from engine.atomic import OutputWriteError, atomic_write_text, private_dir
 from engine.paths import config_dir
+from engine.vocabulary import parse as parse_vocabulary
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +120,7 @@ class Settings:
             raise ValueError("sound_volume must be between 0 and 100")
         if not 0 <= self.auto_stop_s <= 60:
             raise ValueError("auto_stop_s must be between 0 and 60 seconds (0: never)")
+        parse_vocabulary(self.vocabulary)  # VocabularyError (a ValueError) names the line
 
 
 def _one_of(name: str, value: str, allowed: tuple[str, ...]) -> None:

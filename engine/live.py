@@ -108,6 +108,7 @@ class LocalLiveEngine:
         self._lock = threading.Condition()
         self._core: StreamCore | None = None
         self._early: list[tuple[str, int]] = []  # key presses before the core exists
+        self._vocabulary = self.options.policy.vocabulary
         self._jobs: queue.Queue[Job | None] = queue.Queue(maxsize=1)
         self._outcomes: queue.Queue[_Outcome] = queue.Queue(maxsize=1)  # simulated time only
         self._loaded: queue.Queue[BaseException | None] = queue.Queue(maxsize=1)
@@ -140,6 +141,13 @@ class LocalLiveEngine:
         """Push-to-talk release; audio up to ``ptt_tail_ms`` after it is kept."""
         tail = self.options.ptt_tail_ms * SAMPLE_RATE // 1000
         self._control("end", (self._source.captured + tail) if at is None else at)
+
+    def set_vocabulary(self, terms: tuple[str, ...]) -> None:
+        """Bias the decodes issued from now on towards ``terms`` (no model reload)."""
+        with self._lock:
+            self._vocabulary = tuple(terms)
+            if self._core is not None:
+                self._core.set_vocabulary(self._vocabulary)
 
     def _control(self, kind: str, at: int) -> None:
         with self._lock:
@@ -183,6 +191,7 @@ class LocalLiveEngine:
             scorer = self._scorer if self._scorer is not None else _default_scorer()
             with self._lock:
                 self._core = StreamCore(self.options.stream(), scorer)
+                self._core.set_vocabulary(self._vocabulary)
                 for kind, at in self._early:
                     self._core.begin(at) if kind == "begin" else self._core.end(at)
             self._emit_one(StateChanged("ready", self._runner.info.name))

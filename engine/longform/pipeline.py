@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from engine.core import hotwords
+from engine.core.policy import PROMPT_CHARS_PER_S
 from engine.core.quality import max_ngram_repeats, words_of
 from engine.longform import retry
 from engine.longform.chunking import (
@@ -224,7 +226,8 @@ class FileRun:
 
     def requests(self, batch: list[ChunkJob]) -> list[DecodeRequest]:
         # padding="silence": padded decodes encode only their audio (see DecodeRequest).
-        return [DecodeRequest(audio=self.audio[j.chunk.start:j.chunk.end], options=j.options,
+        return [DecodeRequest(audio=self.audio[j.chunk.start:j.chunk.end],
+                              options=_fitted(j.options, j.chunk.seconds),
                               tag=j.chunk, timestamps=j.timestamps, padding="silence")
                 for j in batch]
 
@@ -243,7 +246,7 @@ class FileRun:
         seconds = job.chunk.seconds
         greedy = retry.is_greedy(job.options)
         flags = retry.chunk_flags(transcript, seconds, self.max_prob(job.chunk), policy,
-                                  greedy=greedy)
+                                  greedy=greedy, hotwords=job.options.hotwords)
         step = retry.verdict(flags, job.step, seconds, policy, greedy=greedy)
         if flags:
             log.info("chunk %.1f-%.1f s failed %s at step %s -> %s", job.chunk.start / SAMPLE_RATE,
@@ -324,6 +327,15 @@ def _before(transcript: Transcript, limit: int) -> Transcript:
     """The transcript's segments that end by ``limit`` (chunk-relative samples)."""
     kept = tuple(s for s in transcript.segments if s.end <= limit and s.text.strip())
     return dataclasses.replace(transcript, segments=kept)
+
+
+def _fitted(options: DecodeOptions, seconds: float) -> DecodeOptions:
+    """The vocabulary cut in proportion to the chunk, as the live policy cuts its prompts (a
+    short window's token budget is small)."""
+    if not options.hotwords:
+        return options
+    room = max(1, int(PROMPT_CHARS_PER_S * seconds))
+    return dataclasses.replace(options, hotwords=hotwords.fit(options.hotwords, room))
 
 
 def plan_file(audio: Audio, options: LongFormOptions) -> FileRun:

@@ -72,6 +72,7 @@ class RemoteLiveEngine:
         self._clock = clock
         self.buffer = AudioBuffer(int(base.max_buffer_s * SAMPLE_RATE))
         self.send_log = SendLog()
+        self.vocabulary = base.vocabulary
         self._stop = threading.Event()
         self._meter = LevelMeter(base.level_interval_ms)
         self._gate_lock = threading.Lock()
@@ -121,6 +122,13 @@ class RemoteLiveEngine:
         if self._gate is not None:
             with self._gate_lock:
                 self._gate.end(self._captured())
+
+    def set_vocabulary(self, terms: tuple[str, ...]) -> None:
+        """Send a new vocabulary to the server (a ``vocabulary`` message, in order with the
+        audio: what is sent after it is decoded with it). WhisperLive servers have no such
+        field; the ``whisperlive://`` link leaves it out."""
+        self.vocabulary = tuple(terms)
+        self.notify()
 
     def _captured(self) -> int | None:
         """The source's sample count now (a press applies there), None before it exists."""
