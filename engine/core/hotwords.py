@@ -44,14 +44,6 @@ def render(terms: Sequence[str], max_chars: int) -> str | None:
     return text if text[-1] in ".!?" else text + "."
 
 
-def fit(hotwords: str | None, max_chars: int) -> str | None:
-    """A rendered list cut to whole entries within ``max_chars`` (a shorter chunk of a file
-    gets less of it, as its token budget is smaller)."""
-    if not hotwords or len(hotwords) <= max_chars:
-        return hotwords
-    return render(hotwords.rstrip(".").split(SEPARATOR), max_chars)
-
-
 def terms_of(hotwords: str | None) -> list[tuple[str, ...]]:
     """The entries of a rendered list, each as its comparable words."""
     if not hotwords:
