@@ -240,3 +240,27 @@ def test_batched_requests_keep_only_the_most_common_vocabulary() -> None:
     batched = without_prompts(requests)
     assert [r.options.hotwords for r in batched] == ["Concord.", "Concord.", None, None]
     assert all(r.options.prompt is None for r in batched)
+
+
+def test_the_vocabulary_goes_first_and_both_fit_the_prompt_limit() -> None:
+    from engine.asr.ct2_passes import MAX_PROMPT_TOKENS, prompt_tokens
+
+    class Letters:  # one token per character: 1000 + its code
+        sot_prev, sot_sequence, no_timestamps = 1, (2, 3), 4
+
+        def encode(self, text: str) -> list[int]:
+            return [1000 + ord(c) for c in text]
+
+    def text(ids: list[int]) -> str:
+        return "".join(chr(i - 1000) for i in ids if i >= 1000)
+
+    tok = Letters()
+    assert prompt_tokens(tok, None) == [2, 3]
+    assert prompt_tokens(tok, None, False, "Concord.") == [1, *tok.encode(" Concord."), 2, 3, 4]
+    both = prompt_tokens(tok, "we met", True, "Concord.")
+    assert both[0] == 1 and text(both) == " Concord. we met" and both[-2:] == [2, 3]
+    long = prompt_tokens(tok, "x" * 500, True, "Concord.")
+    assert len(long) == 1 + MAX_PROMPT_TOKENS + 2
+    assert text(long).startswith(" Concord.xxx")  # the recent text's tail fills the rest
+    huge = prompt_tokens(tok, "recent", True, "y" * 500)
+    assert len(huge) == 1 + MAX_PROMPT_TOKENS + 2 and "recent" not in text(huge)
