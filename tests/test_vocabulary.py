@@ -264,3 +264,23 @@ def test_the_vocabulary_goes_first_and_both_fit_the_prompt_limit() -> None:
     assert text(long).startswith(" Concord.xxx")  # the recent text's tail fills the rest
     huge = prompt_tokens(tok, "recent", True, "y" * 500)
     assert len(huge) == 1 + MAX_PROMPT_TOKENS + 2 and "recent" not in text(huge)
+
+
+def test_an_imported_file_is_decoded_with_the_vocabulary(jfk_wav, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from app.file_import import FileImport, ImportOptions
+    from engine.asr.fake import ScriptedRunner
+
+    calls: list[str] = []
+
+    class Listener:
+        def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+            return lambda *args: calls.append(name)
+
+    runner = ScriptedRunner(("and so my fellow Americans",))
+    job = FileImport(jfk_wav, lambda: runner, Listener(), journal_dir=tmp_path,
+                     options=ImportOptions(vocabulary=("Concord", "Americans")))
+    job.start()
+    assert job.wait(60) and calls[-1] == "import_finished"
+    assert runner.calls and {o.hotwords for _, o in runner.calls} == {"Concord, Americans."}
+    # With a vocabulary the chunks take the padded window (engine.longform.pipeline._fitted).
+    assert not any(o.short_context for _, o in runner.calls)
