@@ -284,3 +284,35 @@ def test_an_imported_file_is_decoded_with_the_vocabulary(jfk_wav, tmp_path) -> N
     assert runner.calls and {o.hotwords for _, o in runner.calls} == {"Concord, Americans."}
     # With a vocabulary the chunks take the padded window (engine.longform.pipeline._fitted).
     assert not any(o.short_context for _, o in runner.calls)
+
+
+@pytest.mark.parametrize("scheme", ["ws", "whisperlive"])
+def test_both_remote_links_bring_the_vocabulary_to_the_server(scheme: str) -> None:
+    """A real server on 127.0.0.1 (scripted decoder): the native link's hello and the
+    whisperlive:// link's hotwords option both reach every decode of the session."""
+    from engine.asr.fake import ScriptedRunner
+    from engine.audio.sources import FileSource
+    from engine.remote.client import RemoteLiveEngine, RemoteOptions
+    from engine.server.server import ServerOptions, ServerThread, TranscriptionServer
+    from engine.vad import EnergyVad
+
+    runner = ScriptedRunner(("hello Concord",))
+    thread = ServerThread(TranscriptionServer(runner, ServerOptions(port=0),
+                                              scorer_factory=EnergyVad))
+    thread.start()
+    try:
+        t = np.arange(24_000) / SAMPLE_RATE
+        audio = np.concatenate([np.zeros(8000), 0.3 * np.sin(2 * np.pi * 220 * t),
+                                np.zeros(16_000)]).astype(np.float32)
+        events: list[object] = []
+        engine = RemoteLiveEngine(events.append, url=f"{scheme}://127.0.0.1:{thread.port}",
+                                  source=FileSource(audio=audio, realtime=True),
+                                  options=RemoteOptions(end_timeout_s=30))
+        engine.set_vocabulary(("Concord", "Abigail Claflin"))
+        engine.start()
+        assert engine.wait(60)
+    finally:
+        thread.stop()
+    assert [e.text for e in events if isinstance(e, FinalText)] == ["hello Concord"]
+    assert runner.calls and {o.hotwords for _, o in runner.calls} == {
+        "Concord, Abigail Claflin."}

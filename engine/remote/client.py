@@ -125,8 +125,8 @@ class RemoteLiveEngine:
 
     def set_vocabulary(self, terms: tuple[str, ...]) -> None:
         """Send a new vocabulary to the server (a ``vocabulary`` message, in order with the
-        audio: what is sent after it is decoded with it). WhisperLive servers have no such
-        field; the ``whisperlive://`` link leaves it out."""
+        audio: what is sent after it is decoded with it). ``whisperlive://`` sends it as the
+        ``hotwords`` option when it connects (WhisperLive servers ignore it)."""
         self.vocabulary = tuple(terms)
         self.notify()
 
