@@ -43,6 +43,13 @@ from engine.vocabulary import Vocabulary  # noqa: E402
 # the tool the MFA clips talk about), spelled as they should come out.
 PROPER_NOUNS = ("Concord", "Quilter", "Philip Steels", "Whittemore", "Tom", "Phil",
                 "Abigail Claflin", "Abbie", "Americans", "Montreal Forced Aligner")
+# --decoys N puts N of these first (a user's long list, none said in the clips): a short
+# utterance has room for a few terms only, so this measures which ones it gets.
+DECOYS = ("Kubernetes", "Anthropic", "PostgreSQL", "Grafana", "Terraform", "Kafka",
+          "Zanzibar", "Reykjavik", "Ouagadougou", "Nakamura", "Okonkwo", "Rasmussen",
+          "Szczepanski", "Vanderbilt", "Ljubljana", "Quetzalcoatl", "Bartholomew", "Eustace",
+          "Wilhelmina", "Thaddeus", "Guinevere", "Przemysl", "Oaxaca", "Tegucigalpa",
+          "Chattahoochee", "Mississauga", "Saskatoon", "Yellowknife", "Kamchatka", "Vladivostok")
 LEAD_S = 0.5
 
 
@@ -104,12 +111,12 @@ def print_table(result: dict[str, Any]) -> None:
         for kind, r in runs.items():
             print(f"{path:6s} {kind:10s} {100 * r['wer']:6.2f}% {r['hits']:3d}/{clips:<2d} "
                   f"{r['insertions']:9d} {r['wall_s']:7.1f}")
-    print(f"\n{'term':26s} " + " ".join(f"{p + ' ' + k:>13s}" for p in result["paths"]
-                                          for k in ("empty", "filled")))
+    print(f"\n{'term':26s} " + " ".join(f"{p + ' ' + k:>13s}" for p, runs in result["paths"].items()
+                                          for k in runs))
     for term in PROPER_NOUNS:
         cells = []
         for runs in result["paths"].values():
-            for kind in ("empty", "filled"):
+            for kind in runs:
                 c = runs[kind]["terms"][term]
                 cells.append(f"{c['hits']}/{c['clips']} +{c['insertions']}".rjust(13))
         print(f"{term:26s} " + " ".join(cells))
@@ -124,24 +131,36 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="tiny.en")
     parser.add_argument("--paths", default="ptt,file", help="ptt, file or both (ptt,file)")
     parser.add_argument("--limit", type=int, default=0, help="only the first N clips (smoke)")
+    parser.add_argument("--decoys", type=int, default=0,
+                        help="put N unrelated terms before the clips' names (at most 30)")
+    parser.add_argument("--no-relevance", action="store_true",
+                        help="live decodes take terms in list order only (the comparison)")
+    parser.add_argument("--kinds", default="empty,filled", help="empty, filled or both")
     args = parser.parse_args(argv)
     entries = english(read_manifest(args.manifest), ("short",))
     if args.limit:
         entries = entries[:args.limit]
+    if args.no_relevance:
+        from engine.core import hotwords
+
+        hotwords.by_relevance = lambda terms, heard: tuple(terms)  # type: ignore[assignment]
+    filled = (*DECOYS[:args.decoys], *PROPER_NOUNS)
     loadavg_start = os.getloadavg()
     runner = Ct2Runner(args.model)
     runner.load()
     result: dict[str, Any] = {"paths": {}, "files": len(entries), "model": args.model,
-                              "vocabulary": list(PROPER_NOUNS),
+                              "vocabulary": list(filled), "relevance": not args.no_relevance,
                               "loadavg_start": [round(x, 2) for x in loadavg_start]}
     for path in args.paths.split(","):
         result["paths"][path] = {}
-        for kind, terms in (("empty", ()), ("filled", PROPER_NOUNS)):
+        for kind, terms in (("empty", ()), ("filled", filled)):
+            if kind not in args.kinds.split(","):
+                continue
             result["paths"][path][kind] = run_path(path, runner, entries, terms)
             r = result["paths"][path][kind]
             print(f"{path} {kind}: WER {100 * r['wer']:.2f}%, {r['hits']} hits", flush=True)
     result["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
-    first = next(iter(result["paths"].values()))["empty"]["terms"]
+    first = next(iter(next(iter(result["paths"].values())).values()))["terms"]
     result["terms_in_clips"] = [t for t in PROPER_NOUNS for _ in range(first[t]["clips"])]
     print()
     print_table(result)

@@ -316,3 +316,22 @@ def test_both_remote_links_bring_the_vocabulary_to_the_server(scheme: str) -> No
     assert [e.text for e in events if isinstance(e, FinalText)] == ["hello Concord"]
     assert runner.calls and {o.hotwords for _, o in runner.calls} == {
         "Concord, Abigail Claflin."}
+
+
+def test_terms_like_what_was_heard_go_first() -> None:
+    terms = tuple(f"Decoy{i}" for i in range(20)) + ("Concord", "Abigail Claflin", "Abbie")
+    assert hotwords.by_relevance(terms, "Concorde returned to its place")[:2] == (
+        "Concord", "Decoy0")
+    assert hotwords.by_relevance(terms, "I'm Abigail Class 1. You can call me Abi.")[:3] == (
+        "Abigail Claflin", "Abbie", "Decoy0")
+    assert hotwords.by_relevance(terms, "to me") == terms == hotwords.by_relevance(terms, "")
+    assert hotwords.by_relevance((), "Concord") == ()
+    # The policy: a final whose partial heard "Concorde" gets Concord though it is far down.
+    policy = StreamingPolicy(PolicyOptions(vocabulary=terms, min_partial_audio_s=0.5))
+    policy.handle(SegmentStarted(start=0, audio=_audio(1.0)), 1.0)
+    partial = policy.next_request(1.0)
+    assert partial is not None and "Concord" not in (partial.options.hotwords or "")
+    policy.on_result(partial.request_id, _transcript("Concorde returned", 1.0), 1.1)
+    policy.handle(SegmentEnded(end=SAMPLE_RATE, speech_end=SAMPLE_RATE, speech_windows=10), 1.2)
+    final = policy.next_request(1.2)
+    assert final is not None and (final.options.hotwords or "").startswith("Concord, Decoy0")

@@ -16,6 +16,7 @@ policy then retries without the vocabulary (`engine.core.ladder`, flag "prompt_e
 from __future__ import annotations
 
 from collections.abc import Sequence
+from difflib import SequenceMatcher
 
 from engine.core.agreement import comparable
 
@@ -80,6 +81,34 @@ def recites(hotwords: str | None, text: str) -> bool:
         if run >= RECITED_RUN:
             return True
     return False
+
+
+# A heard word at least this close (difflib ratio) to a word of a term makes the term relevant:
+# "Concorde" ~ "Concord" 0.93, "Abigail" = "Abigail", "Montreal" = "Montreal".
+SIMILAR = 0.75
+MIN_WORD = 3  # shorter words ("me", "to") say nothing about which term was meant
+
+
+def by_relevance(terms: Sequence[str], heard: str) -> tuple[str, ...]:
+    """``terms`` with those that sound like a word of ``heard`` (the utterance's latest
+    partial) moved first, each group in the user's order. A short utterance has room for a few
+    terms only (`share`): this way they are the ones it is likely to need."""
+    said = {w for w in (comparable(x) for x in heard.split()) if len(w) >= MIN_WORD}
+    if not said or not terms:
+        return tuple(terms)
+
+    def close(word: str) -> bool:
+        for other in said:
+            matcher = SequenceMatcher(None, word, other)
+            if (matcher.real_quick_ratio() >= SIMILAR and matcher.quick_ratio() >= SIMILAR
+                    and matcher.ratio() >= SIMILAR):
+                return True
+        return False
+
+    first = [t for t in terms if any(close(w) for w in (comparable(x) for x in t.split())
+                                     if len(w) >= MIN_WORD)]
+    chosen = set(first)
+    return (*first, *(t for t in terms if t not in chosen))
 
 
 # The most of a decode's prompt room the vocabulary takes: the rest stays for the recent text,

@@ -154,6 +154,7 @@ class _Utterance:
     attempts: int = 0
     retry: Rung = Rung.ACCEPT  # the quality ladder's rung for the next final attempt
     soft: bool = False  # only the segmenter's soft path heard speech (see soft_no_speech)
+    heard: str = ""  # the latest partial's text: which vocabulary terms go first
 
     def audio(self) -> Audio:
         if not self.chunks:
@@ -322,7 +323,7 @@ class StreamingPolicy:
         room = max(1, int(PROMPT_CHARS_PER_S * utt.samples / SAMPLE_RATE))
         options = DecodeOptions(
             language=o.language, task=o.task, prompt=None, word_timestamps=False,
-            hotwords=hotwords.share(self.vocabulary, room)[0],
+            hotwords=hotwords.share(self._terms(utt), room)[0],
             beam_size=o.partial_beam_size, temperatures=(0.0,),
             short_context=o.short_context and utt.samples <= o.short_context_max_s * SAMPLE_RATE,
         )
@@ -341,6 +342,7 @@ class StreamingPolicy:
             _flags(s, o.quality) | word_loop(s.text, seconds)) & (LOOP_FLAGS | {"no_speech"})
             and not (vocabulary and hotwords.recites(vocabulary, s.text))]
         committed, tentative = utt.agreement.update(tokens(" ".join(s.text for s in kept)))
+        utt.heard = f"{committed} {tentative}"
         return [PartialText(utterance_id=utt.id, committed=committed, tentative=tentative,
                             start=utt.start)]
 
@@ -357,7 +359,7 @@ class StreamingPolicy:
         # does not fit in it: keep the prompt in proportion to the audio.
         # The vocabulary takes its share of that room first.
         seconds = utt.samples / SAMPLE_RATE
-        vocabulary, left = hotwords.share(self.vocabulary, max(1, int(PROMPT_CHARS_PER_S * seconds)))
+        vocabulary, left = hotwords.share(self._terms(utt), max(1, int(PROMPT_CHARS_PER_S * seconds)))
         prompt = self.prompt.prompt(now, left) if left is not None else None
         # Careful (beam search): long finals, retries, and soft utterances, whose audio the
         # VAD doubted; those also take the padded window (mfa-falsetto2: 3 errors in 10 words
@@ -420,6 +422,10 @@ class StreamingPolicy:
         )
 
     # -- shared --------------------------------------------------------------------------
+
+    def _terms(self, utt: _Utterance) -> tuple[str, ...]:
+        """The vocabulary, terms like something already heard in ``utt`` first."""
+        return hotwords.by_relevance(self.vocabulary, utt.heard) if utt.heard else self.vocabulary
 
     def _issue(self, utt: _Utterance, kind: str, options: DecodeOptions, now: float,
                arrived_at: float | None = None) -> Job:
