@@ -11,7 +11,9 @@ reference texts (`PROPER_NOUNS`)}.
 WER is the corpus WER after Whisper's English normaliser. A term *hit* is a clip whose
 reference holds the term and whose text holds it spelled exactly (case kept: "Concorde" or
 "concord" is a miss); an *insertion* is a term in the text of a clip whose reference does not
-hold it (a recited list would show here). Prints a table and writes
+hold it (a recited list would show here). ``--decoys N`` puts N unrelated terms first (a long
+list: which terms does a short utterance get?), ``--no-relevance`` turns off the live
+decodes' ordering by what the partials heard. Prints a table and writes
 ``{"paths": {"ptt": {"empty": {...}, "filled": {...}}, ...}, "terms": [...], "loadavg": ...}``.
 """
 
