@@ -30,6 +30,7 @@ from engine.atomic import OutputWriteError
 from engine.dictation import Dictation as TextPipeline
 from engine.dictation import Insertion
 from engine.events import Event, EventSink, FinalText, LiveEngine, Metrics, PartialText
+from engine.vocabulary import parse as parse_vocabulary
 from ui.bridge import EngineBridge
 from ui.caption_window import CaptionWindow
 from ui.main_window import EngineChoice, MainWindow
@@ -139,7 +140,12 @@ class Controller(ImportHost):
         return EngineConfig(backend=s.backend, remote_url=s.remote_url, model=self.model_name(),
                             device=s.device, language=s.language or None,
                             mode="vad" if captions else "ptt",
-                            input_path=self.options.input_path)
+                            input_path=self.options.input_path,
+                            vocabulary=self.vocabulary_terms())
+
+    def vocabulary_terms(self, sets: tuple[str, ...] = ()) -> tuple[str, ...]:
+        """The settings' default vocabulary set plus the named ``sets``."""
+        return parse_vocabulary(self.settings.vocabulary).terms(sets)
 
     @Slot()
     def start_engine(self) -> None:
@@ -149,8 +155,9 @@ class Controller(ImportHost):
         self.window.set_state("loading", self.model_name())
         self._generation += 1
         try:
-            self.engine = self._engine_factory(self.engine_config(),
-                                               self._engine_sink(self._generation))
+            config = self.engine_config()
+            self.engine = self._engine_factory(config, self._engine_sink(self._generation))
+            self.dictation.engine_created(self.engine, config.vocabulary)
             self.engine.start()
         except Exception as exc:  # noqa: BLE001 - any setup failure is shown, not raised
             log.exception("engine failed to start")
@@ -344,6 +351,8 @@ class Controller(ImportHost):
                 getattr(old, f) != getattr(new, f) for f in ENGINE_FIELDS):
             self.stop_engine()
             self.start_engine()
+        elif self.engine is not None and old.vocabulary != new.vocabulary:
+            self.dictation.send_vocabulary(self.vocabulary_terms())  # no reload
 
     def update_settings(self, **changes: object) -> None:
         """Apply and save (the first save is what creates the config file)."""

@@ -91,6 +91,8 @@ class Dictation(QObject):
         self._stop_cue_for: int | None = None  # play the stop cue at this utterance's end
         self._utterance: int | None = None
         self._paste_hotkey: GlobalHotkey | None = None
+        self._vocabulary_engine: object = None  # the engine _vocabulary_sent was sent to
+        self._vocabulary_sent: tuple[str, ...] | None = None
         self._tapped.connect(lambda _action: self.paste_last())
         b = controller.bridge
         b.level_changed.connect(self.on_level)
@@ -152,14 +154,28 @@ class Dictation(QObject):
             self.last_text = out.text
         self.controller.injector.insert(out.text, out.delete_chars, target.insert)
 
+    def engine_created(self, engine: object, terms: tuple[str, ...]) -> None:
+        """A new engine, made with these vocabulary terms."""
+        self._vocabulary_engine, self._vocabulary_sent = engine, terms
+
+    def send_vocabulary(self, terms: tuple[str, ...]) -> None:
+        """Give the engine these vocabulary terms, unless it has them already (an engine starts
+        with the settings' default set, from its EngineConfig)."""
+        engine = self.controller.engine
+        if engine is None:
+            return
+        if engine is not self._vocabulary_engine:  # not made by engine_created: unknown
+            self._vocabulary_engine, self._vocabulary_sent = engine, None
+        if terms != self._vocabulary_sent:
+            engine.set_vocabulary(terms)  # type: ignore[attr-defined]
+            self._vocabulary_sent = terms
+
     # -- press / release -----------------------------------------------------------------------
     def on_press(self, hands_free: bool) -> None:
         s = self.controller.settings
         engine = self.controller.engine
         target = self.target()
-        set_vocabulary = getattr(engine, "set_vocabulary", None)
-        if callable(set_vocabulary):  # the engine's vocabulary (another part of issue 13)
-            set_vocabulary(vocabulary_terms(s.vocabulary, target.vocabulary))
+        self.send_vocabulary(vocabulary_terms(s.vocabulary, target.vocabulary))
         self.hands_free = hands_free
         self.auto_stop = AutoStop(s.auto_stop_s if hands_free else 0.0)
         self.auto_stop.start(self.clock())

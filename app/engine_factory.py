@@ -34,6 +34,7 @@ class EngineConfig:
     language: str | None = None
     mode: str = "ptt"
     input_path: Path | None = None
+    vocabulary: tuple[str, ...] = ()  # the settings' default set (engine.vocabulary)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -79,6 +80,9 @@ class AppEngine:
     def end_utterance(self) -> None:
         self.engine.end_utterance()
 
+    def set_vocabulary(self, terms: tuple[str, ...]) -> None:
+        self.engine.set_vocabulary(terms)
+
 
 def audio_source(config: EngineConfig) -> Any:
     """The microphone (default input device), or the --input file played in real time."""
@@ -98,7 +102,8 @@ def _local_engine(config: EngineConfig, sink: EventSink) -> LiveEngine:
     except ImportError as exc:
         raise EngineError(f"the local live engine is not available: {exc}") from exc
     runner = local_runner(config.model, device=config.device)
-    options = LiveOptions(mode=config.mode, policy=PolicyOptions(language=config.language))
+    options = LiveOptions(mode=config.mode, policy=PolicyOptions(
+        language=config.language, vocabulary=config.vocabulary))
     engine = LocalLiveEngine(sink, source=audio_source(config), runner=runner,
                              options=options)
     return AppEngine(engine, runner)
@@ -119,4 +124,5 @@ def _remote_engine(config: EngineConfig, sink: EventSink) -> LiveEngine:
     engine = RemoteLiveEngine(sink, url=config.remote_url, api_key=api_key,
                               language=config.language, mode=config.mode,
                               source=audio_source(config))
+    engine.set_vocabulary(config.vocabulary)
     return AppEngine(engine)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from engine.core.hotwords import VOCABULARY_MAX_CHARS, render
 from engine.errors import EngineError
 from engine.events import FinalText
 from engine.journal import Journal, JournalError, new_session_id
@@ -43,10 +44,12 @@ class ImportOptions:
     Attributes:
       language: ISO 639-1 code, or None to detect.
       batch_size: chunks per decode call (None: the pipeline chooses from the device).
+      vocabulary: words and phrases decoding is biased towards (the settings' default set).
     """
 
     language: str | None = None
     batch_size: int | None = None
+    vocabulary: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.batch_size is not None and self.batch_size < 1:
@@ -165,7 +168,8 @@ class FileImport:
             return
         self._listener.import_started(total)
         opts = self.options
-        decode = DecodeOptions(language=opts.language, beam_size=1, word_timestamps=True)
+        decode = DecodeOptions(language=opts.language, beam_size=1, word_timestamps=True,
+                               hotwords=render(opts.vocabulary, VOCABULARY_MAX_CHARS))
         base = FileOptions.coerce(decode)
         # Waves from one chunk per stream, doubling: the first text shows early.
         file_options = dataclasses.replace(base, batch_size=opts.batch_size, first_batch=1)

@@ -32,6 +32,7 @@ from PySide6.QtCore import QObject
 from app.file_import import FileImport, ImportOptions, ImportResult
 from app.import_host import ImportHost, engine_finished
 from engine.types import SAMPLE_RATE, Runner, Segment
+from engine.vocabulary import parse as parse_vocabulary
 from ui.bridge import ImportBridge
 from ui.import_panel import format_duration
 
@@ -103,6 +104,9 @@ class ImportFlow(QObject):
         options = self.options
         if options.language is None and c.settings.language:
             options = dataclasses.replace(options, language=c.settings.language)
+        if not options.vocabulary:
+            options = dataclasses.replace(
+                options, vocabulary=parse_vocabulary(c.settings.vocabulary).terms())
         model, device, factory = c.model_name(), c.settings.device, self._factory
         # Built and loaded on the worker: importing the ASR libraries takes a moment too.
         self.current = FileImport(path, lambda: factory(model, device), self.bridge, options,

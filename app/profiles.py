@@ -21,15 +21,16 @@ focused window's class can't be read: Wayland, no X display). Pure: no Qt, no X1
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+from engine.vocabulary import Vocabulary, VocabularyError
+from engine.vocabulary import parse as parse_vocabulary
 
 INSERT_MODES = ("paste", "type", "off")
 STYLES = ("sentence", "chat")
 SWITCHES = {"on": True, "off": False}
 KEYS = ("insert", "style", "vocabulary", "commands")
-_HEADER = re.compile(r"^\s*\[([^\[\]]+)\]\s*$")
 
 
 class ProfileError(ValueError):
@@ -50,32 +51,25 @@ class AppProfile:
 NO_PROFILE = AppProfile()
 
 
+def _vocabulary(text: str) -> Vocabulary:
+    try:
+        return parse_vocabulary(text)
+    except VocabularyError:  # Settings refuse these; a profile just finds no sets
+        return Vocabulary()
+
+
 def vocabulary_sets(vocabulary: str) -> tuple[str, ...]:
-    """The names of the named sets in a vocabulary text (its ``[name]`` header lines)."""
-    names = []
-    for line in vocabulary.splitlines():
-        match = _HEADER.match(line)
-        if match:
-            names.append(match.group(1).strip())
-    return tuple(names)
+    """The names of the named sets in a vocabulary text (engine.vocabulary's format)."""
+    return _vocabulary(vocabulary).names
 
 
 def vocabulary_terms(vocabulary: str, named_set: str | None = None) -> tuple[str, ...]:
-    """The words and phrases in force: the default set (lines before any ``[name]`` header)
-    plus the named set, when one is given (matched case-insensitively); blank lines and
-    duplicates left out, order kept."""
-    wanted = None if named_set is None else named_set.strip().lower()
-    current: str | None = None  # None: the default set
-    terms: list[str] = []
-    for raw in vocabulary.splitlines():
-        match = _HEADER.match(raw)
-        if match:
-            current = match.group(1).strip().lower()
-            continue
-        term = raw.strip()
-        if term and (current is None or current == wanted) and term not in terms:
-            terms.append(term)
-    return tuple(terms)
+    """The words and phrases in force: the default set plus the named set, when one is given
+    (matched case-insensitively); in order, without repeats."""
+    parsed = _vocabulary(vocabulary)
+    wanted = () if named_set is None else tuple(
+        n for n in parsed.names if n.lower() == named_set.strip().lower())
+    return parsed.terms(wanted)
 
 
 def parse_profiles(text: str, vocabulary_names: Iterable[str] | None = None

@@ -23,6 +23,7 @@ from app.profiles import check_profiles
 from engine.atomic import OutputWriteError, atomic_write_text, private_dir
 from engine.dictation.rules import parse_rules
 from engine.paths import config_dir
+from engine.vocabulary import parse as parse_vocabulary
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +124,7 @@ class Settings:
             raise ValueError("auto_stop_s must be between 0 and 60 seconds (0: never)")
         parse_rules(self.replacements)  # RuleError (a ValueError) names the bad line
         check_profiles(self.app_profiles, self.vocabulary)  # ProfileError names the bad line
+        parse_vocabulary(self.vocabulary)  # VocabularyError (a ValueError) names the line
 
 
 def _one_of(name: str, value: str, allowed: tuple[str, ...]) -> None:

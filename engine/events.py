@@ -104,6 +104,10 @@ class LiveEngine(Protocol):
     flushes the tail and produces the final text. `stop()` flushes any utterance in flight, emits
     its final, then releases the source. All methods return quickly (no decoding on the caller's
     thread) and are safe to call from the GUI thread.
+
+    `set_vocabulary(terms)` replaces the words and phrases decoding is biased towards (names,
+    jargon; () for none): decodes issued after the call use them, the utterance being decoded
+    keeps what it started with at the latest from its next decode. No model reload.
     """
 
     def start(self) -> None: ...
@@ -113,3 +117,5 @@ class LiveEngine(Protocol):
     def begin_utterance(self) -> None: ...
 
     def end_utterance(self) -> None: ...
+
+    def set_vocabulary(self, terms: tuple[str, ...]) -> None: ...

@@ -108,6 +108,7 @@ class LocalLiveEngine:
         self._lock = threading.Condition()
         self._core: StreamCore | None = None
         self._early: list[tuple[str, int]] = []  # key presses before the core exists
+        self._vocabulary = self.options.policy.vocabulary
         self._jobs: queue.Queue[Job | None] = queue.Queue(maxsize=1)
         self._outcomes: queue.Queue[_Outcome] = queue.Queue(maxsize=1)  # simulated time only
         self._loaded: queue.Queue[BaseException | None] = queue.Queue(maxsize=1)
@@ -166,6 +167,13 @@ class LocalLiveEngine:
                 block[max(a, begin) - begin:min(b, end) - begin] = 0.0
         return block
 
+    def set_vocabulary(self, terms: tuple[str, ...]) -> None:
+        """Bias the decodes issued from now on towards ``terms`` (no model reload)."""
+        with self._lock:
+            self._vocabulary = tuple(terms)
+            if self._core is not None:
+                self._core.set_vocabulary(self._vocabulary)
+
     def _control(self, kind: str, at: int) -> None:
         with self._lock:
             if self._core is None:
@@ -210,6 +218,7 @@ class LocalLiveEngine:
                 stream = self.options.stream()
                 stream = replace(stream, policy=stream.policy.for_model(self._runner.info))
                 self._core = StreamCore(stream, scorer)
+                self._core.set_vocabulary(self._vocabulary)
                 for kind, at in self._early:
                     self._core.begin(at) if kind == "begin" else self._core.end(at)
             self._emit_one(StateChanged("ready", self._runner.info.name))

@@ -104,6 +104,10 @@ class DecodeOptions:
       temperatures: fallback schedule; the first is tried first.
       short_context: allow the fast unpadded encoder path where a backend has one.
       task: "transcribe" or "translate".
+      hotwords: the user's vocabulary (names, jargon) rendered as one short text (already capped
+        by the caller, `engine.core.hotwords`). It goes first in Whisper's previous-text slot,
+        before ``prompt`` (faster-whisper's ``hotwords``); it never sets or changes the
+        language (detection looks at the audio alone).
     """
 
     language: str | None = None
@@ -113,6 +117,7 @@ class DecodeOptions:
     temperatures: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
     short_context: bool = False
     task: str = "transcribe"
+    hotwords: str | None = None
 
     def __post_init__(self) -> None:
         if self.beam_size < 1:

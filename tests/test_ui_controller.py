@@ -344,3 +344,18 @@ def test_dropped_audio_is_shown_to_the_user(qtbot, make_controller):
                             rtf=1.5, dropped_frames=4410))
     qtbot.waitUntil(lambda: "too busy" in controller.window.statusBar().currentMessage())
     assert controller.window.latency.lag_color == "#d0312d"  # red: far behind
+
+
+def test_a_new_vocabulary_reaches_the_running_engine_without_a_restart(qtbot, make_controller):
+    from app.settings import Settings, load_settings, with_changes
+
+    settings = with_changes(Settings(), inject_mode="off", vocabulary="Concord\n[work]\nHelm")
+    controller, engines = make_controller(settings)
+    controller.start_engine()
+    qtbot.waitUntil(lambda: controller.state == "listening")
+    assert engines[0].config.vocabulary == ("Concord",)  # the default set
+    new = with_changes(controller.settings, vocabulary="# names\nConcord\nAbigail Claflin\n")
+    controller.apply_settings(new)
+    assert len(engines) == 1 and engines[0].calls[-1] == "vocabulary: Concord, Abigail Claflin"
+    assert controller.vocabulary_terms(("work",)) == ("Concord", "Abigail Claflin")
+    assert load_settings().vocabulary == new.vocabulary

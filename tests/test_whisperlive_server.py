@@ -53,13 +53,14 @@ def test_first_frame_tells_the_protocols_apart() -> None:
 
 def test_options_are_honoured_or_warned_about() -> None:
     options = wls.parse_options(options_frame(
-        use_vad=False, initial_prompt="Sottovoce, CTranslate2.", hotwords="Kubernetes",
+        use_vad=False, initial_prompt="Sottovoce, CTranslate2.", hotwords="Kubernetes, Helm ,",
         send_last_n_segments=3, no_speech_thresh=0.6, same_output_threshold=5,
         word_timestamps=True, enable_translation=True, enable_diarization=True,
         vad_parameters={"threshold": 0.6, "min_silence_duration_ms": 300, "speech_pad_ms": 1},
         audio_format="int16"))
     assert isinstance(options, wls.WlOptions)
-    assert options.prompt == "Sottovoce, CTranslate2. Kubernetes"
+    assert options.prompt == "Sottovoce, CTranslate2."
+    assert options.vocabulary == ("Kubernetes", "Helm")
     assert (options.send_last_n_segments, options.no_speech_thresh,
             options.same_output_threshold, options.word_timestamps) == (3, 0.6, 5, True)
     assert options.vad == {"threshold": 0.6, "min_silence_duration_ms": 300.0}
@@ -69,6 +70,7 @@ def test_options_are_honoured_or_warned_about() -> None:
     defaults = wls.parse_options(json.dumps({"uid": "u"}))
     assert isinstance(defaults, wls.WlOptions) and defaults.warnings == ()
     assert (defaults.language, defaults.task, defaults.prompt) == (None, "transcribe", None)
+    assert defaults.vocabulary == ()
 
 
 @pytest.mark.parametrize("frame", [

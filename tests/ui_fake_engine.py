@@ -61,6 +61,9 @@ class FakeLiveEngine:
             self.sink(PartialText(uid, committed=first, tentative="maybe", start=start))
         self._in_thread(work)
 
+    def set_vocabulary(self, terms: tuple[str, ...]) -> None:
+        self.calls.append("vocabulary: " + ", ".join(terms))
+
     def end_utterance(self) -> None:
         self.calls.append("end")
         uid, start = self.utterance, self.position

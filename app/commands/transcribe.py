@@ -40,6 +40,7 @@ from engine.files import FileOptions, Progress, transcribe_file, uses_sequential
 from engine.longform import long_form_backend
 from engine.models import DEFAULT_MODEL
 from engine.types import SAMPLE_RATE, Audio, DecodeOptions, Runner, Transcript
+from engine.vocabulary import load as load_vocabulary
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +64,9 @@ def add_parser(subparsers: Any) -> None:
                    help="tiny.en (default, bundled), base (bundled, multilingual), a faster-whisper"
                         " size name, or a CTranslate2 model directory")
     p.add_argument("--language", help="ISO 639-1 code (e.g. de); default: detect")
+    p.add_argument("--vocabulary", type=Path, metavar="FILE",
+                   help="words and phrases to bias decoding towards (names, jargon): one per "
+                        "line, the Settings > Vocabulary format; its default set is used")
     p.add_argument("--format", choices=FORMATS, default="txt", help="output format (txt)")
     p.add_argument("-o", "--output-dir", type=Path, metavar="DIR",
                    help="write <name>.<format> files here (default: print to stdout, each"
@@ -97,6 +101,11 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit(_usage_error("the following arguments are required: FILE (or --sample)"))
     try:
         options = decode_options(args.language, args.beam_size, args.format)
+        if getattr(args, "vocabulary", None) is not None:
+            options = dataclasses.replace(
+                options, hotwords=load_vocabulary(args.vocabulary).as_prompt())
+    except OSError as exc:
+        return _usage_error(f"--vocabulary: {exc.strerror or exc}: {args.vocabulary}")
     except ValueError as exc:
         return _usage_error(str(exc))
     if args.output_dir is not None and args.output_dir.exists() and not args.output_dir.is_dir():

@@ -151,7 +151,8 @@ def _run_pass(whisper: Any, items: list[_Item], frames: int, thresholds: Quality
         groups: dict[tuple[int, float, bool, bool], list[int]] = {}
         for i in pending:
             opts = items[i].request.options
-            key = (opts.beam_size, opts.temperatures[step], passes.has_previous_text(opts.prompt),
+            key = (opts.beam_size, opts.temperatures[step],
+                   passes.has_previous_text(opts.prompt) or passes.has_previous_text(opts.hotwords),
                    items[i].request.timestamps)
             groups.setdefault(key, []).append(i)
         for (beam, temperature, _, _), rows in groups.items():
@@ -189,7 +190,8 @@ def _generate(model: Any, encoded: passes.EncodedBatch, items: list[_Item], rows
               beam: int, temperature: float, short_pass: bool) -> None:
     budgets = [token_budget(it.duration_s) if short_pass else passes.MAX_LENGTH for it in items]
     prompts = [passes.prompt_tokens(it.tokenizer, it.request.options.prompt,
-                                    it.request.timestamps) for it in items]
+                                    it.request.timestamps, it.request.options.hotwords)
+               for it in items]
     call = passes.GenerateCall(beam_size=beam, temperature=temperature,
                                max_new_tokens=max(budgets))
     attempts = passes.generate(model, encoded.subset(rows), prompts,

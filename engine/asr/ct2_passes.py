@@ -209,14 +209,19 @@ def detect_languages(ct2_model: Any, encoded: Any) -> list[str]:
     return [str(r[0][0])[2:-2] for r in results]
 
 
-def prompt_tokens(tokenizer: Any, previous_text: str | None, timestamps: bool = True
-                  ) -> list[int]:
-    """[sot_prev, previous text...] + sot sequence (+ <|notimestamps|> for a text-only
-    decode), as faster-whisper's initial prompt."""
-    prompt: list[int] = []
-    if previous_text and has_previous_text(previous_text):
-        previous = list(tokenizer.encode(" " + previous_text.strip()))
-        prompt = [tokenizer.sot_prev, *previous[-MAX_PROMPT_TOKENS:]]
+def prompt_tokens(tokenizer: Any, previous_text: str | None, timestamps: bool = True,
+                  hotwords: str | None = None) -> list[int]:
+    """[sot_prev, hotwords..., previous text...] + sot sequence (+ <|notimestamps|> for a
+    text-only decode), as faster-whisper's initial prompt and ``hotwords``. Together they keep
+    within MAX_PROMPT_TOKENS: the vocabulary first (cut at its end), the previous text's last
+    tokens in what is left."""
+    hot = list(tokenizer.encode(" " + hotwords.strip()))[:MAX_PROMPT_TOKENS] if (
+        has_previous_text(hotwords) and hotwords) else []
+    previous: list[int] = []
+    room = MAX_PROMPT_TOKENS - len(hot)
+    if previous_text and has_previous_text(previous_text) and room > 0:
+        previous = list(tokenizer.encode(" " + previous_text.strip()))[-room:]
+    prompt = [tokenizer.sot_prev, *hot, *previous] if hot or previous else []
     suffix = [] if timestamps else [tokenizer.no_timestamps]
     return prompt + list(tokenizer.sot_sequence) + suffix
 

@@ -58,6 +58,7 @@ class SequentialRunner(ModelRunner):
                 temperature=list(options.temperatures), initial_prompt=options.prompt or None,
                 word_timestamps=options.word_timestamps, condition_on_previous_text=True,
                 vad_filter=False, without_timestamps=not timestamps,
+                hotwords=options.hotwords or None,
             )
         except (RuntimeError, ValueError) as exc:
             raise TranscriptionError(f"decode failed: {exc}") from exc

@@ -115,8 +115,14 @@ class TensorRTLLMRunner:
 
     def _prompt_ids(self, request: DecodeRequest) -> list[int]:
         prompt: list[int] = []
-        if request.options.prompt:
-            previous = self._tokenizer.encode(" " + request.options.prompt.strip())
-            prompt = [self._tokenizer.sot_prev, *previous[-(448 // 2 - 1):]]
+        hotwords, previous_text = request.options.hotwords, request.options.prompt
+        if (hotwords and hotwords.strip()) or (previous_text and previous_text.strip()):
+            # The vocabulary first, then the previous text's tail (as engine.asr.ct2_passes).
+            hot = (self._tokenizer.encode(" " + hotwords.strip())[:448 // 2 - 1]
+                   if hotwords and hotwords.strip() else [])
+            room = 448 // 2 - 1 - len(hot)
+            previous = (self._tokenizer.encode(" " + previous_text.strip())[-room:]
+                        if previous_text and previous_text.strip() and room > 0 else [])
+            prompt = [self._tokenizer.sot_prev, *hot, *previous]
         sequence: list[int] = list(self._tokenizer.sot_sequence)
         return [*prompt, *sequence, self._tokenizer.no_timestamps]

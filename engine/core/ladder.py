@@ -61,6 +61,7 @@ from enum import Enum
 import numpy as np
 
 from engine.core.agreement import comparable
+from engine.core.hotwords import recites
 from engine.core.quality import (
     QualityThresholds,
     compression_ratio,
@@ -138,6 +139,7 @@ def check(
     no_speech_prob: float = 0.0,
     min_word_prob: float | None = None,
     prompt: str | None = None,
+    hotwords: str | None = None,
     word_loops: bool = False,
     greedy: bool = False,
     max_speech_prob: float | None = None,
@@ -147,7 +149,8 @@ def check(
     """Names of the checks ``text`` (decoded from ``seconds`` of audio) fails; () = plausible.
 
     Flags: "compression", "wpm_high"/"wpm_low", "repeats", "word_loop" (only with
-    ``word_loops``), "prompt_echo" (text recited from ``prompt``) (loops),
+    ``word_loops``), "prompt_echo" (text recited from ``prompt``, or the vocabulary list
+    ``hotwords`` recited: `engine.core.hotwords.recites`) (loops),
     "no_speech" (the model says silence), "logprob" (Whisper's -1.0 rule), "low_confidence" (only
     for ``greedy`` decodes: below ``thresholds.confident_logprob`` or a word below
     ``thresholds.confident_word_prob``), "text_on_silence" (``max_speech_prob``, the VAD's best
@@ -163,7 +166,10 @@ def check(
     if max_ngram_repeats(text, t.ngram_sizes) > t.max_ngram_repeats:
         flags.append("repeats")
     loops = word_loop(text, seconds) if word_loops else set()
-    flags.extend(sorted(loops | prompt_echo(prompt, text)))
+    echo = prompt_echo(prompt, text) | prompt_echo(hotwords, text)
+    if hotwords and recites(hotwords, text):
+        echo.add("prompt_echo")
+    flags.extend(sorted(loops | echo))
     if is_no_speech(no_speech_prob, avg_logprob, t):
         flags.append("no_speech")
     elif avg_logprob < t.logprob:

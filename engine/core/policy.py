@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from engine.core import ladder
+from engine.core import hotwords, ladder
 from engine.core.agreement import LocalAgreement, tokens
 from engine.core.form import ensure_form
 from engine.core.ladder import LIVE, LOOP_FLAGS, QualityThresholds, Rung, word_loop
@@ -91,6 +91,9 @@ class PolicyOptions:
     # a decoded segment only if the model agrees there is speech: no-speech probability below
     # this, whatever its log-probability (falsetto scores 0.2-0.4, a cough or a door higher).
     soft_no_speech: float = 0.5
+    # The user's vocabulary (names, jargon) every decode is biased towards, in priority order
+    # (`engine.core.hotwords`); `StreamingPolicy.set_vocabulary` changes it while running.
+    vocabulary: tuple[str, ...] = ()
     prompt: PromptOptions = field(default_factory=PromptOptions)
     quality: QualityThresholds = field(default_factory=QualityThresholds)
 
@@ -161,6 +164,7 @@ class _Utterance:
     retry: Rung = Rung.ACCEPT  # the quality ladder's rung for the next final attempt
     restyle: bool = False  # the next attempt is the style retry (see _final_result)
     soft: bool = False  # only the segmenter's soft path heard speech (see soft_no_speech)
+    heard: str = ""  # the latest partial's text: which vocabulary terms go first
 
     def audio(self) -> Audio:
         if not self.chunks:
@@ -176,6 +180,7 @@ class StreamingPolicy:
     def __init__(self, options: PolicyOptions | None = None) -> None:
         self.options = options or PolicyOptions()
         self.prompt = PromptTracker(self.options.prompt, language=self.options.language)
+        self.vocabulary = self.options.vocabulary
         self._active: _Utterance | None = None
         self._finals: deque[_Utterance] = deque()
         self._in_flight: dict[int, tuple[Job, _Utterance]] = {}
@@ -198,6 +203,10 @@ class StreamingPolicy:
     def backoff(self) -> float:
         """How many times the base partial interval the policy currently waits (>= 1)."""
         return self._backoff
+
+    def set_vocabulary(self, terms: tuple[str, ...]) -> None:
+        """Bias the decodes issued from now on towards ``terms`` (() : none)."""
+        self.vocabulary = tuple(terms)
 
     def handle(self, event: SegmentEvent, now: float) -> list[Event]:
         """Feed one segmenter event."""
@@ -321,8 +330,10 @@ class StreamingPolicy:
     def _partial_request(self, utt: _Utterance, now: float) -> Job:
         o = self.options
         utt.partial_samples = utt.samples
+        room = max(1, int(PROMPT_CHARS_PER_S * utt.samples / SAMPLE_RATE))
         options = DecodeOptions(
             language=o.language, task=o.task, prompt=None, word_timestamps=False,
+            hotwords=hotwords.share(self._terms(utt), room)[0],
             beam_size=o.partial_beam_size, temperatures=(0.0,),
             short_context=o.short_context and utt.samples <= o.short_context_max_s * SAMPLE_RATE,
         )
@@ -336,9 +347,12 @@ class StreamingPolicy:
         if utt is not self._active:
             return []  # the utterance ended meanwhile; its final supersedes this
         seconds = len(request.audio) / SAMPLE_RATE
+        vocabulary = request.options.hotwords
         kept = [s for s in transcript.segments if not (
-            _flags(s, o.quality) | word_loop(s.text, seconds)) & (LOOP_FLAGS | {"no_speech"})]
+            _flags(s, o.quality) | word_loop(s.text, seconds)) & (LOOP_FLAGS | {"no_speech"})
+            and not (vocabulary and hotwords.recites(vocabulary, s.text))]
         committed, tentative = utt.agreement.update(tokens(" ".join(s.text for s in kept)))
+        utt.heard = f"{committed} {tentative}"
         return [PartialText(utterance_id=utt.id, committed=committed, tentative=tentative,
                             start=utt.start)]
 
@@ -353,8 +367,10 @@ class StreamingPolicy:
         behind = bool(self._finals)
         # A short window has a small token budget, and CTranslate2 crashes when the prompt
         # does not fit in it: keep the prompt in proportion to the audio.
+        # The vocabulary takes its share of that room first.
         seconds = utt.samples / SAMPLE_RATE
-        prompt = self.prompt.prompt(now, max(1, int(PROMPT_CHARS_PER_S * seconds)))
+        vocabulary, left = hotwords.share(self._terms(utt), max(1, int(PROMPT_CHARS_PER_S * seconds)))
+        prompt = self.prompt.prompt(now, left) if left is not None else None
         # Careful (beam search): long finals, retries, and soft utterances, whose audio the
         # VAD doubted; those also take the padded window (mfa-falsetto2: 3 errors in 10 words
         # greedy on the short window, none padded with beam 5). Both are rare. The ladder's
@@ -365,14 +381,17 @@ class StreamingPolicy:
         short = o.short_context and not utt.soft and seconds <= o.short_context_max_s
         restyle, utt.restyle = utt.restyle, False
         if restyle:  # the padded window, the first attempt's search, the style prompt alone
-            prompt, careful, beam = self.prompt.anchor(), utt.soft or seconds > o.greedy_final_max_s, True
-            short = False
+            prompt, beam, short = self.prompt.anchor(), True, False
+            careful = utt.soft or seconds > o.greedy_final_max_s
+        # A retry on the padded window goes without prompt and vocabulary alike (a recited
+        # list is retried without it).
         options = DecodeOptions(
             language=o.language, task=o.task, prompt=prompt if first or beam else None,
-            word_timestamps=True,
+            hotwords=vocabulary if first or beam else None, word_timestamps=True,
             beam_size=(o.careful_beam_size if beam and not restyle else 1 if behind
                        else o.careful_beam_size if careful else o.final_beam_size),
-            temperatures=o.final_temperatures,
+            # (The style retry never samples: a sampled decode is where the form got lost.)
+            temperatures=(0.0,) if restyle else o.final_temperatures,
             short_context=short and (first or beam),
         )
         return self._issue(utt, "final", options, now, arrived_at=utt.speech_end_at)
@@ -432,6 +451,10 @@ class StreamingPolicy:
 
     # -- shared --------------------------------------------------------------------------
 
+    def _terms(self, utt: _Utterance) -> tuple[str, ...]:
+        """The vocabulary, terms like something already heard in ``utt`` first."""
+        return hotwords.by_relevance(self.vocabulary, utt.heard) if utt.heard else self.vocabulary
+
     def _issue(self, utt: _Utterance, kind: str, options: DecodeOptions, now: float,
                arrived_at: float | None = None) -> Job:
         request = Job(
@@ -464,7 +487,7 @@ def _final_flags(request: Job, transcript: Transcript, kept: list[Segment], spee
     # only feeds the low-confidence rung.
     flags = [f for f in ladder.check(
         transcript.text, seconds, avg_logprob=avg_logprob, prompt=request.options.prompt,
-        word_loops=True,
+        hotwords=request.options.hotwords, word_loops=True,
         min_word_prob=min(probabilities, default=None), greedy=greedy, thresholds=thresholds)
         if f != "logprob"]
     words = [w for s in kept for w in s.words]
@@ -481,7 +504,8 @@ def _lost_case(text: str) -> bool:
 def _early_end(words: list[Word], request: Job, speech_end: int) -> set[str]:
     """A short window sometimes stops decoding before the audio does (the last words of the
     utterance are lost): the last word ends well before the VAD's end of speech."""
-    if not words or not (request.options.short_context or request.options.prompt):
+    if not words or not (request.options.short_context or request.options.prompt
+                         or request.options.hotwords):
         return set()
     if speech_end - (request.start + words[-1].end) > EARLY_END_S * SAMPLE_RATE:
         return {"early_end"}

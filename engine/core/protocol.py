@@ -6,7 +6,8 @@ Frames (see docs/protocol.md for the full description):
 - every position is a sample count on the session's audio timeline.
 
 Client -> server: ``hello`` (first frame), audio, ``flush`` (close the utterance in flight now, as
-on push-to-talk release), ``end`` (flush and finish), ``cancel``.
+on push-to-talk release), ``vocabulary`` (replace the session's vocabulary), ``end`` (flush and
+finish), ``cancel``.
 Server -> client: ``ready``, ``partial``, ``final``, ``ack`` (audio before ``upto`` is fully
 handled and may be forgotten by the client), ``error``, ``bye``.
 
@@ -26,6 +27,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from engine.core.hotwords import checked_terms
 from engine.types import SAMPLE_RATE, Word
 
 PROTOCOL_VERSION = 1
@@ -64,6 +66,14 @@ class Hello:
     options: dict[str, Any] = field(default_factory=dict, compare=False)
     sample_rate: int = SAMPLE_RATE
     protocol: int = PROTOCOL_VERSION
+    vocabulary: tuple[str, ...] = ()  # words and phrases decoding is biased towards
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """Client replaces the session's vocabulary; decodes issued after it use the new one."""
+
+    terms: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -156,7 +166,7 @@ class ProtocolViolation:
     message: str
 
 
-ClientMessage = Hello | Audio | Flush | End | Cancel
+ClientMessage = Hello | Audio | Flush | Vocabulary | End | Cancel
 ServerMessage = Ready | Partial | Final | Ack | Error | Bye
 
 
@@ -228,6 +238,13 @@ def _words(raw: object) -> tuple[Word, ...]:
     return tuple(words)
 
 
+def _vocabulary(data: dict[str, Any]) -> tuple[str, ...]:
+    try:
+        return checked_terms(data.get("vocabulary", []))
+    except ValueError as exc:
+        raise _Malformed(BAD_MESSAGE, str(exc)) from None
+
+
 def _hello(data: dict[str, Any]) -> Hello:
     version = data.get("protocol")
     if version != PROTOCOL_VERSION:
@@ -247,6 +264,7 @@ def _hello(data: dict[str, Any]) -> Hello:
         language=language,
         prompt=_str(data, "prompt", optional=True, max_len=MAX_PROMPT_CHARS),
         offset=_int(data, "offset", 0), options=options, sample_rate=rate,
+        vocabulary=_vocabulary(data),
     )
 
 
@@ -284,7 +302,8 @@ def encode_server(message: ServerMessage) -> str:
 def encode_hello(hello: Hello) -> str:
     return _frame("hello", protocol=hello.protocol, session_id=hello.session_id,
                   sample_rate=hello.sample_rate, language=hello.language, prompt=hello.prompt,
-                  offset=hello.offset, options=hello.options)
+                  offset=hello.offset, options=hello.options,
+                  **({"vocabulary": list(hello.vocabulary)} if hello.vocabulary else {}))
 
 
 def float_to_pcm16(audio: npt.NDArray[np.float32]) -> bytes:
@@ -342,6 +361,8 @@ class ServerConnection:
             return [Cancel()]
         if kind == "flush":
             return [] if self.state == "ending" else [Flush()]
+        if kind == "vocabulary":
+            return [] if self.state == "ending" else [Vocabulary(_vocabulary(data))]
         return []  # unknown types are ignored for forward compatibility
 
     def receive_bytes(self, data: bytes) -> list[ClientMessage | ProtocolViolation]:
@@ -392,6 +413,11 @@ class ClientConnection:
 
     def flush(self) -> str:
         return _frame("flush")
+
+    def vocabulary(self, terms: tuple[str, ...]) -> str:
+        """Replace the session's vocabulary (the server refuses more than
+        `engine.core.hotwords.MAX_TERMS` terms)."""
+        return _frame("vocabulary", vocabulary=list(terms))
 
     def keepalive(self) -> str:
         """Nothing to say, still here (the server ignores it except for its idle timer)."""

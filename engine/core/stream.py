@@ -177,6 +177,10 @@ class StreamCore:
     def end(self, at: int | None = None) -> None:
         self.segmentation.end(at)
 
+    def set_vocabulary(self, terms: tuple[str, ...]) -> None:
+        """The vocabulary the decodes issued from now on are biased towards."""
+        self.policy.set_vocabulary(terms)
+
     def feed(self, audio: Audio, now: float) -> list[Event]:
         """Samples that arrived at ``now`` -> the events they cause."""
         events = self._meter.feed(audio)

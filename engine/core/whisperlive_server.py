@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from engine.core.hotwords import MAX_TERM_CHARS, MAX_TERMS, checked_terms
 from engine.core.protocol import MAX_PROMPT_CHARS, MAX_TEXT_FRAME_CHARS, ProtocolViolation
 from engine.core.whisperlive_protocol import END_OF_AUDIO
 from engine.types import SAMPLE_RATE, Word
@@ -49,7 +50,8 @@ class WlOptions:
     send_last_n_segments: int = 10
     no_speech_thresh: float = 0.45
     same_output_threshold: int = 10
-    prompt: str | None = None  # initial_prompt and hotwords together
+    prompt: str | None = None  # initial_prompt
+    vocabulary: tuple[str, ...] = ()  # hotwords, split at commas (engine.core.hotwords)
     word_timestamps: bool = False
     vad: dict[str, float] = field(default_factory=dict)
     audio_format: str = "float32"
@@ -124,8 +126,10 @@ def _options(data: dict[str, Any]) -> WlOptions:
     use_vad = data.get("use_vad", True) is not False
     if not use_vad:
         warnings.append("use_vad=false is ignored: this server always cuts speech with its VAD")
-    prompt = " ".join(p for p in (_text(data, "initial_prompt", MAX_PROMPT_CHARS),
-                                  _text(data, "hotwords", MAX_PROMPT_CHARS)) if p)
+    prompt = _text(data, "initial_prompt", MAX_PROMPT_CHARS) or ""
+    # faster-whisper's hotwords (one string) is the session's vocabulary, as far as it fits.
+    hotwords = (_text(data, "hotwords", MAX_PROMPT_CHARS) or "").split(",")
+    vocabulary = checked_terms([t[:MAX_TERM_CHARS] for t in hotwords][:MAX_TERMS])
     for key, what in (("enable_translation", "translation"),
                       ("enable_diarization", "speaker diarization")):
         if data.get(key):
@@ -136,7 +140,7 @@ def _options(data: dict[str, Any]) -> WlOptions:
         send_last_n_segments=int(_number(data, "send_last_n_segments", 10, 1, 100)),
         no_speech_thresh=_number(data, "no_speech_thresh", 0.45, 0.0, 1.0),
         same_output_threshold=int(_number(data, "same_output_threshold", 10, 1, 100)),
-        prompt=prompt[-MAX_PROMPT_CHARS:] or None,
+        prompt=prompt[-MAX_PROMPT_CHARS:] or None, vocabulary=vocabulary,
         word_timestamps=data.get("word_timestamps") is True,
         vad=_vad(data.get("vad_parameters"), warnings), audio_format=audio_format,
         warnings=tuple(warnings))

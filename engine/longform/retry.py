@@ -102,10 +102,12 @@ class RetryPolicy:
 
 
 def chunk_flags(transcript: Transcript, seconds: float, max_speech_prob: float,
-                policy: RetryPolicy, *, greedy: bool = False) -> tuple[str, ...]:
+                policy: RetryPolicy, *, greedy: bool = False,
+                hotwords: str | None = None) -> tuple[str, ...]:
     """Names of the checks the chunk's text fails; empty when it looks like real speech.
 
     ``greedy``: the chunk was decoded greedily, so low confidence is a reason to retry.
+    ``hotwords``: the vocabulary it was decoded with (a recited list is "prompt_echo").
     """
     text = transcript.text
     if not text:
@@ -119,7 +121,7 @@ def chunk_flags(transcript: Transcript, seconds: float, max_speech_prob: float,
     return ladder.check(text, seconds, avg_logprob=avg_logprob, no_speech_prob=no_speech,
                         min_word_prob=worst, greedy=greedy, max_speech_prob=max_speech_prob,
                         silence_probability=policy.silence_probability,
-                        thresholds=policy.thresholds)
+                        thresholds=policy.thresholds, hotwords=hotwords)
 
 
 def verdict(flags: tuple[str, ...], step: Step, seconds: float, policy: RetryPolicy, *,
@@ -138,10 +140,11 @@ def beam_options(options: DecodeOptions, policy: RetryPolicy) -> DecodeOptions:
 def hotter_options(options: DecodeOptions, policy: RetryPolicy) -> DecodeOptions:
     """The options of the hotter re-decode: padded window, sampled at higher temperatures.
 
-    No prompt: conditioning on earlier text is the usual way a loop carries over.
+    No prompt and no vocabulary: conditioning on earlier text is the usual way a loop carries
+    over, and a recited vocabulary list comes here too.
     """
     return dataclasses.replace(options, temperatures=policy.hotter_temperatures,
-                               short_context=False, prompt=None)
+                               short_context=False, prompt=None, hotwords=None)
 
 
 def give_up(transcript: Transcript, flags: tuple[str, ...]) -> tuple[Transcript, bool]:

@@ -73,6 +73,7 @@ class RemoteLiveEngine:
         self._clock = clock
         self.buffer = AudioBuffer(int(base.max_buffer_s * SAMPLE_RATE))
         self.send_log = SendLog()
+        self.vocabulary = base.vocabulary
         self._stop = threading.Event()
         self._meter = LevelMeter(base.level_interval_ms)
         self._gate_lock = threading.Lock()
@@ -122,6 +123,13 @@ class RemoteLiveEngine:
         if self._gate is not None:
             with self._gate_lock:
                 self._gate.end(self._captured())
+
+    def set_vocabulary(self, terms: tuple[str, ...]) -> None:
+        """Send a new vocabulary to the server (a ``vocabulary`` message, in order with the
+        audio: what is sent after it is decoded with it). ``whisperlive://`` sends it as the
+        ``hotwords`` option when it connects (WhisperLive servers ignore it)."""
+        self.vocabulary = tuple(terms)
+        self.notify()
 
     def _captured(self) -> int | None:
         """The source's sample count now (a press applies there), None before it exists."""

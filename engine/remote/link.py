@@ -25,6 +25,7 @@ class RemoteOptions:
     mode: str = "vad"
     language: str | None = None
     prompt: str | None = None
+    vocabulary: tuple[str, ...] = ()  # the session's at the start (native servers only)
     connect_timeout_s: float = 10.0
     backoff_initial_s: float = 0.2
     backoff_max_s: float = 5.0
@@ -97,6 +98,7 @@ class LinkHost(Protocol):
     session_id: str
     buffer: AudioBuffer
     send_log: SendLog
+    vocabulary: tuple[str, ...]  # the current one (set from any thread, read by the link)
 
     def now(self) -> float: ...
 

@@ -108,13 +108,15 @@ class _Session:
         self.ws = ws
         self.index = index
         self.protocol = p.ClientConnection()
+        self.vocabulary: tuple[str, ...] = ()  # the last one sent on this connection
 
     async def run(self) -> bool:
         """True when the stream finished with bye; False when the connection dropped."""
         offset = self.engine.buffer.acked
         o = self.engine.options
+        self.vocabulary = self.engine.vocabulary
         hello = p.Hello(session_id=self.engine.session_id, language=o.language,
-                        prompt=o.prompt, offset=offset)
+                        prompt=o.prompt, offset=offset, vocabulary=self.vocabulary)
         self.engine.send_log.rewind(offset)
         await self.ws.send(self.protocol.hello(hello))
         sender = asyncio.create_task(self._send_loop(offset))
@@ -134,6 +136,9 @@ class _Session:
         sent_flushes: set[int] = set()
         end_sent = False
         while True:
+            if self.engine.vocabulary != self.vocabulary:
+                self.vocabulary = self.engine.vocabulary
+                await self.ws.send(self.protocol.vocabulary(self.vocabulary))
             while (piece := buffer.read(position, MAX_FRAME_SAMPLES)) is not None:
                 start, samples = piece
                 if start != position:

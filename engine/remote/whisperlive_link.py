@@ -67,8 +67,13 @@ class _WlSession:
     async def run(self) -> bool:
         o = self.engine.options
         self.engine.send_log.rewind(self.offset)
+        # faster-whisper's hotwords, one string: WhisperLive servers that do not know the key
+        # ignore it, `sottovoce serve` takes it as the session's vocabulary. There is no update
+        # message: a vocabulary set while connected applies from the next connection.
+        vocabulary = self.engine.vocabulary
+        extra = {"hotwords": ", ".join(vocabulary)} if vocabulary else {}
         await self.ws.send(self.protocol.options(language=o.language, model=self.link.model,
-                                                 use_vad=self.link.use_vad))
+                                                 use_vad=self.link.use_vad, **extra))
         receiver = asyncio.create_task(self._receive_loop())
         sender = asyncio.create_task(self._send_loop())
         try:

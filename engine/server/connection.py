@@ -211,6 +211,8 @@ class Connection:
             await self._send(session.flush())
             self._withdraw_stale(session)
             self._wake.set()
+        elif isinstance(message, p.Vocabulary):
+            session.set_vocabulary(message.terms)
         elif isinstance(message, p.End):
             await self._finish(session)
             return True

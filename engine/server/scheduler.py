@@ -33,7 +33,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -315,9 +315,17 @@ def without_prompts(requests: list[DecodeRequest]) -> list[DecodeRequest]:
     to a common word count: WER 8.8 %, 4 fallbacks, 11.9 s); in batches without prompts
     WER 7.8 %, no fallback, 3.4 s. A request decoded alone keeps its prompt, so prompts only
     go when the server is busy enough to batch.
+
+    Vocabularies (``hotwords``) fill the same slot, so the same holds: requests of one batch
+    whose vocabulary text is the batch's most common one keep it (same tokens, no padding),
+    the others are decoded without theirs.
     """
-    return [replace(r, options=replace(r.options, prompt=None)) if r.options.prompt else r
-            for r in requests]
+    texts = Counter(r.options.hotwords for r in requests if r.options.hotwords)
+    kept = texts.most_common(1)[0][0] if texts else None
+    return [replace(r, options=replace(
+        r.options, prompt=None,
+        hotwords=r.options.hotwords if r.options.hotwords == kept else None))
+        if r.options.prompt or r.options.hotwords else r for r in requests]
 
 
 def _deliver(ticket: Ticket, setter: Callable[..., None], value: object) -> None:

@@ -52,6 +52,8 @@ class ServerSession:
         policy = options.policy
         if hello.language is not None:
             policy = replace(policy, language=hello.language)
+        if hello.vocabulary:
+            policy = replace(policy, vocabulary=hello.vocabulary)
         self.core = StreamCore(
             StreamOptions(mode=options.segmenter.mode, policy=policy,
                           segmenter=options.segmenter, level_interval_ms=0),
@@ -94,6 +96,10 @@ class ServerSession:
     def flush(self) -> list[p.ServerMessage]:
         """Close the utterance in flight now (push-to-talk release, or ``end``)."""
         return self._translate(self.core.flush(self._clock()))
+
+    def set_vocabulary(self, terms: tuple[str, ...]) -> None:
+        """A ``vocabulary`` message: the decodes issued from now on use ``terms``."""
+        self.core.set_vocabulary(terms)
 
     def cancel(self) -> None:
         self.core.cancel()

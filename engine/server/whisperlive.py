@@ -3,7 +3,7 @@ with WhisperLive's frames on the wire.
 
 `WhisperLiveConnection` is a `Connection` whose protocol hooks speak WhisperLive
 (`engine.core.whisperlive_server`): the options frame becomes a ``hello`` (language, prompt
-from ``initial_prompt`` + ``hotwords``, task, VAD thresholds), float32/int16/uint8 frames become
+from ``initial_prompt``, vocabulary from ``hotwords``, task, VAD thresholds), float32/int16/uint8 frames become
 audio and ``END_OF_AUDIO`` becomes ``end`` (decode what is pending, send it, close). The
 session's partials and finals become ``segments`` lists (`SegmentWindow`); limits end with
 ``ERROR`` (``DISCONNECT`` for the idle limit, as WhisperLive's time limit does).
@@ -65,7 +65,8 @@ class WhisperLiveConnection(Connection):
         language = options.language
         if not self._multilingual:  # as WhisperLive does for a ".en" model
             language = "en"
-        return p.Hello(session_id=options.uid, language=language, prompt=options.prompt)
+        return p.Hello(session_id=options.uid, language=language, prompt=options.prompt,
+                       vocabulary=options.vocabulary)
 
     async def _dispatch(self, message: Any) -> bool:
         if isinstance(message, _FloatAudio):
