@@ -14,7 +14,8 @@ mode, as a person would, so that each final's text becomes the next one's prompt
 second hearing). Every decode runs on the real model, on this thread, in simulated time (the
 stream core is sans-I/O: this is a synchronous driver). Reported per mode: normalised WER (all
 clips), formatted WER (case and punctuation kept; only the clips whose reference is formatted,
-engine.evaluation.formatted), and finals that lack sentence form (no capital or no end).
+engine.evaluation.formatted), and finals that lack sentence form (no capital or no end), as
+delivered and as Whisper wrote them (before engine.core.form's repair).
 Prints a table and writes JSON.
 """
 
@@ -67,6 +68,7 @@ class Session:
         self.runner = runner
         self.now = 0.0
         self.finals: list[str] = []
+        self.whisper: list[str] = []  # per final: what Whisper wrote, before any repair
 
     def play(self, audio: Audio) -> None:
         for i in range(0, len(audio), BLOCK):
@@ -90,14 +92,18 @@ class Session:
             started = time.perf_counter()
             transcript = self.runner.decode_batch([job.request])[0]
             self.now += time.perf_counter() - started
-            self._take(self.core.on_result(job, transcript, self.now))
+            events = self.core.on_result(job, transcript, self.now)
+            self.whisper += [transcript.text.strip() for e in events
+                             if isinstance(e, FinalText) and e.text]
+            self._take(events)
 
     def _take(self, events: list[Event]) -> None:
         self.finals += [e.text for e in events if isinstance(e, FinalText) and e.text]
 
 
-def dictate(runner: Runner, clips: list[Audio], mode: str, rounds: int) -> list[list[str]]:
-    """Per clip (per round), the final texts it produced."""
+def dictate(runner: Runner, clips: list[Audio], mode: str, rounds: int
+            ) -> tuple[list[list[str]], list[str]]:
+    """Per clip (per round), the final texts it produced; and what Whisper wrote for each."""
     session = Session(runner, mode)
     out: list[list[str]] = []
     session.silence(1.0)
@@ -116,7 +122,7 @@ def dictate(runner: Runner, clips: list[Audio], mode: str, rounds: int) -> list[
                 session.silence(1.5)
             out.append(session.finals[before:])
     session.finish()
-    return out
+    return out, session.whisper
 
 
 def offline(runner: Runner, paths: list[Path]) -> list[list[str]]:
@@ -128,13 +134,15 @@ def offline(runner: Runner, paths: list[Path]) -> list[list[str]]:
     return out
 
 
-def score(refs: list[str], hyps: list[str], finals: list[list[str]]) -> dict[str, Any]:
+def score(refs: list[str], hyps: list[str], finals: list[list[str]],
+          whisper: list[str]) -> dict[str, Any]:
     texts = [t for per_clip in finals for t in per_clip]
     return {
         "wer": round(error_rate(refs, hyps), 4),
         "formatted_wer": round(formatted_error_rate(refs, hyps), 4),
         "finals": len(texts),
         "finals_without_form": sum(lacks_form(t) for t in texts),
+        "whisper_without_form": sum(lacks_form(t) for t in whisper),
     }
 
 
@@ -155,21 +163,26 @@ def main() -> None:
                                "rounds": args.rounds, "load_average": os.getloadavg()[0]}
     texts: dict[str, list[str]] = {}
     for mode in ("ptt", "vad", "offline"):
-        finals = (offline(runner, [e.path for e in entries]) * args.rounds if mode == "offline"
-                  else dictate(runner, clips, mode, args.rounds))
+        if mode == "offline":
+            finals = offline(runner, [e.path for e in entries]) * args.rounds
+            whisper = [t for f in finals for t in f]
+        else:
+            finals, whisper = dictate(runner, clips, mode, args.rounds)
         hyps = [" ".join(f) for f in finals]
-        results[mode] = score(refs, hyps, finals)
+        results[mode] = score(refs, hyps, finals, whisper)
         texts[mode] = hyps
     results["texts"] = {e.path.name: {m: texts[m][i::len(entries)] for m in texts}
                         for i, e in enumerate(entries)}
     print(f"{len(entries)} English clips x {args.rounds} rounds, one session per mode "
           f"(formatted WER over the {results['formatted_clips']} clips with formatted "
           f"references), {args.model}, load {results['load_average']:.1f}")
-    print(f"{'mode':8} {'WER':>7} {'formatted WER':>14} {'finals without form':>20}")
+    print(f"{'mode':8} {'WER':>7} {'formatted WER':>14} {'finals without form':>20} "
+          f"{'as Whisper wrote them':>22}")
     for mode in ("ptt", "vad", "offline"):
         r = results[mode]
         print(f"{mode:8} {r['wer'] * 100:6.2f}% {r['formatted_wer'] * 100:13.2f}% "
-              f"{r['finals_without_form']:>12} of {r['finals']}")
+              f"{r['finals_without_form']:>13} of {r['finals']:<3} "
+              f"{r['whisper_without_form']:>15} of {r['finals']}")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
     print(f"wrote {args.out}")
