@@ -37,7 +37,7 @@ CONCORD_TEXT = "Concord returned to its place amidst the tents."
 CLAFLIN_TEXT = "I'm Abigail Claflin. You can call me Abbie."
 # How tiny.en spells the names without a vocabulary (it varies with the path's cut and window).
 CONCORD_FIXES = {r"Concorde|Con chord|Conc chord": "Concord"}
-CLAFLIN_FIXES = {r"Class 1|Klaflin|Claflin": "Claflin", r"Abi|Abby": "Abbie"}
+CLAFLIN_FIXES = {r"Class 1|Klaflin|Klafflin|Claflin": "Claflin", r"Abi|Abby": "Abbie"}
 
 
 def same_but_names(with_: list[str], without: list[str], fixes: dict[str, str]) -> None:
@@ -88,7 +88,9 @@ def clip(shared_audio: Path, name: str) -> tuple[FileSource, float]:
     return FileSource(shared_audio / name, lead_silence_s=0.5, tail_silence_s=0.5), seconds
 
 
-@pytest.mark.parametrize(("name", "fixes"), [(CONCORD, CONCORD_FIXES), (CLAFLIN, CLAFLIN_FIXES)])
+# (Push-to-talk writes "Concord" right even without the vocabulary since finals get the style
+# prompt, engine.core.prompt; files and the CLI still write it wrong without: tested below.)
+@pytest.mark.parametrize(("name", "fixes"), [(CLAFLIN, CLAFLIN_FIXES)])
 def test_push_to_talk_gets_the_names_right(runner: Ct2Runner, shared_audio: Path, name: str,
                                            fixes: dict[str, str]) -> None:
     [without] = dictate(runner, *clip(shared_audio, name), vocabulary=None)

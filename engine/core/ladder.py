@@ -166,7 +166,7 @@ def check(
     if max_ngram_repeats(text, t.ngram_sizes) > t.max_ngram_repeats:
         flags.append("repeats")
     loops = word_loop(text, seconds) if word_loops else set()
-    echo = prompt_echo(prompt, text) | prompt_echo(hotwords, text)
+    echo = prompt_echo(prompt, text) | prompt_echo(hotwords, text, pieces=False)
     if hotwords and recites(hotwords, text):
         echo.add("prompt_echo")
     flags.extend(sorted(loops | echo))
@@ -268,16 +268,26 @@ def word_loop(text: str, seconds: float) -> set[str]:
     return set()
 
 
-def prompt_echo(prompt: str | None, text: str) -> set[str]:
+def prompt_echo(prompt: str | None, text: str, *, pieces: bool = True) -> set[str]:
     """Short windows sometimes make Whisper recite its prompt instead of the audio."""
     if not prompt:
         return set()
     said = [comparable(w) for w in prompt.split()]
-    # A short prompt (the style anchor, "Okay, here it is.") counts as recited when all of it
-    # comes back; shorter than 4 words it is too common a phrase to tell.
+    words = [comparable(w) for w in text.split()]
+    # A short prompt (the style prompt, "Okay, here it is.") counts as recited when all of it
+    # comes back, or when the text is nothing but a piece of it (noise decoded as "Okay."):
+    # the retry without a prompt tells a real "Okay." from an echo. (Not for a vocabulary:
+    # one of its names alone is dictation.)
+    if pieces and words and len(said) <= ECHO_WORDS and _contained(words, said):
+        return {"prompt_echo"}
     n = min(ECHO_WORDS, len(said)) if len(said) >= 4 else ECHO_WORDS
     grams = {tuple(said[i:i + n]) for i in range(len(said) - n + 1)}
-    words = [comparable(w) for w in text.split()]
     if any(tuple(words[i:i + n]) in grams for i in range(len(words) - n + 1)):
         return {"prompt_echo"}
     return set()
+
+
+def _contained(words: list[str], said: list[str]) -> bool:
+    """``words`` appear in ``said`` as one run."""
+    n = len(words)
+    return any(said[i:i + n] == words for i in range(len(said) - n + 1))

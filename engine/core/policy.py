@@ -370,7 +370,8 @@ class StreamingPolicy:
         # The vocabulary takes its share of that room first.
         seconds = utt.samples / SAMPLE_RATE
         vocabulary, left = hotwords.share(self._terms(utt), max(1, int(PROMPT_CHARS_PER_S * seconds)))
-        prompt = self.prompt.prompt(now, left) if left is not None else None
+        # No style prompt for audio the VAD doubted (a hum): it would talk Whisper into words.
+        prompt = self.prompt.prompt(now, left, anchor=not utt.soft) if left is not None else None
         # Careful (beam search): long finals, retries, and soft utterances, whose audio the
         # VAD doubted; those also take the padded window (mfa-falsetto2: 3 errors in 10 words
         # greedy on the short window, none padded with beam 5). Both are rare. The ladder's
@@ -417,7 +418,7 @@ class StreamingPolicy:
             return []
         text = "".join(s.text for s in kept).strip()
         if (utt.attempts == 1 and not self._finals and o.retry_on_loop and _lost_case(text)
-                and self.prompt.anchor() is not None):
+                and not utt.soft and self.prompt.anchor() is not None):
             # Whisper lost its case, and with it the punctuation (steered by the window or the
             # prompt): decode once more on the padded window with only the style prompt, which
             # restores both; the repair (ensure_form below) is the last resort, as it can't

@@ -79,14 +79,15 @@ class PromptTracker:
         self._last_at = at
         return True
 
-    def prompt(self, now: float, max_chars: int | None = None) -> str | None:
+    def prompt(self, now: float, max_chars: int | None = None, *, anchor: bool = True
+               ) -> str | None:
         """The prompt for a decode starting at ``now``: the last ``max_chars`` (default: the
-        option) of kept text."""
+        option) of kept text; with none, the style prompt (unless ``anchor`` is False)."""
         self._expire(now)
         limit = min(self.options.max_chars, max_chars or self.options.max_chars)
         if not self._texts:
-            anchor = self.anchor()
-            return anchor if anchor is not None and len(anchor) <= limit else None
+            style = self.anchor() if anchor else None
+            return style if style is not None and len(style) <= limit else None
         text = " ".join(self._texts)
         if len(text) <= limit:
             return text
