@@ -177,6 +177,11 @@ class StreamCore:
     def end(self, at: int | None = None) -> None:
         self.segmentation.end(at)
 
+    def speculate(self, at: int) -> None:
+        """Decode the utterance in flight as its final once its audio reaches sample ``at``
+        (a push-to-talk release), before the end is confirmed (engine.core.speculation)."""
+        self.policy.speculate(at)
+
     def feed(self, audio: Audio, now: float) -> list[Event]:
         """Samples that arrived at ``now`` -> the events they cause."""
         events = self._meter.feed(audio)
