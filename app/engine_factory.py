@@ -8,6 +8,7 @@ place that knows the engines' constructors is small.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ from engine.types import ModelInfo, Runner
 log = logging.getLogger(__name__)
 
 MODES = ("ptt", "vad")
+LIVE_CPU_STREAMS = 2  # decode streams of the local live engine on a CPU (see _local_engine)
 
 
 @dataclass(frozen=True)
@@ -97,7 +99,11 @@ def _local_engine(config: EngineConfig, sink: EventSink) -> LiveEngine:
         from engine.live import LiveOptions, LocalLiveEngine
     except ImportError as exc:
         raise EngineError(f"the local live engine is not available: {exc}") from exc
-    runner = local_runner(config.model, device=config.device)
+    # Two decode streams (one-thread replicas sharing the weights) on a CPU with two cores or
+    # more: a final never waits behind a partial, and is decoded speculatively while the end of
+    # the utterance is confirmed (engine.core.speculation). CUDA keeps one.
+    runner = local_runner(config.model, device=config.device,
+                          streams=max(1, min(LIVE_CPU_STREAMS, os.cpu_count() or 1)))
     options = LiveOptions(mode=config.mode, policy=PolicyOptions(language=config.language))
     engine = LocalLiveEngine(sink, source=audio_source(config), runner=runner,
                              options=options)

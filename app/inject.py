@@ -6,13 +6,17 @@ paste: save the user's clipboard, put the text on it, press the paste keys (Ctrl
 type: synthesise the characters with pynput (for apps that block paste).
 
 Every attempt ends with `finished(ok, message)`; a failure is reported, never logged as success.
-A paste can't be confirmed by the target app, so success means "keys delivered".
+A paste can't be confirmed by the target app, so success means "keys delivered". `timings` holds
+when the last attempt passed each step (time.monotonic seconds): "inject_start",
+"clipboard_set" and "keys_sent" (paste), "typed" (type). Nothing waits on the way: the keys
+follow the clipboard at once; only the clipboard restore is delayed (RESTORE_DELAY_MS).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any
 
 from PySide6.QtCore import QMimeData, QObject, QTimer, Signal, Slot
@@ -54,6 +58,7 @@ class TextInjector(QObject):
         self._saved: QMimeData | None = None
         self._pasted: str | None = None  # what we put on the clipboard, until restored
         self._restore_pending = False
+        self.timings: list[tuple[str, float]] = []
         self._typed.connect(forwarder(self.finished, 2))
 
     def configure(self, mode: str, paste_keys: str) -> None:
@@ -63,6 +68,7 @@ class TextInjector(QObject):
         text = text.strip()
         if not text or self.mode == "off":
             return
+        self.timings = [("inject_start", time.monotonic())]
         try:
             controller = self._keyboard_controller()
         except (HotkeyUnavailableError, ImportError, RuntimeError) as exc:
@@ -81,8 +87,10 @@ class TextInjector(QObject):
             self._saved = snapshot_clipboard(clipboard)
         clipboard.setText(text, QClipboard.Mode.Clipboard)
         self._pasted = text
+        self.timings.append(("clipboard_set", time.monotonic()))
         try:
             self._press_paste_keys(controller)
+            self.timings.append(("keys_sent", time.monotonic()))
         except Exception as exc:  # noqa: BLE001 - any backend failure is shown to the user
             log.warning("paste keys failed: %s", exc)
             self._restore_clipboard()
@@ -120,6 +128,7 @@ class TextInjector(QObject):
     def _type_worker(self, controller: Any, text: str) -> None:
         try:
             controller.type(text)
+            self.timings.append(("typed", time.monotonic()))
         except Exception as exc:  # noqa: BLE001 - top of the typing thread
             log.warning("typing failed: %s", exc)
             emit(self._typed, False, f"Could not type the text: {exc}")
