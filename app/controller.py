@@ -283,13 +283,13 @@ class Controller(ImportHost):
 
     def _on_injected(self, ok: bool, message: str) -> None:
         self.last_injection = (ok, message)
-        self._show_breakdown(self.injector.timings)
         if ok:
             log.info("%s", message)
             self.window.show_message(message, 3000)
         else:
             log.warning("%s", message)
             self.window.show_message(message, 20000)
+        self._show_breakdown(self.injector.timings)
 
     # -- export and settings -------------------------------------------------------------------
     @Slot()
