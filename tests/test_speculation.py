@@ -290,3 +290,14 @@ def test_speculation_changes_no_word_of_the_text(jfk_wav: Path, tiny_transcriber
             assert runner.final_decodes > len(rec.finals())
     assert texts[True] == texts[False]
     assert "ask not what your country can do for you" in " ".join(texts[True])
+
+
+def test_a_discarded_speculation_can_be_taken_back() -> None:
+    policy = StreamingPolicy(NO_PARTIALS)
+    at = spoken(policy)
+    policy.handle(SegmentPaused(at=at), 2.2)
+    job = policy.next_request(2.2)
+    assert job is not None and not policy.discarded(job)
+    policy.handle(SegmentAudio(audio(0.1), speech=True), 2.3)
+    assert policy.discarded(job)
+    assert policy.on_result(job.request_id, Transcript(segments=()), 2.3) == []  # withdrawn

@@ -356,6 +356,12 @@ class StreamingPolicy:
         if utt is not None and utt.spec is None and self.options.speculative_finals:
             utt.spec_at, utt.spec_soft = at, soft
 
+    def discarded(self, job: Job) -> bool:
+        """A speculative final thrown away (speech resumed): its result will be ignored, so a
+        driver that can still take it back need not decode it."""
+        entry = self._in_flight.get(job.request_id)
+        return job.speculative and (entry is None or entry[1].spec is not job)
+
     def _spoke(self, utt: _Utterance) -> None:
         """A window of speech was appended: a speculation of the audio before it is stale."""
         utt.speech_upto = utt.start + utt.samples
