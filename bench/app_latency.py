@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -111,8 +112,10 @@ def read_breakdown(app: LoggedProcess) -> dict[str, float]:
         line = app.next_matching("latency breakdown from release", 10)[1]
     except AssertionError:
         return {}
-    head, _, body = line.partition(": ")
-    return {**parse(body), "_at": float(head.rsplit(" ", 1)[-1])}
+    found = re.search(r"latency breakdown from release at ([\d.]+): (.*)$", line)
+    if found is None:
+        return {}
+    return {**parse(found.group(2)), "_at": float(found.group(1))}
 
 
 def breakdown_stats(rows: list[dict[str, float]]) -> dict[str, dict[str, float]]:
