@@ -42,6 +42,7 @@ import statistics
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -236,7 +237,6 @@ def padded_rtts(chunks: list[tuple[Audio, DecodeOptions]],
 def beam_sweep(chunks: list[tuple[Audio, DecodeOptions]], fast: Ct2Runner,
                beams: list[int], repeats: int = 3) -> dict[str, Any]:
     """The 2-5 s first-attempt finals (short path) re-decoded with each beam, interleaved."""
-    from dataclasses import replace
 
     picked = [(a, o) for a, o in chunks if o.short_context and
               2 * SAMPLE_RATE <= len(a) <= 5 * SAMPLE_RATE]
@@ -307,13 +307,19 @@ def main() -> int:
     parser.add_argument("--streams", type=int, default=2, help="decode streams of the live engine")
     parser.add_argument("--no-speculative", action="store_true", help="no speculative finals")
     parser.add_argument("--runs", type=int, default=1, help="repeat the set (latency pooled)")
+    parser.add_argument("--min-silence-ms", type=int, help="the segmenter's hangover (tuning)")
+    parser.add_argument("--min-partial-s", type=float, help="audio before a first partial")
     args = parser.parse_args()
     global OPTIONS
     policy = PolicyOptions(speculative_finals=not args.no_speculative)
     if args.final_beam:
-        policy = PolicyOptions(final_beam_size=args.final_beam,
-                               speculative_finals=not args.no_speculative)
+        policy = replace(policy, final_beam_size=args.final_beam)
+    if args.min_partial_s is not None:
+        policy = replace(policy, min_partial_audio_s=args.min_partial_s)
     OPTIONS = LiveOptions(journal=False, policy=policy)
+    if args.min_silence_ms is not None:
+        OPTIONS = replace(OPTIONS, segmenter=replace(OPTIONS.segmenter,
+                                                     min_silence_ms=args.min_silence_ms))
 
     padded = SequentialRunner(args.model, device=args.device)
     padded.load()  # the padded peer (all cores, one stream)
@@ -345,6 +351,8 @@ def main() -> int:
         "speculative_share": round(float(np.mean(res["steps"]["speculative"])), 3)
         if res["steps"]["speculative"] else None,
         "streams": args.streams, "speculative_finals": not args.no_speculative,
+        "min_silence_ms": OPTIONS.segmenter.min_silence_ms,
+        "min_partial_audio_s": OPTIONS.policy.min_partial_audio_s,
         "runs": args.runs,
         "wer_streaming": round(res["wer_streaming"], 4),
         "wer_offline": round(res["wer_offline"], 4),
