@@ -111,7 +111,7 @@ class LocalLiveEngine:
         self._simulated = bool(getattr(source, "simulated", False))
         self._lock = threading.Condition()
         self._core: StreamCore | None = None
-        self._early: list[tuple[str, int]] = []  # key presses before the core exists
+        self._early: list[tuple[str, int, int]] = []  # key presses before the core exists
         self._streams = 1  # decode streams (workers): runner.streams once loaded
         self._jobs: queue.Queue[Job | None] = queue.Queue()  # bounded by the policy (docstring)
         self._outcomes: queue.Queue[_Outcome] = queue.Queue()  # simulated time only
@@ -152,13 +152,17 @@ class LocalLiveEngine:
     def _control(self, kind: str, at: int, released: int = 0) -> None:
         with self._lock:
             if self._core is None:
-                self._early.append((kind, at))
-            elif kind == "begin":
-                self._core.begin(at)
+                self._early.append((kind, at, released))
             else:
-                self._core.end(at)
-                self._core.speculate(released)
+                self._apply(kind, at, released)
                 self._dispatch(self.now())
+
+    def _apply(self, kind: str, at: int, released: int) -> None:
+        if kind == "begin":
+            self._stream.begin(at)
+        else:
+            self._stream.end(at)
+            self._stream.speculate(released)
 
     # -- extras for the app, CLI and benchmarks ------------------------------------------
 
@@ -196,8 +200,8 @@ class LocalLiveEngine:
             stream = replace(stream, policy=replace(stream.policy, max_in_flight=self._streams))
             with self._lock:
                 self._core = StreamCore(stream, scorer)
-                for kind, at in self._early:
-                    self._core.begin(at) if kind == "begin" else self._core.end(at)
+                for kind, at, released in self._early:
+                    self._apply(kind, at, released)
             self._emit_one(StateChanged("ready", self._runner.info.name))
             self._source.start()
             self._emit_one(StateChanged("listening"))

@@ -301,3 +301,21 @@ def test_a_discarded_speculation_can_be_taken_back() -> None:
     policy.handle(SegmentAudio(audio(0.1), speech=True), 2.3)
     assert policy.discarded(job)
     assert policy.on_result(job.request_id, Transcript(segments=()), 2.3) == []  # withdrawn
+
+
+def test_push_to_talk_final_is_decoded_from_the_release_and_stands(jfk_wav: Path) -> None:
+    runner = CountingRunner(ScriptedRunner(["And so my fellow Americans."]))
+    rec = Recorder()
+    jfk = load_audio(jfk_wav)
+    source = FileSource(audio=np.concatenate([jfk, np.zeros(SR, np.float32)]))
+    engine = LocalLiveEngine(rec, source=source, runner=runner,  # type: ignore[arg-type]
+                             options=LiveOptions(journal=False, mode="ptt", policy=NO_PARTIALS))
+    engine.begin_utterance(at=0)
+    engine.end_utterance(at=len(jfk) + SR // 2 + engine.options.ptt_tail_ms * SR // 1000)
+    engine.start()
+    assert engine.wait(timeout=60)
+    [final] = rec.finals()
+    assert final.text == "And so my fellow Americans."
+    stages = dict(final.stages)
+    assert stages["queued"] < stages["ended"]  # decoding began at the release, not after the tail
+    assert runner.final_decodes == 1  # and the tail held no speech: nothing decoded twice
