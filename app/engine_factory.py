@@ -22,6 +22,7 @@ log = logging.getLogger(__name__)
 
 MODES = ("ptt", "vad")
 LIVE_CPU_STREAMS = 2  # decode streams of the local live engine on a CPU (see _local_engine)
+LIVE_CPU_THREADS = 4  # CTranslate2 threads per stream at most (tiny models scale no further)
 
 
 @dataclass(frozen=True)
@@ -99,11 +100,16 @@ def _local_engine(config: EngineConfig, sink: EventSink) -> LiveEngine:
         from engine.live import LiveOptions, LocalLiveEngine
     except ImportError as exc:
         raise EngineError(f"the local live engine is not available: {exc}") from exc
-    # Two decode streams (one-thread replicas sharing the weights) on a CPU with two cores or
-    # more: a final never waits behind a partial, and is decoded speculatively while the end of
-    # the utterance is confirmed (engine.core.speculation). CUDA keeps one.
+    # Two decode streams (replicas sharing the weights) on a CPU with two cores or more: a
+    # final never waits behind a partial, and is decoded speculatively while the end of the
+    # utterance is confirmed (engine.core.speculation). CUDA keeps one. Each replica gets all
+    # the cores (up to LIVE_CPU_THREADS): a lone final, the usual case, then decodes as fast as
+    # on one all-cores model; one-thread replicas took 1.5-1.7x as long per final on the busy
+    # 2-core test machine (bench/decode_layouts.py), and two decodes at once were no faster.
+    cores = os.cpu_count() or 1
     runner = local_runner(config.model, device=config.device,
-                          streams=max(1, min(LIVE_CPU_STREAMS, os.cpu_count() or 1)))
+                          streams=max(1, min(LIVE_CPU_STREAMS, cores)),
+                          cpu_threads=min(LIVE_CPU_THREADS, cores))
     options = LiveOptions(mode=config.mode, policy=PolicyOptions(language=config.language))
     engine = LocalLiveEngine(sink, source=audio_source(config), runner=runner,
                              options=options)

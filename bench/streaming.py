@@ -305,6 +305,8 @@ def main() -> int:
     parser.add_argument("--final-beam", type=int, help="the policy's final beam for this run")
     parser.add_argument("--beam-sweep", default="", help="e.g. 1,2,3,5: time finals per beam")
     parser.add_argument("--streams", type=int, default=2, help="decode streams of the live engine")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="CTranslate2 threads per stream (0: cores / streams)")
     parser.add_argument("--no-speculative", action="store_true", help="no speculative finals")
     parser.add_argument("--runs", type=int, default=1, help="repeat the set (latency pooled)")
     parser.add_argument("--min-silence-ms", type=int, help="the segmenter's hangover (tuning)")
@@ -323,7 +325,8 @@ def main() -> int:
 
     padded = SequentialRunner(args.model, device=args.device)
     padded.load()  # the padded peer (all cores, one stream)
-    fast = Recording(Ct2Runner(args.model, device=args.device, streams=args.streams))
+    fast = Recording(Ct2Runner(args.model, device=args.device, streams=args.streams,
+                               cpu_threads=args.threads))
     fast.load()
     entries = english(read_manifest(args.manifest))[: args.limit or None]
     print(f"{len(entries)} files, model {padded.info.name} on {padded.info.device}/"
@@ -350,7 +353,7 @@ def main() -> int:
         "breakdown_ms": {name: pct(res["steps"][name]) for name in STEPS[:-1]},
         "speculative_share": round(float(np.mean(res["steps"]["speculative"])), 3)
         if res["steps"]["speculative"] else None,
-        "streams": args.streams, "speculative_finals": not args.no_speculative,
+        "streams": args.streams, "threads": args.threads, "speculative_finals": not args.no_speculative,
         "min_silence_ms": OPTIONS.segmenter.min_silence_ms,
         "min_partial_audio_s": OPTIONS.policy.min_partial_audio_s,
         "runs": args.runs,
