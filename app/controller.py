@@ -11,6 +11,8 @@ queued signals.
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +26,7 @@ from app.hotkeys import GlobalHotkey, HotkeyUnavailableError
 from app.import_flow import ImportFlow, RunnerFactory, import_runner
 from app.import_host import ImportHost, engine_finished
 from app.inject import TextInjector, copy_to_clipboard
+from app.latency_trace import breakdown, describe
 from app.session import Session
 from app.settings import ENGINE_FIELDS, Settings, save_settings, with_changes
 from engine.atomic import OutputWriteError
@@ -75,6 +78,8 @@ class Controller(ImportHost):
         self.captions = CaptionWindow(settings.caption_lines, settings.caption_font_pt)
         self.injector = TextInjector(settings.inject_mode, settings.paste_keys, self)
         self.last_injection: tuple[bool, str] | None = None
+        self._released_at: float | None = None  # the last push-to-talk release (monotonic)
+        self._stages: list[tuple[str, float]] = []  # the last final's steps (app.latency_trace)
         self._captions_placed = False
         self._partial_logged = -1
         self._dropped_reported = 0
@@ -224,6 +229,7 @@ class Controller(ImportHost):
             self.engine.begin_utterance()
         elif action == "release" and self.talking:
             self.talking = False
+            self._released_at = time.monotonic()
             self.engine.end_utterance()
             self.dictation.on_release()
         log.info("push-to-talk %s: talking=%s", action, self.talking)
@@ -251,8 +257,12 @@ class Controller(ImportHost):
         self.captions.show_partial(event.committed, event.tentative)
 
     def _on_final(self, event: FinalText) -> None:
+        received = time.monotonic()
         log.info("final %d (round trip %.0f ms, %.0f ms after speech end): %s",
                  event.utterance_id, event.latency_ms, event.after_speech_end_ms, event.text)
+        released = [("release", self._released_at)] if self._released_at is not None else []
+        self._released_at = None
+        self._stages = [*released, *event.stages, ("received", received)]
         # In push-to-talk mode every final was dictated on purpose and goes into the focused
         # app, as that app's profile says (app.dictation); in captions mode text only shows
         # on screen (replacement rules, no commands).
@@ -262,9 +272,11 @@ class Controller(ImportHost):
                            target=target.window_class, style=target.style,
                            commands=target.commands)
             self._show_final(event, out)
-            self.dictation.insert(out, target)
+            if self.dictation.insert(out, target):
+                return  # the breakdown is shown when the insertion is done
         else:
             self._show_final(event, dictated(self.text, event, self.settings, insert=False))
+        self._show_breakdown()
 
     def _show_final(self, event: FinalText, out: Insertion) -> None:
         for text in out.unshown:  # "scratch that"
@@ -274,6 +286,16 @@ class Controller(ImportHost):
         self.session.add(shown_final(event, out))
         self.window.transcript.add_final(event.start, out.shown)
         self.captions.add_final(out.shown)
+
+    def _show_breakdown(self, extra: Sequence[tuple[str, float]] = ()) -> None:
+        stages = [*self._stages, *extra]
+        if not stages:
+            return
+        origin = stages[0][0]  # the key release, or the end of speech
+        rows = breakdown(stages, origin)
+        log.info("latency breakdown from %s at %.6f: %s", origin, stages[0][1], describe(rows))
+        self.window.latency.set_breakdown(origin, rows)
+        self._stages = []
 
     def _on_metrics(self, metrics: Metrics) -> None:
         self.window.latency.add_metrics(metrics)
@@ -301,6 +323,7 @@ class Controller(ImportHost):
         else:
             log.warning("%s", message)
             self.window.show_message(message, 20000)
+        self._show_breakdown(self.injector.timings)
 
     # -- export and settings -------------------------------------------------------------------
     @Slot()

@@ -145,14 +145,16 @@ class Dictation(QObject):
         return dictation_target(profile, s.inject_mode, s.text_style, s.spoken_commands,
                                 names[-1] if names else None)
 
-    def insert(self, out: Insertion, target: DictationTarget) -> None:
+    def insert(self, out: Insertion, target: DictationTarget) -> bool:
         """Insert a dictated final (the text pipeline's `Insertion`: characters to delete
-        first, then the text) into the focused app as its profile says."""
+        first, then the text) into the focused app as its profile says; whether an insertion
+        started (the injector then reports `finished`)."""
         if target.insert == "off" or (not out.text.strip(" \t") and out.delete_chars <= 0):
-            return  # silence (an empty final) inserts nothing: no empty paste ("new line" does)
+            return False  # silence (an empty final) inserts nothing: no empty paste
         if out.text.strip():
             self.last_text = out.text
         self.controller.injector.insert(out.text, out.delete_chars, target.insert)
+        return True
 
     def engine_created(self, engine: object, terms: tuple[str, ...]) -> None:
         """A new engine, made with these vocabulary terms."""

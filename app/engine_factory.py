@@ -8,6 +8,7 @@ place that knows the engines' constructors is small.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,8 @@ from engine.types import ModelInfo, Runner
 log = logging.getLogger(__name__)
 
 MODES = ("ptt", "vad")
+LIVE_CPU_STREAMS = 2  # decode streams of the local live engine on a CPU (see _local_engine)
+LIVE_CPU_THREADS = 4  # CTranslate2 threads per stream at most (tiny models scale no further)
 
 
 @dataclass(frozen=True)
@@ -101,7 +104,16 @@ def _local_engine(config: EngineConfig, sink: EventSink) -> LiveEngine:
         from engine.live import LiveOptions, LocalLiveEngine
     except ImportError as exc:
         raise EngineError(f"the local live engine is not available: {exc}") from exc
-    runner = local_runner(config.model, device=config.device)
+    # Two decode streams (replicas sharing the weights) on a CPU with two cores or more: a
+    # final never waits behind a partial, and is decoded speculatively while the end of the
+    # utterance is confirmed (engine.core.speculation). CUDA keeps one. Each replica gets all
+    # the cores (up to LIVE_CPU_THREADS): a lone final, the usual case, then decodes as fast as
+    # on one all-cores model; one-thread replicas took 1.5-1.7x as long per final on the busy
+    # 2-core test machine (bench/decode_layouts.py), and two decodes at once were no faster.
+    cores = os.cpu_count() or 1
+    runner = local_runner(config.model, device=config.device,
+                          streams=max(1, min(LIVE_CPU_STREAMS, cores)),
+                          cpu_threads=min(LIVE_CPU_THREADS, cores))
     options = LiveOptions(mode=config.mode, policy=PolicyOptions(
         language=config.language, vocabulary=config.vocabulary))
     engine = LocalLiveEngine(sink, source=audio_source(config), runner=runner,

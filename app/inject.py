@@ -10,13 +10,17 @@ characters first ("scratch that", a dictated mark replacing the previous one), t
 text as given (its joining space included). `inject(text)` inserts stripped text plus a space.
 
 Every attempt ends with `finished(ok, message)`; a failure is reported, never logged as success.
-A paste can't be confirmed by the target app, so success means "keys delivered".
+A paste can't be confirmed by the target app, so success means "keys delivered". `timings` holds
+when the last attempt passed each step (time.monotonic seconds): "inject_start",
+"clipboard_set" and "keys_sent" (paste), "typed" (type). Nothing waits on the way: the keys
+follow the clipboard at once; only the clipboard restore is delayed (RESTORE_DELAY_MS).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any
 
 from PySide6.QtCore import QMimeData, QObject, QTimer, Signal
@@ -61,6 +65,7 @@ class TextInjector(QObject):
         self._saved: QMimeData | None = None
         self._pastes = 0  # pastes so far: the marker of the latest one
         self._restore_pending = False
+        self.timings: list[tuple[str, float]] = []
         self._typed.connect(forwarder(self.finished, 2))
 
     def configure(self, mode: str, paste_keys: str) -> None:
@@ -77,6 +82,7 @@ class TextInjector(QObject):
         mode = mode or self.mode
         if (not text and delete_chars <= 0) or mode == "off":
             return
+        self.timings = [("inject_start", time.monotonic())]
         try:
             controller = self._keyboard_controller()
         except (HotkeyUnavailableError, ImportError, RuntimeError) as exc:
@@ -115,8 +121,10 @@ class TextInjector(QObject):
         ours.setText(text)
         ours.setData(PASTE_MARKER, str(self._pastes).encode())
         clipboard.setMimeData(ours, QClipboard.Mode.Clipboard)
+        self.timings.append(("clipboard_set", time.monotonic()))
         try:
             self._press_paste_keys(controller)
+            self.timings.append(("keys_sent", time.monotonic()))
         except Exception as exc:  # noqa: BLE001 - any backend failure is shown to the user
             log.warning("paste keys failed: %s", exc)
             self._restore_clipboard(self._pastes)
@@ -157,6 +165,7 @@ class TextInjector(QObject):
         try:
             self._backspace(controller, delete_chars)
             controller.type(text)
+            self.timings.append(("typed", time.monotonic()))
         except Exception as exc:  # noqa: BLE001 - top of the typing thread
             log.warning("typing failed: %s", exc)
             emit(self._typed, False, f"Could not type the text: {exc}")

@@ -10,7 +10,13 @@ the peer in the same run) it starts the app cold and measures:
   release->text  N times: hold Ctrl+Alt+Space, play a short speech clip into the mic, release;
                time from the key release to the complete text in another app's text field
                (CLOCK_MONOTONIC, shared across processes); a different sentence each time
-Prints a table, writes JSON (median, p95 and the paste/type ratio).
+  breakdown    per dictation, where that time went: the app's "latency breakdown" log line
+               (app.latency_trace: key release seen by the app, utterance closed, final decode
+               queued / started / done, final emitted, received on the GUI thread, injection
+               start, clipboard set, paste keys sent or text typed) plus the bench's own
+               "xdotool_returned" (its key-up command came back) and "visible" (the text
+               complete in the target app), all in ms after the app saw the release
+Prints the tables (median and p95 over the runs, with the load average), writes JSON.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -44,6 +51,8 @@ from desktop_driver import (  # noqa: E402
     xdotool,
 )
 
+from app.latency_trace import parse  # noqa: E402
+
 TEST_AUDIO = REPO / "tests" / "audio"
 # Different sentences, as in real dictation: repeating one sentence makes it the prompt of the
 # next decode, which trips the engine's repetition guards and measures their retries instead.
@@ -67,11 +76,12 @@ def write_settings(config_dir: Path, mode: str) -> None:
 
 
 def dictate_once(app: LoggedProcess, target: LoggedProcess, target_wid: str,
-                 clip: Path, before: int) -> tuple[float, float, int]:
+                 clip: Path, before: int) -> tuple[float, float, int, dict[str, float]]:
     """One push-to-talk dictation into a field holding `before` characters: ms from key release
     to the complete text in the other app, ms from release to the app logging its final text
-    (the engine's share), and the field's new length. The field is never cleared: extra key
-    strokes between runs would only add ways to disturb the measurement."""
+    (the engine's share), the field's new length and the breakdown (module docstring). The
+    field is never cleared: extra key strokes between runs would only add ways to disturb the
+    measurement."""
     focus(target_wid)
     target.drain()
     xdotool("keydown", "ctrl+alt+space")
@@ -82,12 +92,39 @@ def dictate_once(app: LoggedProcess, target: LoggedProcess, target_wid: str,
     released = time.monotonic()
     final_at, _ = app.next_matching("INFO app.controller: final", 60)
     inserted = app.next_matching("characters", 60)[1]  # "Pasted 41 characters"
+    steps = read_breakdown(app)
     expected = before + int(inserted.split()[-2])
     while True:
         at, line = target.next_matching("text", 30)
         length = int(line.split()[2])
         if length >= expected:
-            return (at - released) * 1000, (final_at - released) * 1000, length
+            if steps:
+                app_release = steps.pop("_at")
+                # The bench's release time is taken when xdotool has returned, so this is
+                # how long after the app saw the key up that happened (not a delay of the app).
+                steps["xdotool_returned"] = (released - app_release) * 1000
+                steps["visible"] = (at - app_release) * 1000
+            return (at - released) * 1000, (final_at - released) * 1000, length, steps
+
+
+def read_breakdown(app: LoggedProcess) -> dict[str, float]:
+    """The app's "latency breakdown from release at T: a=+1 b=+2" line as {step: ms}, with
+    "_at" = T; {} from an app that does not log one."""
+    try:
+        line = app.next_matching("latency breakdown from release", 10)[1]
+    except AssertionError:
+        return {}
+    found = re.search(r"latency breakdown from release at ([\d.]+): (.*)$", line)
+    if found is None:
+        return {}
+    return {**parse(found.group(2)), "_at": float(found.group(1))}
+
+
+def breakdown_stats(rows: list[dict[str, float]]) -> dict[str, dict[str, float]]:
+    """Median and p95 per step, steps in the order of their medians."""
+    names = {name for row in rows for name in row}
+    out = {name: stats([row[name] for row in rows if name in row]) for name in names}
+    return dict(sorted(out.items(), key=lambda item: item[1]["median"]))
 
 
 def run_mode(mode: str, runs: int, clips: list[Path], root: Path) -> dict[str, Any]:
@@ -105,11 +142,14 @@ def run_mode(mode: str, runs: int, clips: list[Path], root: Path) -> dict[str, A
         rss_ready, _ = app.rss_mib()
         target_wid = window_id(f"^{TARGET_TITLE}$")
         timings: list[tuple[float, float]] = []
+        steps: list[dict[str, float]] = []
         length = 0
         for run in range(runs):
             clip = clips[run % len(clips)]
-            to_text, to_final, length = dictate_once(app, target, target_wid, clip, length)
+            to_text, to_final, length, row = dictate_once(app, target, target_wid, clip, length)
             timings.append((to_text, to_final))
+            if row:
+                steps.append(row)
         _, rss_peak = app.rss_mib()
         focus(window_id("^Sottovoce$"))
         xdotool("key", "--clearmodifiers", "ctrl+q")
@@ -120,7 +160,8 @@ def run_mode(mode: str, runs: int, clips: list[Path], root: Path) -> dict[str, A
     return {"cold_start_s": cold_start_s, "rss_ready_mib": rss_ready, "rss_peak_mib": rss_peak,
             "release_to_text_ms": stats([t for t, _ in timings]),
             "release_to_final_ms": stats([f for _, f in timings]),
-            "samples_ms": [t for t, _ in timings]}
+            "samples_ms": [t for t, _ in timings],
+            "breakdown_ms": breakdown_stats(steps) if steps else None}
 
 
 def print_table(results: dict[str, dict[str, Any]]) -> None:
@@ -131,6 +172,12 @@ def print_table(results: dict[str, dict[str, Any]]) -> None:
         print(f"{mode:<7} {r['cold_start_s']:>12.2f} {r['rss_ready_mib']:>8.0f} "
               f"{r['rss_peak_mib']:>9.0f} {lat['median']:>24.0f} {lat['p95']:>8.0f} "
               f"{r['release_to_final_ms']['median']:>22.0f}")
+    for mode, r in results.items():
+        if not r.get("breakdown_ms"):
+            continue
+        print(f"\n{mode}: ms after the app saw the key release   median      p95")
+        for name, s in r["breakdown_ms"].items():
+            print(f"  {name:40s} {s['median']:>8.0f} {s['p95']:>8.0f}")
 
 
 def main(argv: list[str] | None = None) -> int:

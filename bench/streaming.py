@@ -2,7 +2,8 @@
 
     python bench/streaming.py --manifest tests/audio/manifest.jsonl \
         --out bench/results/streaming.json [--realtime] [--model tiny.en] [--limit N]
-        [--compare OLD.json] [--final-beam N] [--beam-sweep 1,2,3,5]
+        [--compare OLD.json] [--final-beam N] [--beam-sweep 1,2,3,5] [--streams 2]
+        [--no-speculative] [--runs N]
 
 Each English short file of the manifest is played through `FileSource` (0.5 s of silence
 before, 1.5 s after, so end of speech is detected as it would be live) into `LocalLiveEngine`
@@ -17,6 +18,13 @@ plays at real speed. Measured per decode and utterance:
   wer_streaming / wer_offline  corpus WER of the streamed finals / of faster-whisper on the
                             whole file (beam 5), both normalised (engine.evaluation)
   silence_words             words emitted on 60 s of digital silence + 60 s of noise
+  breakdown_ms              per final, from its `FinalText.stages`: end of speech -> utterance
+                            closed (the silence wait), closed -> emitted, the final decode's
+                            queue wait and duration; ``speculative_share``: finals whose decode
+                            was queued before the utterance closed (engine.core.speculation)
+``--streams`` decode streams of the fast runner (default 2, as the app: two one-thread
+replicas), ``--no-speculative`` turns speculative finals off, ``--runs N`` repeats the whole set
+N times (latency figures pooled, WER from the first run).
 Prints a table (median, p95, ratios) and the files where streaming and offline differ (with an
 earlier run's figures beside them, ``--compare``, both re-scored with today's normaliser), writes
 JSON and a latency CDF PNG next to it. ``--final-beam`` sets the policy's final beam for the
@@ -34,6 +42,7 @@ import statistics
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +114,7 @@ class Collector:
         self.metrics: list[Metrics] = []
         self.started_at: dict[int, float] = {}
         self.first_partial_ms: dict[int, float] = {}
+        self.breakdowns: list[dict[str, float]] = []
 
     def __call__(self, event: Event) -> None:
         assert self.engine is not None
@@ -117,11 +127,26 @@ class Collector:
                 self.first_partial_ms[uid] = (now - self.started_at[uid]) * 1000
         elif isinstance(event, FinalText):
             self.finals.append(event)
+            self.breakdowns.append(final_breakdown(event))
         elif isinstance(event, Metrics):
             self.metrics.append(event)
 
 
-OPTIONS = LiveOptions(journal=False)  # main() may change the final beam
+OPTIONS = LiveOptions(journal=False)  # main() may change the final beam, speculation
+OFFLINE: dict[Path, str] = {}
+STEPS = ("silence_wait", "closed_to_emitted", "queue_wait", "decode", "speculative")
+
+
+def final_breakdown(final: FinalText) -> dict[str, float]:
+    """Milliseconds per step of one final (see the module docstring); {} if not decoded."""
+    t = dict(final.stages)
+    if not final.text or "queued" not in t:
+        return {}
+    return {"silence_wait": (t["ended"] - t["speech_end"]) * 1000,
+            "closed_to_emitted": (t["emitted"] - t["ended"]) * 1000,
+            "queue_wait": (t["decode_start"] - t["queued"]) * 1000,
+            "decode": (t["decoded"] - t["decode_start"]) * 1000,
+            "speculative": float(t["queued"] < t["ended"])}
 
 
 def stream(transcriber: Runner, source: FileSource) -> Collector:
@@ -161,12 +186,15 @@ def edge_words_lost(ref: str, hyp: str) -> tuple[bool, bool]:
 def run_files(entries: list[Any], fast: Recording, offline: SequentialRunner,
               realtime: bool) -> dict[str, Any]:
     rtts, rtts_final, rtts_2_5, after, first = [], [], [], [], []
+    steps: dict[str, list[float]] = {name: [] for name in STEPS}
     refs, hyps, hyps_off, per_file = [], [], [], []
     for item in entries:
         source = FileSource(item.path, realtime=realtime, lead_silence_s=0.5, tail_silence_s=1.5)
         got = stream(fast, source)
         text = " ".join(f.text for f in got.finals if f.text)
-        offline_text = offline.decode(load_audio(item.path), DecodeOptions()).text
+        if item.path not in OFFLINE:  # once per file, however many runs
+            OFFLINE[item.path] = offline.decode(load_audio(item.path), DecodeOptions()).text
+        offline_text = OFFLINE[item.path]
         refs.append(item.text)
         hyps.append(text)
         hyps_off.append(offline_text)
@@ -178,6 +206,9 @@ def run_files(entries: list[Any], fast: Recording, offline: SequentialRunner,
                 if 2 * SAMPLE_RATE <= f.end - f.start <= 5 * SAMPLE_RATE:
                     rtts_2_5.append(f.latency_ms)
         first += list(got.first_partial_ms.values())
+        for row in got.breakdowns:
+            for name, value in row.items():
+                steps[name].append(value)
         lost_first, lost_last = edge_words_lost(item.text, text)
         off_first, off_last = edge_words_lost(item.text, offline_text)
         per_file.append({"file": item.path.name, "streaming": text, "offline": offline_text,
@@ -188,7 +219,7 @@ def run_files(entries: list[Any], fast: Recording, offline: SequentialRunner,
         print(f"  {item.path.name:45s} wer {per_file[-1]['wer_streaming']:.2f} "
               f"(offline {per_file[-1]['wer_offline']:.2f})", flush=True)
     return {"rtts": rtts, "rtts_final": rtts_final, "rtts_2_5": rtts_2_5, "after": after,
-            "first": first, "wer_streaming": error_rate(refs, hyps),
+            "first": first, "steps": steps, "wer_streaming": error_rate(refs, hyps),
             "wer_offline": error_rate(refs, hyps_off), "per_file": per_file}
 
 
@@ -206,7 +237,6 @@ def padded_rtts(chunks: list[tuple[Audio, DecodeOptions]],
 def beam_sweep(chunks: list[tuple[Audio, DecodeOptions]], fast: Ct2Runner,
                beams: list[int], repeats: int = 3) -> dict[str, Any]:
     """The 2-5 s first-attempt finals (short path) re-decoded with each beam, interleaved."""
-    from dataclasses import replace
 
     picked = [(a, o) for a, o in chunks if o.short_context and
               2 * SAMPLE_RATE <= len(a) <= 5 * SAMPLE_RATE]
@@ -274,20 +304,42 @@ def main() -> int:
     parser.add_argument("--compare", type=Path, help="an earlier result JSON to diff per file")
     parser.add_argument("--final-beam", type=int, help="the policy's final beam for this run")
     parser.add_argument("--beam-sweep", default="", help="e.g. 1,2,3,5: time finals per beam")
+    parser.add_argument("--streams", type=int, default=2, help="decode streams of the live engine")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="CTranslate2 threads per stream (0: cores / streams)")
+    parser.add_argument("--no-speculative", action="store_true", help="no speculative finals")
+    parser.add_argument("--runs", type=int, default=1, help="repeat the set (latency pooled)")
+    parser.add_argument("--min-silence-ms", type=int, help="the segmenter's hangover (tuning)")
+    parser.add_argument("--min-partial-s", type=float, help="audio before a first partial")
     args = parser.parse_args()
     global OPTIONS
+    policy = PolicyOptions(speculative_finals=not args.no_speculative)
     if args.final_beam:
-        OPTIONS = LiveOptions(journal=False, policy=PolicyOptions(final_beam_size=args.final_beam))
+        policy = replace(policy, final_beam_size=args.final_beam)
+    if args.min_partial_s is not None:
+        policy = replace(policy, min_partial_audio_s=args.min_partial_s)
+    OPTIONS = LiveOptions(journal=False, policy=policy)
+    if args.min_silence_ms is not None:
+        OPTIONS = replace(OPTIONS, segmenter=replace(OPTIONS.segmenter,
+                                                     min_silence_ms=args.min_silence_ms))
 
     padded = SequentialRunner(args.model, device=args.device)
-    padded.load()  # the padded peer and the fast path share these weights
-    fast = Recording(Ct2Runner(padded.model))
+    padded.load()  # the padded peer (all cores, one stream)
+    fast = Recording(Ct2Runner(args.model, device=args.device, streams=args.streams,
+                               cpu_threads=args.threads))
     fast.load()
     entries = english(read_manifest(args.manifest))[: args.limit or None]
     print(f"{len(entries)} files, model {padded.info.name} on {padded.info.device}/"
           f"{padded.info.compute_type}, {'real' if args.realtime else 'simulated'} time, "
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
+    load_start = os.getloadavg()[0]
     res = run_files(entries, fast, padded, args.realtime)
+    for _ in range(args.runs - 1):  # more latency samples; WER stays the first run's
+        more = run_files(entries, fast, padded, args.realtime)
+        for key in ("rtts", "rtts_final", "rtts_2_5", "after", "first"):
+            res[key] += more[key]
+        for name in STEPS:
+            res["steps"][name] += more["steps"][name]
     padded_ms = padded_rtts(fast.finals, padded)
     fast_final_ms = res["rtts_final"]
     silent = silence_words(fast)
@@ -298,6 +350,13 @@ def main() -> int:
         "chunk_rtt_ms": pct(res["rtts"]),
         "final_after_speech_end_ms": pct(res["after"]),
         "first_partial_ms": pct(res["first"]),
+        "breakdown_ms": {name: pct(res["steps"][name]) for name in STEPS[:-1]},
+        "speculative_share": round(float(np.mean(res["steps"]["speculative"])), 3)
+        if res["steps"]["speculative"] else None,
+        "streams": args.streams, "threads": args.threads, "speculative_finals": not args.no_speculative,
+        "min_silence_ms": OPTIONS.segmenter.min_silence_ms,
+        "min_partial_audio_s": OPTIONS.policy.min_partial_audio_s,
+        "runs": args.runs,
         "wer_streaming": round(res["wer_streaming"], 4),
         "wer_offline": round(res["wer_offline"], 4),
         "padded_chunk_rtt_ms": pct(padded_ms),
@@ -310,6 +369,7 @@ def main() -> int:
         "setup": {"model": padded.info.name, "device": padded.info.device,
                   "compute_type": padded.info.compute_type, "realtime": args.realtime,
                   "files": len(entries), "cpu_count": os.cpu_count(),
+                  "load_average_start": round(load_start, 2),
                   "load_average_end": round(os.getloadavg()[0], 2)},
         "final_beam": OPTIONS.policy.final_beam_size,
         "beam_sweep": sweep,
@@ -338,6 +398,10 @@ def print_table(result: dict[str, Any], fast_ms: list[float], padded_ms: list[fl
     if fast_ms and padded_ms:
         print(f"padded/fast final chunk RTT ratio: p50 "
               f"{statistics.median(padded_ms) / statistics.median(fast_ms):.2f}x")
+    for name, r in result["breakdown_ms"].items():
+        print(f"  final step {name:27s} {r['p50'] if r['p50'] is not None else '-':>8} "
+              f"{r['p95'] if r['p95'] is not None else '-':>8} {r['n']:>5}")
+    print(f"finals decoded speculatively: {result['speculative_share']}")
     print(f"WER streaming {result['wer_streaming']:.3f}  offline {result['wer_offline']:.3f}  "
           f"(diff {100 * (result['wer_streaming'] - result['wer_offline']):+.1f} points)")
     print(f"silence/noise words {result['silence_words']}; first words lost "

@@ -48,7 +48,10 @@ class PartialText:
 @dataclass(frozen=True)
 class FinalText:
     """The final text of one utterance. `latency_ms` is the chunk round trip (request sent to
-    result received); `after_speech_end_ms` is end of speech to this event."""
+    result received); `after_speech_end_ms` is end of speech to this event. `stages`: when it
+    passed each step on the emitting process's clock (seconds): "speech_end", "ended" (the
+    utterance was closed), "queued" (its final decode was issued: before "ended" when it was
+    decoded speculatively), "decode_start", "decoded", "emitted"; a driver may add its own."""
 
     utterance_id: int
     text: str
@@ -58,6 +61,7 @@ class FinalText:
     latency_ms: float
     after_speech_end_ms: float = 0.0
     language: str | None = None
+    stages: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -7,18 +7,22 @@ module owns only the threads, all at the edges:
 - the audio source's own thread (PortAudio callback) fills the source's bounded queue;
 - the *pipeline* thread reads blocks, feeds the core and hands its jobs to the worker and, at
   the end, flushes the tail and waits for the last final;
-- one *inference worker* runs the `Runner` (``decode_batch`` of one request). The policy keeps
-  at most one job out, so the job queue never holds more than one item (bounded, never full).
+- one *inference worker* per decode stream of the runner (``runner.streams``: two one-thread
+  replicas sharing the weights on a 2-core CPU) runs ``decode_batch`` of one request. The
+  policy keeps at most that many jobs out (finals first, the last free stream kept for a
+  final, speculative finals while the end is being confirmed: `engine.core.speculation`), so
+  the job queue never holds more than that (bounded by the policy).
 The core and the journal are touched only under one lock; the sink is called under it, so
 events arrive one at a time, in order, from either engine thread. It must return quickly (the
 Qt bridge re-emits them as queued signals).
 
-The worker thread also loads the runner and stays alive for the engine's life: a CTranslate2
-model first used on a thread that has exited decodes 4-6x slower.
+The first worker thread also loads the runner, and all stay alive for the engine's life: a
+CTranslate2 model first used on a thread that has exited decodes 4-6x slower.
 
 Simulated time: with a simulated source (`FileSource(realtime=False)`) the clock is the audio
 position, and each decode "takes" its measured wall time on that clock: the pipeline feeds no
-audio past the moment the result would have arrived before delivering it. Latency figures thus
+audio past the moment a result would have arrived before delivering it (results in the order
+they would have arrived). Latency figures thus
 match a real-time run on this machine without waiting for it (tests, benchmarks).
 """
 
@@ -107,17 +111,18 @@ class LocalLiveEngine:
         self._simulated = bool(getattr(source, "simulated", False))
         self._lock = threading.Condition()
         self._core: StreamCore | None = None
-        self._early: list[tuple[str, int]] = []  # key presses before the core exists
+        self._early: list[tuple[str, int, int]] = []  # key presses before the core exists
+        self._streams = 1  # decode streams (workers): runner.streams once loaded
+        self._jobs: queue.Queue[Job | None] = queue.Queue()  # bounded by the policy (docstring)
         self._vocabulary = self.options.policy.vocabulary
-        self._jobs: queue.Queue[Job | None] = queue.Queue(maxsize=1)
-        self._outcomes: queue.Queue[_Outcome] = queue.Queue(maxsize=1)  # simulated time only
+        self._outcomes: queue.Queue[_Outcome] = queue.Queue()  # simulated time only
         self._loaded: queue.Queue[BaseException | None] = queue.Queue(maxsize=1)
         self._stop = threading.Event()
         self._finished = threading.Event()
         self._pipeline: threading.Thread | None = None
-        self._worker: threading.Thread | None = None
+        self._workers: list[threading.Thread] = []
         self._sim_now = 0.0
-        self._held: _Outcome | None = None
+        self._held: list[_Outcome] = []  # simulated time: results not delivered yet
         self._mutes: list[tuple[int, int]] = []  # captured sample ranges replaced by silence
 
     # -- the LiveEngine interface --------------------------------------------------------
@@ -139,9 +144,12 @@ class LocalLiveEngine:
         self._control("begin", self._source.captured if at is None else at)
 
     def end_utterance(self, at: int | None = None) -> None:
-        """Push-to-talk release; audio up to ``ptt_tail_ms`` after it is kept."""
+        """Push-to-talk release; audio up to ``ptt_tail_ms`` after it is kept. The final is
+        decoded speculatively as soon as the audio up to the release is in, and that decode
+        stands if the tail holds no speech (engine.core.speculation)."""
         tail = self.options.ptt_tail_ms * SAMPLE_RATE // 1000
-        self._control("end", (self._source.captured + tail) if at is None else at)
+        released = self._source.captured if at is None else max(0, at - tail)
+        self._control("end", released + tail, released)
 
     def mute_input(self, seconds: float, at: int | None = None) -> int:
         """Replace ``seconds`` of captured audio from ``at`` (default: captured so far) with
@@ -174,14 +182,20 @@ class LocalLiveEngine:
             if self._core is not None:
                 self._core.set_vocabulary(self._vocabulary)
 
-    def _control(self, kind: str, at: int) -> None:
+    def _control(self, kind: str, at: int, released: int = 0) -> None:
         with self._lock:
             if self._core is None:
-                self._early.append((kind, at))
-            elif kind == "begin":
-                self._core.begin(at)
+                self._early.append((kind, at, released))
             else:
-                self._core.end(at)
+                self._apply(kind, at, released)
+                self._dispatch(self.now())
+
+    def _apply(self, kind: str, at: int, released: int) -> None:
+        if kind == "begin":
+            self._stream.begin(at)
+        else:
+            self._stream.end(at)
+            self._stream.speculate(released)
 
     # -- extras for the app, CLI and benchmarks ------------------------------------------
 
@@ -207,20 +221,22 @@ class LocalLiveEngine:
         failure: EngineFailed | None = None
         try:
             self._emit_one(StateChanged("loading"))
-            self._worker = threading.Thread(target=self._work, name="sottovoce-inference",
-                                            daemon=True)
-            self._worker.start()
+            self._start_worker(load=True)
             loaded = self._loaded.get()
             if loaded is not None:
                 raise loaded
+            self._streams = max(1, self._runner.streams)  # known once loaded (CUDA: 1)
+            for _ in range(1, self._streams):
+                self._start_worker(load=False)
             scorer = self._scorer if self._scorer is not None else _default_scorer()
+            stream = self.options.stream()
+            stream = replace(stream, policy=replace(stream.policy, max_in_flight=self._streams))
             with self._lock:
-                stream = self.options.stream()
                 stream = replace(stream, policy=stream.policy.for_model(self._runner.info))
                 self._core = StreamCore(stream, scorer)
                 self._core.set_vocabulary(self._vocabulary)
-                for kind, at in self._early:
-                    self._core.begin(at) if kind == "begin" else self._core.end(at)
+                for kind, at, released in self._early:
+                    self._apply(kind, at, released)
             self._emit_one(StateChanged("ready", self._runner.info.name))
             self._source.start()
             self._emit_one(StateChanged("listening"))
@@ -282,9 +298,10 @@ class LocalLiveEngine:
 
     def _shutdown(self, failure: EngineFailed | None) -> None:
         self._source.stop()
-        if self._worker is not None:
+        for _ in self._workers:
             self._jobs.put(None)
-            self._worker.join(timeout=self.options.drain_timeout_s)
+        for worker in self._workers:
+            worker.join(timeout=self.options.drain_timeout_s)
         if self._journal is not None:
             self._journal.close()
         with self._lock:
@@ -296,19 +313,27 @@ class LocalLiveEngine:
     # -- decoding ------------------------------------------------------------------------
 
     def _dispatch(self, now: float) -> None:
-        """Hand the core's next job to the worker if it is free (lock held)."""
-        if self._stream.in_flight == 0 and self._held is None:
+        """Hand the core's next jobs to the free workers (lock held)."""
+        while self._stream.in_flight < self._streams:
             job = self._stream.next_job(now)
-            if job is not None:
-                self._jobs.put_nowait(job)  # never full: one job out at a time
+            if job is None:
+                return
+            self._jobs.put_nowait(job)  # never more than streams jobs out
 
-    def _work(self) -> None:
-        try:
-            self._runner.load()
-        except BaseException as exc:  # noqa: BLE001 - handed to the pipeline thread to report
-            self._loaded.put(exc)
-            return
-        self._loaded.put(None)
+    def _start_worker(self, load: bool) -> None:
+        worker = threading.Thread(target=self._work, args=(load,), name="sottovoce-inference",
+                                  daemon=True)
+        self._workers.append(worker)
+        worker.start()
+
+    def _work(self, load: bool) -> None:
+        if load:
+            try:
+                self._runner.load()
+            except BaseException as exc:  # noqa: BLE001 - handed to the pipeline thread
+                self._loaded.put(exc)
+                return
+            self._loaded.put(None)
         while True:
             job = self._jobs.get()
             if job is None:
@@ -339,19 +364,22 @@ class LocalLiveEngine:
             self._emit(self._stream.on_result(outcome.job, outcome.transcript, now))
 
     def _sim_deliver(self, until: float) -> None:
-        """Simulated time: deliver every result that is ready before ``until``."""
+        """Simulated time: deliver, in the order they would have arrived, every result that
+        is ready before ``until`` (waiting for every decode out to know that order)."""
         while True:
             with self._lock:
-                if self._held is None and self._stream.in_flight == 0:
-                    return
-            if self._held is None:
-                self._held = self._outcomes.get()
-            ready_at = self._held.job.issued_at + self._held.seconds
+                missing = self._stream.in_flight - len(self._held)
+            for _ in range(missing):
+                self._held.append(self._outcomes.get())
+            if not self._held:
+                return
+            outcome = min(self._held, key=lambda o: o.job.issued_at + o.seconds)
+            ready_at = outcome.job.issued_at + outcome.seconds
             if ready_at > until:
                 return
             with self._lock:
                 self._sim_now = max(self._sim_now, ready_at)
-                outcome, self._held = self._held, None
+                self._held = [o for o in self._held if o is not outcome]
                 self._deliver(outcome, self._sim_now)
                 self._dispatch(self._sim_now)
 

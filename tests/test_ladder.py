@@ -150,3 +150,17 @@ def test_a_confident_greedy_final_is_kept_at_once():
     assert first is not None
     events = policy.on_result(first.request_id, _final("Go forward ten meters.", 2.0, -0.2), 2.1)
     assert [e.text for e in events if isinstance(e, FinalText)] == ["Go forward ten meters."]
+
+
+def test_noise_decoded_as_a_piece_of_the_style_prompt_counts_as_recited() -> None:
+    from engine.core.ladder import prompt_echo
+    from engine.core.prompt import STYLE_ANCHORS
+
+    anchor = STYLE_ANCHORS["en"]
+    assert "prompt_echo" in check("Okay.", 2.0, prompt=anchor)  # noise -> "Okay."
+    assert "prompt_echo" in check("Okay, here it is.", 2.0, prompt=anchor)
+    assert "prompt_echo" not in check("Okay, let's go.", 2.0, prompt=anchor)
+    # A history prompt: a short sentence said twice is dictation, not an echo.
+    assert prompt_echo("Thank you.", "Thank you.") == set()
+    assert "prompt_echo" not in check("And so my fellow Americans.", 2.0,
+                                      prompt="And so my fellow Americans.")

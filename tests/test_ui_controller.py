@@ -116,6 +116,11 @@ def test_dictation_is_pasted_into_the_focused_field_and_clipboard_restored(qtbot
     controller.on_ptt("release")
     qtbot.waitUntil(lambda: target.text() == "Dictated into the field.", timeout=10000)
     assert controller.last_injection is not None and controller.last_injection[0]
+    # Where the time went, from the key release to the paste keys, in the meter's tooltip.
+    steps = [name for name, _ in controller.window.latency.breakdown]
+    assert steps[0] == "release"
+    assert steps[-4:] == ["received", "inject_start", "clipboard_set", "keys_sent"]
+    assert "keys sent" in controller.window.latency.toolTip()
     qtbot.waitUntil(
         lambda: QGuiApplication.clipboard().text() == "the user's own clipboard", timeout=5000)
     assert QApplication.focusWidget() is target  # the app never took focus

@@ -368,3 +368,24 @@ def test_caption_window_counts_wrapped_lines_and_keeps_the_newest_words(qtbot):
     assert " ".join(lines) in sentence
     assert wrap_words([("aa", False), ("bb", True), ("c", False)], lambda t: len(t) <= 5) == [
         [("aa", False), ("bb", True)], [("c", False)]]
+
+
+def test_latency_meter_tooltip_shows_the_last_finals_breakdown(qtbot):
+    from app.latency_trace import breakdown, describe, parse
+    from ui.latency_meter import LatencyMeter
+
+    meter = LatencyMeter()
+    qtbot.addWidget(meter)
+    stages = [("release", 10.0), ("queued", 10.05), ("ended", 10.15), ("decoded", 10.1),
+              ("emitted", 10.16), ("keys_sent", 10.2)]
+    rows = breakdown(stages, "release")
+    # In the order they happened: the speculative decode was done before the end.
+    assert [name for name, _ in rows] == ["release", "queued", "decoded", "ended", "emitted",
+                                          "keys_sent"]
+    assert parse(describe(rows)) == {"release": 0, "queued": 50, "decoded": 100, "ended": 150,
+                                     "emitted": 160, "keys_sent": 200}
+    meter.set_breakdown("release", rows)
+    assert meter.toolTip().splitlines() == [
+        "Last final, ms after the release:", "release: +0 (+0)", "queued: +50 (+50)",
+        "decoded: +100 (+50)", "ended: +150 (+50)", "emitted: +160 (+10)",
+        "keys sent: +200 (+40)"]

@@ -5,6 +5,7 @@ network and decode shares of the last chunk are shown separately."""
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from PySide6.QtCore import QPointF, QRectF, Qt
@@ -109,6 +110,7 @@ class LatencyMeter(QWidget):
         self.last_label.setObjectName("latencyLast")
         self.last_label.setToolTip("round trip of the last chunk (request sent to text back)")
         self.split_label.setToolTip("remote backend: network share / server decode share")
+        self.breakdown: list[tuple[str, float]] = []
         self._set_lag(0.0)
 
     @property
@@ -142,6 +144,17 @@ class LatencyMeter(QWidget):
             network_ms=metrics.network_ms, decode_ms=metrics.decode_ms)
         self.stats_label.setText(
             f"p50 {self._summary.p50_ms:.0f} · p95 {self._summary.p95_ms:.0f} ms")
+
+    def set_breakdown(self, origin: str, rows: Sequence[tuple[str, float]]) -> None:
+        """Where the last final's time went: (step, ms after ``origin``) in order, shown in
+        the tooltip with each step's own share."""
+        self.breakdown = list(rows)
+        lines = [f"Last final, ms after the {origin.replace('_', ' ')}:"]
+        previous = 0.0
+        for name, ms in self.breakdown:
+            lines.append(f"{name.replace('_', ' ')}: {ms:+.0f} ({ms - previous:+.0f})")
+            previous = ms
+        self.setToolTip("\n".join(lines))
 
     def _set_lag(self, lag_ms: float) -> None:
         color = lag_color(lag_ms)

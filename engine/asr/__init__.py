@@ -17,14 +17,15 @@ from engine.types import Runner
 
 
 def local_runner(model: str | None = None, *, fast: bool = True, device: str = "auto",
-                 streams: int = 1) -> Runner:
+                 streams: int = 1, cpu_threads: int = 0) -> Runner:
     """The default local runner, not loaded: the guarded short-context chunk decoder over
     faster-whisper's weights (``fast``), or faster-whisper's own loop (30 s padded windows).
-    ``streams``: model replicas on the CPU (calls served at the same time)."""
+    ``streams``: model replicas on the CPU (calls served at the same time); ``cpu_threads``:
+    CTranslate2 threads of each (0: the cores shared out among them)."""
     if fast:
         from engine.asr.ct2_decoder import Ct2Runner
 
-        return Ct2Runner(model, device=device, streams=streams)
+        return Ct2Runner(model, device=device, streams=streams, cpu_threads=cpu_threads)
     from engine.asr.sequential import SequentialRunner
 
-    return SequentialRunner(model, device=device, streams=streams)
+    return SequentialRunner(model, device=device, streams=streams, cpu_threads=cpu_threads)

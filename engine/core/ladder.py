@@ -62,6 +62,7 @@ import numpy as np
 
 from engine.core.agreement import comparable
 from engine.core.hotwords import recites
+from engine.core.prompt import STYLE_ANCHORS
 from engine.core.quality import (
     QualityThresholds,
     compression_ratio,
@@ -166,7 +167,8 @@ def check(
     if max_ngram_repeats(text, t.ngram_sizes) > t.max_ngram_repeats:
         flags.append("repeats")
     loops = word_loop(text, seconds) if word_loops else set()
-    echo = prompt_echo(prompt, text) | prompt_echo(hotwords, text, pieces=False)
+    echo = (prompt_echo(prompt, text, pieces=prompt in STYLE_ANCHORS.values())
+            | prompt_echo(hotwords, text, pieces=False))
     if hotwords and recites(hotwords, text):
         echo.add("prompt_echo")
     flags.extend(sorted(loops | echo))
@@ -268,7 +270,7 @@ def word_loop(text: str, seconds: float) -> set[str]:
     return set()
 
 
-def prompt_echo(prompt: str | None, text: str, *, pieces: bool = True) -> set[str]:
+def prompt_echo(prompt: str | None, text: str, *, pieces: bool = False) -> set[str]:
     """Short windows sometimes make Whisper recite its prompt instead of the audio."""
     if not prompt:
         return set()
@@ -276,11 +278,11 @@ def prompt_echo(prompt: str | None, text: str, *, pieces: bool = True) -> set[st
     words = [comparable(w) for w in text.split()]
     # A short prompt (the style prompt, "Okay, here it is.") counts as recited when all of it
     # comes back, or when the text is nothing but a piece of it (noise decoded as "Okay."):
-    # the retry without a prompt tells a real "Okay." from an echo. (Not for a vocabulary:
-    # one of its names alone is dictation.)
+    # the retry without a prompt tells a real "Okay." from an echo. (Only for the style
+    # prompt: a name of the vocabulary, or a sentence said twice, alone is dictation.)
     if pieces and words and len(said) <= ECHO_WORDS and _contained(words, said):
         return {"prompt_echo"}
-    n = min(ECHO_WORDS, len(said)) if len(said) >= 4 else ECHO_WORDS
+    n = min(ECHO_WORDS, len(said)) if pieces and len(said) >= 4 else ECHO_WORDS
     grams = {tuple(said[i:i + n]) for i in range(len(said) - n + 1)}
     if any(tuple(words[i:i + n]) in grams for i in range(len(words) - n + 1)):
         return {"prompt_echo"}

@@ -33,7 +33,14 @@ from engine.core.agreement import LocalAgreement, tokens
 from engine.core.form import ensure_form
 from engine.core.ladder import LIVE, LOOP_FLAGS, QualityThresholds, Rung, word_loop
 from engine.core.prompt import PromptOptions, PromptTracker
-from engine.core.segmenter import SegmentAudio, SegmentEnded, SegmentEvent, SegmentStarted
+from engine.core.segmenter import (
+    SegmentAudio,
+    SegmentEnded,
+    SegmentEvent,
+    SegmentPaused,
+    SegmentStarted,
+)
+from engine.core.speculation import usable
 from engine.events import (
     EngineFailed,
     Event,
@@ -87,6 +94,8 @@ class PolicyOptions:
     # window is where the fast path hallucinates most.
     short_context_max_s: float = 10.0
     retry_on_loop: bool = True
+    # Decode the final while the end is still being confirmed (engine.core.speculation).
+    speculative_finals: bool = True
     # An utterance only the segmenter's soft path heard (energy and a weak VAD score) keeps
     # a decoded segment only if the model agrees there is speech: no-speech probability below
     # this, whatever its log-probability (falsetto scores 0.2-0.4, a cough or a door higher).
@@ -136,6 +145,7 @@ class Job:
     issued_at: float
     audio_arrived_at: float
     request: DecodeRequest
+    speculative: bool = False  # a final decoded before its utterance is known to have ended
 
     @property
     def audio(self) -> Audio:
@@ -165,6 +175,14 @@ class _Utterance:
     restyle: bool = False  # the next attempt is the style retry (see _final_result)
     soft: bool = False  # only the segmenter's soft path heard speech (see soft_no_speech)
     heard: str = ""  # the latest partial's text: which vocabulary terms go first
+    speech_upto: int = 0  # stream sample after the last audio a window called speech
+    ended_at: float = 0.0  # when the segmenter (or a flush) closed it
+    spec_at: int | None = None  # speculate once the audio reaches this sample
+    spec_soft: bool = False
+    spec: Job | None = None  # the speculative final that may stand for the final
+    spec_result: Transcript | None = None  # ... once it is back, before the utterance ended
+    decoded_at: float = 0.0  # when the result its final is made of came back
+    decode_ms: float = 0.0
 
     def audio(self) -> Audio:
         if not self.chunks:
@@ -216,6 +234,12 @@ class StreamingPolicy:
             if self._active is not None:
                 self._active.speech |= event.speech
                 self._append(self._active, event.audio, now)
+                if event.speech:
+                    self._spoke(self._active)
+            return []
+        if isinstance(event, SegmentPaused):
+            if self._active is not None:
+                self.speculate(event.at, soft=event.soft)
             return []
         return self._end(event, now)
 
@@ -230,8 +254,13 @@ class StreamingPolicy:
         if len(self._in_flight) >= self.options.max_in_flight:
             return None
         if self._finals:
+            # One final at a time, in order: each is the next one's prompt.
+            if self._final_in_flight():
+                return None
             return self._final_request(self._finals.popleft(), now)
         utt = self._active
+        if utt is not None and self._speculation_due(utt):
+            return self._speculative_request(utt, now)
         if utt is None or not self._partial_due(utt, now):
             return None
         return self._partial_request(utt, now)
@@ -242,6 +271,8 @@ class StreamingPolicy:
         if entry is None:
             return []
         request, utt = entry
+        if request.speculative and request is not utt.spec:
+            return []  # speech resumed after the audio it decoded: thrown away
         lag = max(0.0, now - request.audio_arrived_at)
         self._track_lag(lag)
         metrics = Metrics(
@@ -252,6 +283,10 @@ class StreamingPolicy:
         )
         if request.kind == "partial":
             return [metrics, *self._partial_result(request, utt, transcript, now)]
+        utt.decoded_at, utt.decode_ms = now, transcript.decode_ms
+        if utt is self._active:  # speculative, the end not confirmed yet: keep it till then
+            utt.spec_result = transcript
+            return [metrics]
         return [metrics, *self._final_result(request, utt, transcript, now)]
 
     def on_failure(self, request_id: int, message: str, now: float) -> list[Event]:
@@ -261,6 +296,13 @@ class StreamingPolicy:
             return []
         request, utt = entry
         events: list[Event] = [EngineFailed(f"decode failed: {message}", recoverable=True)]
+        utt.decoded_at, utt.decode_ms = now, 0.0
+        if request.speculative:
+            if request is utt.spec:
+                self._drop_speculation(utt)
+                if utt is not self._active:  # it had ended: decode its final the usual way
+                    self._finals.append(utt)
+            return events
         if request.kind == "final":
             events.append(self._final_text(utt, "", (), request, now, None))
         return events
@@ -279,7 +321,8 @@ class StreamingPolicy:
             end = self._active.start + self._active.samples
             events.extend(self._end(SegmentEnded(end, end, 1), now))
         utt = _Utterance(id=self._next_utterance, start=event.start, started_at=now,
-                         speech=event.speech)
+                         speech=event.speech,
+                         speech_upto=event.start + len(event.audio) if event.speech else 0)
         self._next_utterance += 1
         self._append(utt, event.audio, now)
         self._active = utt
@@ -297,6 +340,7 @@ class StreamingPolicy:
         if utt is None:
             return []
         self._active = None
+        utt.ended_at = now
         # Samples after the speech end had already arrived when the segmenter decided the
         # utterance was over (the min-silence wait); latency is measured from the speech end.
         received_after = max(0, utt.start + utt.samples - event.speech_end)
@@ -309,10 +353,63 @@ class StreamingPolicy:
         utt.end = utt.start + keep
         events: list[Event] = [SpeechEnded(utterance_id=utt.id, at=utt.end)]
         if event.speech_windows == 0 or keep == 0:
+            self._drop_speculation(utt)
             events.append(self._final_text(utt, "", (), None, now, None))
+        elif utt.spec is not None and usable(
+                utt.spec.start + len(utt.spec.audio), utt.spec_soft, end=utt.end,
+                speech_end=event.speech_end, speech_upto=utt.speech_upto, ended_soft=utt.soft):
+            if utt.spec_result is not None:
+                events.extend(self._final_result(utt.spec, utt, utt.spec_result, now))
+            # else: the speculative decode in flight is the final (on_result)
         else:
+            self._drop_speculation(utt)
             self._finals.append(utt)
         return events
+
+    # -- speculative finals (engine.core.speculation) ------------------------------------
+
+    def speculate(self, at: int, soft: bool = False) -> None:
+        """Decode the utterance in flight as its final once its audio reaches stream sample
+        ``at`` (a push-to-talk release; a VAD pause), before its end is confirmed."""
+        utt = self._active
+        if utt is not None and utt.spec is None and self.options.speculative_finals:
+            utt.spec_at, utt.spec_soft = at, soft
+
+    def discarded(self, job: Job) -> bool:
+        """A speculative final thrown away (speech resumed): its result will be ignored, so a
+        driver that can still take it back need not decode it."""
+        entry = self._in_flight.get(job.request_id)
+        return job.speculative and (entry is None or entry[1].spec is not job)
+
+    def _spoke(self, utt: _Utterance) -> None:
+        """A window of speech was appended: a speculation of the audio before it is stale."""
+        utt.speech_upto = utt.start + utt.samples
+        if utt.spec is not None:
+            self._drop_speculation(utt)
+
+    def _drop_speculation(self, utt: _Utterance) -> None:
+        # Its job may still be decoding; on_result ignores it (it is no longer utt.spec).
+        if utt.spec is not None:
+            utt.attempts, utt.retry = 0, Rung.ACCEPT
+        utt.spec, utt.spec_result, utt.spec_at = None, None, None
+
+    def _final_in_flight(self) -> bool:
+        return any(job.kind == "final" and (not job.speculative or job is utt.spec)
+                   for job, utt in self._in_flight.values())
+
+    def _speculation_due(self, utt: _Utterance) -> bool:
+        return (utt.spec is None and utt.spec_at is not None and utt.speech
+                and utt.start + utt.samples >= utt.spec_at and not self._finals
+                and not self._final_in_flight())
+
+    def _speculative_request(self, utt: _Utterance, now: float) -> Job:
+        utt.spec_at = None
+        utt.soft = utt.spec_soft  # as the segmenter will say at the end (or it is unusable)
+        utt.speech_end_at = utt.arrived_at  # provisional, for the lag; _end sets the real one
+        job = dataclasses.replace(self._final_request(utt, now), speculative=True)
+        self._in_flight[job.request_id] = (job, utt)
+        utt.spec = job
+        return job
 
     # -- partials ------------------------------------------------------------------------
 
@@ -325,6 +422,10 @@ class StreamingPolicy:
             and utt.samples >= o.min_partial_audio_s * SAMPLE_RATE
             and utt.samples - utt.partial_samples >= o.min_new_audio_s * SAMPLE_RATE
             and not any(u is utt for _, u in self._in_flight.values())
+            and utt.spec is None and utt.spec_at is None
+            # With two decode streams or more, the last free one is kept for a final.
+            and (o.max_in_flight == 1 or self._final_in_flight()
+                 or len(self._in_flight) < o.max_in_flight - 1)
         )
 
     def _partial_request(self, utt: _Utterance, now: float) -> Job:
@@ -443,11 +544,16 @@ class StreamingPolicy:
 
     def _final_text(self, utt: _Utterance, text: str, words: tuple[Word, ...],
                     request: Job | None, now: float, language: str | None) -> FinalText:
-        latency = (now - request.issued_at) * 1000 if request is not None else 0.0
+        latency = (utt.decoded_at - request.issued_at) * 1000 if request is not None else 0.0
+        stages = [("speech_end", utt.speech_end_at), ("ended", utt.ended_at)]
+        if request is not None:
+            stages += [("queued", request.issued_at),
+                       ("decode_start", utt.decoded_at - utt.decode_ms / 1000),
+                       ("decoded", utt.decoded_at)]
         return FinalText(
             utterance_id=utt.id, text=text, words=words, start=utt.start, end=utt.end,
             latency_ms=latency, after_speech_end_ms=max(0.0, now - utt.speech_end_at) * 1000,
-            language=language,
+            language=language, stages=(*stages, ("emitted", now)),
         )
 
     # -- shared --------------------------------------------------------------------------

@@ -122,7 +122,18 @@ class SegmentEnded:
     soft: bool = False
 
 
-SegmentEvent = SegmentStarted | SegmentAudio | SegmentEnded
+@dataclass(frozen=True)
+class SegmentPaused:
+    """VAD mode: the utterance in flight has been silent for the end pad, so if it ended now
+    it would end at ``at`` (its audio up to here is exactly what its final decodes) unless
+    speech resumes before the min-silence wait is over. The policy may decode it speculatively
+    (``soft``: as `SegmentEnded.soft` would say)."""
+
+    at: int
+    soft: bool = False
+
+
+SegmentEvent = SegmentStarted | SegmentAudio | SegmentPaused | SegmentEnded
 
 
 class SpeechSegmenter:
@@ -270,6 +281,9 @@ class SpeechSegmenter:
             self._silence += 1
         silent_long_enough = (self._silence * VAD_WINDOW * 1000
                               >= self._min_silence() * SAMPLE_RATE)
+        if o.mode == "vad" and self._silence == o.windows(o.end_pad_ms) and self._silence:
+            # The end pad is complete: the audio so far is what a final would decode.
+            events.append(SegmentPaused(at=self._position, soft=self._doubted))
         if o.mode == "vad" and silent_long_enough:
             pad = o.windows(o.end_pad_ms) * VAD_WINDOW
             end = min(self._position, self._last_speech_end + pad)

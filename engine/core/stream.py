@@ -29,7 +29,12 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from engine.core.policy import Job, PolicyOptions, StreamingPolicy
-from engine.core.segmenter import SegmenterOptions, SegmentEvent, SpeechSegmenter
+from engine.core.segmenter import (
+    SegmenterOptions,
+    SegmentEvent,
+    SegmentPaused,
+    SpeechSegmenter,
+)
 from engine.events import Event, LevelChanged
 from engine.types import SAMPLE_RATE, VAD_WINDOW, Audio, SpeechScorer, Transcript
 
@@ -94,6 +99,7 @@ class Segmentation:
         self._scorer = scorer
         self._pending = EMPTY  # samples short of a whole window
         self._controls: deque[tuple[str, int]] = deque()
+        self._pauses: deque[int] = deque()  # speculate once the audio reaches these samples
 
     @property
     def position(self) -> int:
@@ -113,6 +119,12 @@ class Segmentation:
         """Push-to-talk release; samples before ``at`` (default: now) belong to the utterance."""
         self._controls.append(("end", self.position if at is None else at))
 
+    def pause(self, at: int) -> None:
+        """Push-to-talk release at ``at``: once the samples before it are in, the utterance in
+        flight is reported paused there (`SegmentPaused`), so its final can be decoded while
+        the tail after the release is still coming (engine.core.speculation)."""
+        self._pauses.append(at)
+
     def feed(self, audio: Audio) -> list[SegmentEvent]:
         data = np.concatenate([self._pending, audio]) if len(self._pending) else audio
         count = len(data) // VAD_WINDOW
@@ -127,12 +139,17 @@ class Segmentation:
             # A control at sample x acts before the window that holds x is pushed.
             events.extend(self._due_controls(self.segmenter.position + VAD_WINDOW))
             events.extend(self.segmenter.push(window, float(probability)))
+            while self._pauses and self._pauses[0] <= self.segmenter.position:
+                self._pauses.popleft()
+                if self.segmenter.active:
+                    events.append(SegmentPaused(at=self.segmenter.position))
         return events
 
     def flush(self) -> list[SegmentEvent]:
         """Close the utterance in flight with everything received so far (its last samples
         too, even less than a window); pending controls take effect first."""
         events = self._due_controls(self.position)
+        self._pauses.clear()  # the end is now: nothing to speculate on
         tail, self._pending = self._pending, EMPTY
         if len(tail):
             events.extend(self.segmenter.push_tail(tail))
@@ -180,6 +197,11 @@ class StreamCore:
     def set_vocabulary(self, terms: tuple[str, ...]) -> None:
         """The vocabulary the decodes issued from now on are biased towards."""
         self.policy.set_vocabulary(terms)
+
+    def speculate(self, at: int) -> None:
+        """Decode the utterance in flight as its final once its audio reaches sample ``at``
+        (a push-to-talk release), before the end is confirmed (engine.core.speculation)."""
+        self.segmentation.pause(at)
 
     def feed(self, audio: Audio, now: float) -> list[Event]:
         """Samples that arrived at ``now`` -> the events they cause."""

@@ -30,7 +30,7 @@ import numpy as np
 from engine.audio.sources import AudioSource
 from engine.core.form import ensure_form
 from engine.core.protocol import float_to_pcm16
-from engine.core.segmenter import SegmentEnded, SegmenterOptions, SegmentEvent
+from engine.core.segmenter import SegmentEnded, SegmenterOptions, SegmentEvent, SegmentPaused
 from engine.core.stream import LevelMeter, Segmentation
 from engine.errors import EngineError
 from engine.events import (
@@ -187,7 +187,7 @@ class RemoteLiveEngine:
             if isinstance(event, SegmentEnded):
                 self.buffer.mark_flush()  # the release: the server decodes the utterance now
                 self.notify()
-            elif len(event.audio):
+            elif not isinstance(event, SegmentPaused) and len(event.audio):
                 self._append(event.audio)
 
     def _append(self, block: Audio) -> None:

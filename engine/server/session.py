@@ -107,9 +107,11 @@ class ServerSession:
         self._speaking = None
 
     def is_stale(self, job: Job) -> bool:
-        """A partial of an utterance that has ended: the policy ignores its result (the
-        final supersedes it), so it need not be decoded at all."""
-        return job.kind == "partial" and job.utterance_id != self._speaking
+        """A partial of an utterance that has ended (the final supersedes it), or a
+        speculative final thrown away because speech resumed: the policy ignores its result,
+        so it need not be decoded at all."""
+        return (job.kind == "partial" and job.utterance_id != self._speaking) \
+            or self.core.policy.discarded(job)
 
     def next_request(self) -> Job | None:
         job = self.core.next_job(self._clock())

@@ -1,0 +1,321 @@
+"""Speculative finals (engine.core.speculation): decoded while the end of an utterance is being
+confirmed, used when it is, thrown away when speech resumes; nothing lost or said twice.
+
+Ordering logic runs on the policy with simulated time and on the live engine with the scripted
+runner; that speculation changes nothing in the text runs the real model on real speech."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.asr.fake import ScriptedRunner
+from engine.audio.decode import load_audio
+from engine.audio.sources import FileSource
+from engine.core.policy import Job, PolicyOptions, StreamingPolicy
+from engine.core.segmenter import (
+    SegmentAudio,
+    SegmentEnded,
+    SegmenterOptions,
+    SegmentPaused,
+    SegmentStarted,
+    SpeechSegmenter,
+)
+from engine.core.speculation import usable
+from engine.events import EngineFailed, Event, FinalText, Metrics
+from engine.live import LiveOptions, LocalLiveEngine
+from engine.types import SAMPLE_RATE, VAD_WINDOW, DecodeRequest, Runner, Transcript
+from tests.test_policy import audio, transcript
+
+SR = SAMPLE_RATE
+NO_PARTIALS = PolicyOptions(partials=False)
+
+
+def spoken(policy: StreamingPolicy, seconds: float = 2.0, start: int = SR) -> int:
+    """An utterance of speech starting at ``start``; returns the stream position after it."""
+    policy.handle(SegmentStarted(start=start, audio=audio(seconds)), 0.0)
+    return start + int(seconds * SR)
+
+
+def silent(policy: StreamingPolicy, seconds: float, now: float) -> None:
+    policy.handle(SegmentAudio(audio(seconds), speech=False), now)
+
+
+def heard(job: Job, text: str) -> Transcript:
+    """A result with its words spread over the whole of the job's audio."""
+    return transcript(text, seconds=len(job.audio) / SR)
+
+
+def finals(events: list[Event]) -> list[FinalText]:
+    return [e for e in events if isinstance(e, FinalText)]
+
+
+def test_a_pause_decodes_the_final_and_the_confirmed_end_emits_it_at_once() -> None:
+    policy = StreamingPolicy(NO_PARTIALS)
+    at = spoken(policy)
+    silent(policy, 0.2, 2.2)
+    policy.handle(SegmentPaused(at=at + int(0.2 * SR)), 2.2)
+    job = policy.next_request(2.2)
+    assert job is not None and job.kind == "final" and job.speculative
+    assert len(job.audio) == int(2.2 * SR) and job.options.word_timestamps
+    events = policy.on_result(job.request_id, heard(job, "Hello there."), 2.4)
+    assert [type(e) for e in events] == [Metrics]  # not final until the end is confirmed
+    silent(policy, 0.3, 2.5)
+    events = policy.handle(SegmentEnded(end=at + int(0.2 * SR), speech_end=at,
+                                        speech_windows=60), 2.5)
+    [final] = finals(events)
+    assert final.text == "Hello there." and final.end == at + int(0.2 * SR)
+    stages = dict(final.stages)
+    assert stages["queued"] == 2.2 and stages["decoded"] == 2.4 and stages["ended"] == 2.5
+    assert final.latency_ms == pytest.approx(200)  # the decode's round trip
+    assert policy.next_request(2.5) is None and policy.idle  # nothing decoded again
+
+
+def test_speech_resuming_in_the_hangover_discards_the_speculation() -> None:
+    policy = StreamingPolicy(NO_PARTIALS)
+    at = spoken(policy)
+    policy.handle(SegmentPaused(at=at), 2.2)
+    first = policy.next_request(2.2)
+    assert first is not None and first.speculative
+    policy.handle(SegmentAudio(audio(1.0), speech=True), 2.3)  # a pause, not the end
+    assert policy.on_result(first.request_id, heard(first, "Hello."), 2.4) == []  # thrown away
+    end = at + SR
+    policy.handle(SegmentPaused(at=end), 3.5)
+    second = policy.next_request(3.5)
+    assert second is not None and second.speculative and len(second.audio) == 3 * SR
+    assert second.options.prompt == first.options.prompt  # the same first attempt
+    policy.on_result(second.request_id, heard(second, "Hello, world."), 3.6)
+    events = policy.handle(SegmentEnded(end=end, speech_end=end, speech_windows=90), 3.9)
+    assert [f.text for f in finals(events)] == ["Hello, world."]  # once, all of it
+    assert policy.idle
+
+
+def test_a_speculation_in_flight_at_the_end_is_the_final() -> None:
+    policy = StreamingPolicy(NO_PARTIALS)
+    at = spoken(policy)
+    policy.handle(SegmentPaused(at=at), 2.2)
+    job = policy.next_request(2.2)
+    assert job is not None
+    assert finals(policy.handle(SegmentEnded(end=at, speech_end=at, speech_windows=60), 2.5)) \
+        == []
+    assert policy.next_request(2.5) is None  # no second decode of the same audio
+    [final] = finals(policy.on_result(job.request_id, heard(job, "Hello."), 2.6))
+    assert final.text == "Hello." and final.after_speech_end_ms == pytest.approx(100)
+
+
+def test_an_end_after_speech_the_speculation_missed_decodes_the_final_again() -> None:
+    policy = StreamingPolicy(NO_PARTIALS)
+    at = spoken(policy)
+    policy.speculate(at)  # push-to-talk release, all its audio in
+    job = policy.next_request(2.0)
+    assert job is not None and job.speculative
+    policy.on_result(job.request_id, heard(job, "Hello."), 2.1)
+    policy.handle(SegmentAudio(audio(0.15), speech=True), 2.15)  # the tail still sounds
+    end = at + int(0.15 * SR)
+    assert finals(policy.handle(SegmentEnded(end=end, speech_end=end, speech_windows=70),
+                                2.2)) == []
+    again = policy.next_request(2.2)
+    assert again is not None and not again.speculative and len(again.audio) == end - SR
+    [final] = finals(policy.on_result(again.request_id, heard(again, "Hello you."), 2.4))
+    assert final.text == "Hello you."
+
+
+def test_push_to_talk_speculates_once_the_audio_up_to_the_release_is_in() -> None:
+    policy = StreamingPolicy(NO_PARTIALS)
+    at = spoken(policy, seconds=1.0)
+    policy.speculate(at + SR // 2)  # released; half a second of it not yet received
+    assert policy.next_request(1.0) is None
+    silent(policy, 0.5, 1.5)  # the tail holds no speech
+    job = policy.next_request(1.5)
+    assert job is not None and job.speculative and len(job.audio) == int(1.5 * SR)
+    policy.on_result(job.request_id, heard(job, "Hi."), 1.6)
+    silent(policy, 0.15, 1.65)
+    events = policy.handle(SegmentEnded(end=at + int(0.65 * SR), speech_end=at,
+                                        speech_windows=30), 1.65)
+    assert [f.text for f in finals(events)] == ["Hi."]
+
+
+def test_a_failed_speculation_is_reported_and_the_final_decoded_the_usual_way() -> None:
+    policy = StreamingPolicy(NO_PARTIALS)
+    at = spoken(policy)
+    policy.handle(SegmentPaused(at=at), 2.2)
+    job = policy.next_request(2.2)
+    assert job is not None
+    policy.handle(SegmentEnded(end=at, speech_end=at, speech_windows=60), 2.3)
+    events = policy.on_failure(job.request_id, "out of memory", 2.4)
+    assert [type(e) for e in events] == [EngineFailed] and events[0].recoverable  # type: ignore[union-attr]
+    again = policy.next_request(2.4)
+    assert again is not None and not again.speculative
+    assert [f.text for f in finals(policy.on_result(again.request_id, heard(again, "Hi."), 2.6))] \
+        == ["Hi."]
+
+
+def test_finals_stay_in_order_and_a_speculation_waits_for_the_final_before_it() -> None:
+    policy = StreamingPolicy(PolicyOptions(partials=False, max_in_flight=2))
+    at = spoken(policy)
+    policy.handle(SegmentEnded(end=at, speech_end=at, speech_windows=60), 2.0)
+    first = policy.next_request(2.0)
+    assert first is not None and not first.speculative
+    second_at = spoken(policy, seconds=1.0, start=at + SR)
+    policy.handle(SegmentPaused(at=second_at), 2.5)
+    assert policy.next_request(2.5) is None  # its prompt is the first final's text
+    policy.on_result(first.request_id, heard(first, "One."), 2.6)
+    job = policy.next_request(2.6)
+    assert job is not None and job.speculative and job.options.prompt == "One."
+
+
+def test_partials_leave_the_last_free_stream_to_finals() -> None:
+    policy = StreamingPolicy(PolicyOptions(max_in_flight=2, min_partial_audio_s=0.5))
+    at = spoken(policy)
+    partial = policy.next_request(2.0)
+    assert partial is not None and partial.kind == "partial"
+    silent(policy, 0.2, 2.2)
+    policy.handle(SegmentPaused(at=at + int(0.2 * SR)), 2.2)
+    spec = policy.next_request(2.2)
+    assert spec is not None and spec.speculative  # the partial did not block it
+    assert policy.next_request(2.2) is None
+
+
+def test_speculation_can_be_turned_off() -> None:
+    policy = StreamingPolicy(PolicyOptions(partials=False, speculative_finals=False))
+    at = spoken(policy)
+    policy.handle(SegmentPaused(at=at), 2.2)
+    assert policy.next_request(2.2) is None
+
+
+def test_usable_needs_no_speech_after_the_cut_and_the_same_care() -> None:
+    assert usable(100, False, end=100, speech_end=90, speech_upto=90, ended_soft=False)
+    assert usable(100, False, end=120, speech_end=90, speech_upto=100, ended_soft=False)
+    assert not usable(100, False, end=120, speech_end=110, speech_upto=110, ended_soft=False)
+    assert not usable(100, False, end=90, speech_end=80, speech_upto=80, ended_soft=False)
+    assert not usable(100, True, end=100, speech_end=90, speech_upto=90, ended_soft=False)
+
+
+def test_the_segmenter_pauses_once_the_end_pad_is_silent() -> None:
+    options = SegmenterOptions(end_pad_ms=200, min_silence_ms=500, short_ms=0)
+    segmenter = SpeechSegmenter(options)
+    window = np.full(VAD_WINDOW, 0.1, dtype=np.float32)
+    events = [e for _ in range(20) for e in segmenter.push(window, 0.9)]
+    speech_end = segmenter.position
+    pad = options.windows(200)
+    for i in range(1, options.windows(500) + 1):
+        events = segmenter.push(window, 0.0)
+        paused = [e for e in events if isinstance(e, SegmentPaused)]
+        assert bool(paused) == (i == pad)
+        if paused:
+            assert paused[0].at == speech_end + pad * VAD_WINDOW
+    [ended] = [e for e in events if isinstance(e, SegmentEnded)]
+    assert ended.end == speech_end + pad * VAD_WINDOW  # what the speculation decoded
+
+
+def test_push_to_talk_never_pauses() -> None:
+    segmenter = SpeechSegmenter(SegmenterOptions(mode="ptt"))
+    window = np.full(VAD_WINDOW, 0.1, dtype=np.float32)
+    segmenter.begin()
+    events = [e for p in [0.9] * 20 + [0.0] * 40 for e in segmenter.push(window, p)]
+    assert not any(isinstance(e, SegmentPaused) for e in events)
+
+
+# -- the live engine -----------------------------------------------------------------------
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+
+    def __call__(self, event: Event) -> None:
+        self.events.append(event)
+
+    def finals(self) -> list[FinalText]:
+        return [e for e in self.events if isinstance(e, FinalText)]
+
+
+class CountingRunner:
+    """Wraps a runner, counting the decodes that asked for word times (finals)."""
+
+    def __init__(self, inner: Runner) -> None:
+        self.inner = inner
+        self.final_decodes = 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    def decode_batch(self, requests: list[DecodeRequest]) -> list[Transcript]:
+        self.final_decodes += sum(r.options.word_timestamps for r in requests)
+        return self.inner.decode_batch(requests)
+
+
+def live(audio_data: np.ndarray, runner: object, policy: PolicyOptions,
+         mode: str = "vad") -> Recorder:
+    rec = Recorder()
+    engine = LocalLiveEngine(rec, source=FileSource(audio=audio_data, tail_silence_s=1.5),
+                             runner=runner,  # type: ignore[arg-type]
+                             options=LiveOptions(journal=False, mode=mode, policy=policy))
+    engine.start()
+    assert engine.wait(timeout=120)
+    return rec
+
+
+def utterances(jfk: np.ndarray, gap_s: float) -> np.ndarray:
+    return np.concatenate([jfk, np.zeros(int(gap_s * SR), np.float32), jfk])
+
+
+def test_live_engine_emits_one_final_per_utterance_decoded_speculatively(jfk_wav: Path) -> None:
+    runner = ScriptedRunner(["And so my fellow Americans."])
+    rec = live(utterances(load_audio(jfk_wav), 2.0), runner, NO_PARTIALS)
+    got = rec.finals()
+    ids = [f.utterance_id for f in got]
+    assert ids == sorted(set(ids)) and len(got) >= 2  # in order, none twice
+    assert {f.text for f in got} == {"And so my fellow Americans."}
+    for final in got:  # every final was ready when its end was confirmed
+        stages = dict(final.stages)
+        assert stages["queued"] < stages["ended"]
+
+
+@pytest.mark.model
+def test_speculation_changes_no_word_of_the_text(jfk_wav: Path, tiny_transcriber: Runner) -> None:
+    from engine.asr.ct2_decoder import Ct2Runner
+
+    # A 0.35 s pause inside each utterance: speech resumes during the hangover.
+    jfk = load_audio(jfk_wav)
+    data = utterances(jfk, 0.35)
+    texts = {}
+    for speculative in (False, True):
+        runner = CountingRunner(Ct2Runner(tiny_transcriber.model))  # type: ignore[attr-defined]
+        rec = live(data, runner, PolicyOptions(partials=False, speculative_finals=speculative))
+        texts[speculative] = [f.text for f in rec.finals()]
+        if speculative:  # some speculation was thrown away, yet nothing doubled or lost
+            assert runner.final_decodes > len(rec.finals())
+    assert texts[True] == texts[False]
+    assert "ask not what your country can do for you" in " ".join(texts[True])
+
+
+def test_a_discarded_speculation_can_be_taken_back() -> None:
+    policy = StreamingPolicy(NO_PARTIALS)
+    at = spoken(policy)
+    policy.handle(SegmentPaused(at=at), 2.2)
+    job = policy.next_request(2.2)
+    assert job is not None and not policy.discarded(job)
+    policy.handle(SegmentAudio(audio(0.1), speech=True), 2.3)
+    assert policy.discarded(job)
+    assert policy.on_result(job.request_id, Transcript(segments=()), 2.3) == []  # withdrawn
+
+
+def test_push_to_talk_final_is_decoded_from_the_release_and_stands(jfk_wav: Path) -> None:
+    runner = CountingRunner(ScriptedRunner(["And so my fellow Americans."]))
+    rec = Recorder()
+    jfk = load_audio(jfk_wav)
+    source = FileSource(audio=np.concatenate([jfk, np.zeros(SR, np.float32)]))
+    engine = LocalLiveEngine(rec, source=source, runner=runner,  # type: ignore[arg-type]
+                             options=LiveOptions(journal=False, mode="ptt", policy=NO_PARTIALS))
+    engine.begin_utterance(at=0)
+    engine.end_utterance(at=len(jfk) + SR // 2 + engine.options.ptt_tail_ms * SR // 1000)
+    engine.start()
+    assert engine.wait(timeout=60)
+    [final] = rec.finals()
+    assert final.text == "And so my fellow Americans."
+    stages = dict(final.stages)
+    assert stages["queued"] < stages["ended"]  # decoding began at the release, not after the tail
+    assert runner.final_decodes == 1  # and the tail held no speech: nothing decoded twice
