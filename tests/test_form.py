@@ -53,3 +53,11 @@ def test_form_is_idempotent_and_only_adds(text: str) -> None:
 def test_has_form() -> None:
     assert has_form("Ask not.") and has_form("Quoted.\u201d") and has_form("\u6771\u4eac\u3002")
     assert not has_form("ask not") and not has_form("Well,") and not has_form("")
+
+
+def test_voice_activity_pieces_keep_their_end() -> None:
+    """The VAD cuts sentences at pauses: a piece is capitalised, its end left as Whisper wrote
+    it."""
+    assert ensure_form("and so my fellow Americans ask not", end=False)[0] == (
+        "And so my fellow Americans ask not")
+    assert ensure_form("ask what you can do.", end=False)[0] == "Ask what you can do."

@@ -289,7 +289,8 @@ def test_speculation_changes_no_word_of_the_text(jfk_wav: Path, tiny_transcriber
         if speculative:  # some speculation was thrown away, yet nothing doubled or lost
             assert runner.final_decodes > len(rec.finals())
     assert texts[True] == texts[False]
-    assert "ask not what your country can do for you" in " ".join(texts[True])
+    # (VAD pieces are capitalised: "... ask not" / "What your country ...")
+    assert "ask not what your country can do for you" in " ".join(texts[True]).lower()
 
 
 def test_a_discarded_speculation_can_be_taken_back() -> None:

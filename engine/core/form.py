@@ -39,8 +39,11 @@ def _capitalisable(char: str) -> bool:
     return char.islower() and len(upper) == 1 and upper.lower() == char
 
 
-def ensure_form(text: str, words: Sequence[Word] = ()) -> tuple[str, tuple[Word, ...]]:
-    """``text`` (and its ``words``) with a capital first letter and a sentence end.
+def ensure_form(text: str, words: Sequence[Word] = (), *, end: bool = True
+                ) -> tuple[str, tuple[Word, ...]]:
+    """``text`` (and its ``words``) with a capital first letter and (``end``) a sentence end.
+    Voice-activity finals pass ``end=False``: the VAD cuts a sentence at its pauses, and a
+    piece ends where Whisper ended it ("And so my fellow Americans ask not").
 
     Only cased scripts get either: "ask not" -> "Ask not.", "東京" stays as it is. A text ending
     in a comma or dash is left open; a trailing closing quote keeps its place ("he said 'no'" ->
@@ -56,7 +59,7 @@ def ensure_form(text: str, words: Sequence[Word] = ()) -> tuple[str, tuple[Word,
             words = (_capitalised(words[0]), *words[1:])
     stripped = text.rstrip(CLOSERS)
     last = stripped[-1:] if stripped else ""
-    if last and (last.isdigit() or (last.isalpha() and _cased(last))):
+    if end and last and (last.isdigit() or (last.isalpha() and _cased(last))):
         text = text + "."
         if words:
             words = (*words[:-1], replace(words[-1], text=words[-1].text + "."))

@@ -104,6 +104,9 @@ class PolicyOptions:
     # (`engine.core.hotwords`); `StreamingPolicy.set_vocabulary` changes it while running.
     vocabulary: tuple[str, ...] = ()
     prompt: PromptOptions = field(default_factory=PromptOptions)
+    # A final ends its sentence (engine.core.form): push-to-talk yes (one dictation, one
+    # sentence or more), VAD no (set by the stream core: it cuts sentences at pauses).
+    end_sentences: bool = True
     quality: QualityThresholds = field(default_factory=QualityThresholds)
 
     def for_model(self, info: ModelInfo) -> PolicyOptions:
@@ -539,7 +542,7 @@ class StreamingPolicy:
         # The prompt takes Whisper's text only if it kept its form (engine.core.prompt); the
         # user always gets a capitalised, ended sentence (engine.core.form).
         self.prompt.add(text, at=now, flags=quality, language=transcript.language)
-        text, words = ensure_form(text, words)
+        text, words = ensure_form(text, words, end=o.end_sentences)
         return [self._final_text(utt, text, words, request, now, transcript.language)]
 
     def _final_text(self, utt: _Utterance, text: str, words: tuple[Word, ...],

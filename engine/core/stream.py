@@ -170,7 +170,8 @@ class StreamCore:
     def __init__(self, options: StreamOptions, scorer: SpeechScorer | None, *,
                  offset: int = 0) -> None:
         self.options = options
-        self.policy = StreamingPolicy(options.policy)
+        self.policy = StreamingPolicy(
+            replace(options.policy, end_sentences=options.mode == "ptt"))
         self.segmentation = Segmentation(replace(options.segmenter, mode=options.mode), scorer,
                                          offset=offset)
         self._meter = LevelMeter(options.level_interval_ms)

@@ -263,7 +263,7 @@ class RemoteLiveEngine:
             words = tuple(w for w in words if w.end > self._last_final_end)
             text = "".join(w.text for w in words).strip()
         # Any server's finals (a WhisperLive server's too) reach the user with sentence form.
-        text, words = ensure_form(text, words)
+        text, words = ensure_form(text, words, end=self._gate is not None)
         self._last_final_end = end
         if uid not in self._started_utterances:
             self._emit(SpeechStarted(utterance_id=uid, at=start))
