@@ -43,7 +43,10 @@ class Ct2Runner(ModelRunner):
     ``model``: a model name, directory or `ModelSpec` (loaded by `load()` with ``device``,
     ``compute_type``, ``cpu_threads`` and ``streams``, see `FasterWhisperModel`), or an existing
     `FasterWhisperModel` to share (its weights and layout; those arguments are then ignored).
-    A request takes the short path when ``options.short_context`` is set. Calls are synchronous;
+    A request takes the short path when ``options.short_context`` is set. ``max_batch`` (CPU
+    only): a call with more requests decodes them in slices of that many, one after the other;
+    memory grows with the items decoded together (each holds its cross-attention keys and
+    values through generate), not CPU time per item (see `engine.longform.runners`). Calls are synchronous;
     CTranslate2 releases the GIL while it works, and up to ``streams`` calls from as many
     threads run at the same time (further calls wait for a replica).
     """
@@ -58,11 +61,15 @@ class Ct2Runner(ModelRunner):
         streams: int = 1,
         thresholds: QualityThresholds | None = None,
         short: ShortContextSettings | None = None,
+        max_batch: int | None = None,
     ) -> None:
         super().__init__(model, device=device, compute_type=compute_type,
                          cpu_threads=cpu_threads, streams=streams)
         self._thresholds = thresholds or QualityThresholds()
         self._short = short or ShortContextSettings()
+        if max_batch is not None and max_batch < 1:
+            raise ValueError("max_batch must be >= 1")
+        self._max_batch = max_batch
 
     def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]:
         """Decode every request; results come back in request order."""
@@ -74,8 +81,13 @@ class Ct2Runner(ModelRunner):
         except ImportError as exc:
             raise missing_dependency("faster-whisper", "local") from exc
         started = time.perf_counter()
+        step = len(requests)
+        if self._max_batch and self.device == "cpu":
+            step = self._max_batch
         try:
-            outcomes = ct2_batch.decode(whisper, requests, self._thresholds, self._short)
+            outcomes = [o for i in range(0, len(requests), step)
+                        for o in ct2_batch.decode(whisper, requests[i:i + step],
+                                                  self._thresholds, self._short)]
         except (EngineError, ValueError, RuntimeError) as exc:
             if isinstance(exc, EngineError):
                 raise

@@ -14,6 +14,13 @@ from engine.asr.ct2_decoder import Ct2Runner
 # Decode streams on the CPU: model replicas of cores // 2 threads each, one batch each at a
 # time (see `engine.longform.pipeline`). Measured on the 2-core test machine only; CUDA keeps one.
 CPU_STREAMS = 2
+# Requests decoded together within one CPU decode call (a wave's batch is decoded in slices of
+# this many): the decoder holds the cross-attention keys and values of all of them (~7 MB per
+# 11 s chunk on tiny.en) plus their encoder outputs. On the 20 min mix through the CLI (beam 5,
+# two streams), peak RSS 701-733 MB whole (16), 593 in slices of 8, 523 of 4 (trimmed after
+# each wave); CPU time 66.7 vs 67.7 s for 8 vs 4 (bench/memory.py). The waves keep their size:
+# on CPU each item is encoded alone anyway, and the wave is what keeps both streams busy.
+CPU_DECODE_SLICE = 4
 
 
 def long_form_backend(model: Any = None, *, device: str = "auto",
@@ -26,7 +33,8 @@ def long_form_backend(model: Any = None, *, device: str = "auto",
     keeps an all-cores backend for those (`app.commands.transcribe.make_backends`).
     """
     streams = max(1, min(CPU_STREAMS, os.cpu_count() or 1))
-    return Ct2Runner(model, device=device, compute_type=compute_type, streams=streams)
+    return Ct2Runner(model, device=device, compute_type=compute_type, streams=streams,
+                     max_batch=CPU_DECODE_SLICE)
 
 
 def choose_batch_size(device: str, cpu_count: int | None = None,
