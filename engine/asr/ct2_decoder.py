@@ -44,9 +44,10 @@ class Ct2Runner(ModelRunner):
     ``compute_type``, ``cpu_threads`` and ``streams``, see `FasterWhisperModel`), or an existing
     `FasterWhisperModel` to share (its weights and layout; those arguments are then ignored).
     A request takes the short path when ``options.short_context`` is set. ``max_batch`` (CPU
-    only): a call with more requests decodes them in slices of that many, one after the other;
-    memory grows with the items decoded together (each holds its cross-attention keys and
-    values through generate), not CPU time per item (see `engine.longform.runners`). Calls are synchronous;
+    only): generate (and align) run over slices of at most that many items of a pass, one
+    after the other, at the pass's width, so the text is the same as in one call; memory grows
+    with the items generated together (each holds its cross-attention keys and values), CPU
+    time per item did not (see `engine.longform.runners`). Calls are synchronous;
     CTranslate2 releases the GIL while it works, and up to ``streams`` calls from as many
     threads run at the same time (further calls wait for a replica).
     """
@@ -81,13 +82,10 @@ class Ct2Runner(ModelRunner):
         except ImportError as exc:
             raise missing_dependency("faster-whisper", "local") from exc
         started = time.perf_counter()
-        step = len(requests)
-        if self._max_batch and self.device == "cpu":
-            step = self._max_batch
+        slice_size = self._max_batch if self._max_batch and self.device == "cpu" else None
         try:
-            outcomes = [o for i in range(0, len(requests), step)
-                        for o in ct2_batch.decode(whisper, requests[i:i + step],
-                                                  self._thresholds, self._short)]
+            outcomes = ct2_batch.decode(whisper, requests, self._thresholds, self._short,
+                                        max_generate=slice_size)
         except (EngineError, ValueError, RuntimeError) as exc:
             if isinstance(exc, EngineError):
                 raise

@@ -14,12 +14,13 @@ from engine.asr.ct2_decoder import Ct2Runner
 # Decode streams on the CPU: model replicas of cores // 2 threads each, one batch each at a
 # time (see `engine.longform.pipeline`). Measured on the 2-core test machine only; CUDA keeps one.
 CPU_STREAMS = 2
-# Requests decoded together within one CPU decode call (a wave's batch is decoded in slices of
-# this many): the decoder holds the cross-attention keys and values of all of them (~7 MB per
-# 11 s chunk on tiny.en) plus their encoder outputs. On the 20 min mix through the CLI (beam 5,
-# two streams), peak RSS 701-733 MB whole (16), 593 in slices of 8, 523 of 4 (trimmed after
-# each wave); CPU time 66.7 vs 67.7 s for 8 vs 4 (bench/memory.py). The waves keep their size:
-# on CPU each item is encoded alone anyway, and the wave is what keeps both streams busy.
+# Items generated together on the CPU (a pass's generate() and align() run over slices of this
+# many, at the pass's one width, so the text is the same): the decoder holds the cross-attention
+# keys and values of every item of a call (~7 MB per 11 s chunk on tiny.en). Through the CLI
+# (beam 5, two streams; bench/memory.py): 8 min mix, 705 -> 437 MB peak RSS with the text
+# identical (with the per-wave trim and oneDNN cap, engine.native_memory); 20 min mix, whole
+# calls 701-733 MB, slices of 8 593, of 4 523 (trimmed). CPU time per item did not grow in
+# single-call tests (greedy 16 vs 2 x 8 vs 4 x 4 items: 16-20 s for three calls each).
 CPU_DECODE_SLICE = 4
 
 
