@@ -1,7 +1,10 @@
 """File > Open file…: transcribe an audio/video file off the GUI thread. Qt-free: the worker
 reports through an `ImportListener` (ui.bridge.ImportBridge carries the calls into the GUI thread).
 
-The worker consumes `engine.files.transcribe_file`: segments arrive final and in file order as
+The worker consumes `engine.files.transcribe_file` on the file itself (`open_audio`: decoded
+piece by piece and planned a section at a time, so a long recording never sits whole in memory;
+only its first piece is decoded before the import starts, so a file that does not decode still
+changes nothing): segments arrive final and in file order as
 the pipeline advances (the first after about one chunk per decode stream), each is journalled
 as it arrives (a crash loses at most the wave in flight) and shown; progress events carry the
 samples done, from which the panel shows an ETA. Cancel stops after the wave in flight; the
@@ -150,16 +153,19 @@ class FileImport:
             self._listener.import_failed(f"{self.path.name}: unexpected error: {exc}")
 
     def _import(self) -> None:
-        from engine.audio.decode import load_audio
+        from engine.audio.decode import open_audio
         from engine.files import FileOptions, Progress, transcribe_file
 
         started = time.monotonic()
-        audio = load_audio(self.path)  # AudioDecodeError: nothing has changed yet
+        # Decoded piece by piece as the run goes (a long file never sits whole in memory).
+        # AudioDecodeError here, at the probe or the first piece: nothing has changed yet.
+        audio = open_audio(self.path)
+        audio.length_within(0.0)
         if self._before_decode is not None:
             self._before_decode()
         runner = self._runner()
         runner.load()
-        total = len(audio)
+        total = audio.expected_samples  # the header's length (progress totals follow the file)
         if self._cancel.is_set():  # cancelled while the file or model loaded: change nothing
             self._listener.import_finished(ImportResult(
                 path=self.path, transcript=Transcript(segments=(), duration=total),

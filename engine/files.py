@@ -21,6 +21,13 @@ The steps are separately callable for a driver that fans batches out elsewhere (
 take_resolved` (a wave's batches, their results judged), `engine.longform.Stitcher` (segments
 of resolved results). Only `_decode_wave` (local threads, one per stream) is this module's own.
 
+Memory: a path is decoded in pieces and planned a section at a time (`engine.longform.sections`),
+so the audio held does not grow with the file. The native side is bounded too: the runner
+decodes a wave's batch in slices (`engine.longform.runners.CPU_DECODE_SLICE`: the decoder's
+cross-attention keys and values of every item decoded together are alive at once), and after
+each wave the C heap's free pages go back to the system (`engine.native_memory`), which glibc
+otherwise keeps in per-thread arenas wave after wave (bench/memory.py has the figures).
+
 Short files (under `FileOptions.sequential_below_s`, 2 min) go through a `SequentialDecoder`
 when the caller passes one (the CLI does): the backend's own 30 s loop, segments yielded as it
 makes them with the same events, checks and cancel. Measured before deciding: on the 26 short
@@ -54,6 +61,7 @@ from engine.longform.pipeline import (
 )
 from engine.longform.sections import sections
 from engine.longform.stitch import ChunkResult, Stitcher
+from engine.native_memory import release_free_memory
 from engine.types import SAMPLE_RATE, Audio, DecodeOptions, Runner, Segment, Transcript
 
 if TYPE_CHECKING:
@@ -275,6 +283,7 @@ def _decode_wave(run: FileRun, runner: Runner, size: int, streams: int,
     others = [pool.submit(runner.decode_batch, r) for r in requests[1:]] if pool else []
     decoded = [runner.decode_batch(requests[0]), *(f.result() for f in others)]
     run.judge_wave(wave, decoded)
+    release_free_memory()  # the wave's native buffers: bounded RSS on long files
 
 
 def _flagged(segment: Segment, limits: QualityThresholds) -> Segment:

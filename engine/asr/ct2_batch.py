@@ -87,7 +87,9 @@ class Outcome:
 
 
 def decode(whisper: Any, requests: Sequence[DecodeRequest], thresholds: QualityThresholds,
-           short: ShortContextSettings) -> list[Outcome]:
+           short: ShortContextSettings, max_generate: int | None = None) -> list[Outcome]:
+    """Every request decoded; ``max_generate``: at most that many items per generate() and
+    align() call (memory), all encoded and generated at the pass's one width (same text)."""
     # Under 0.1 s there is nothing a model could recognise (and Whisper would invent text).
     items = [_Item(r, passes.log_mel(whisper, r.audio)) if len(r.audio) >= MIN_DECODE_SAMPLES
              else _Item(r, passes.no_features(whisper), path="skipped") for r in requests]
@@ -100,7 +102,7 @@ def decode(whisper: Any, requests: Sequence[DecodeRequest], thresholds: QualityT
         frames = min(passes.PADDED_FRAMES, max(it.frames for it in short_items) + pad_frames)
         widths = [it.frames + pad_frames for it in short_items]
         encoded = _run_pass(whisper, short_items, frames + frames % 2, thresholds,
-                            short_pass=True, widths=widths)
+                            short_pass=True, widths=widths, max_generate=max_generate)
         kept = []
         for row, it in enumerate(short_items):
             reason = _short_verdict(it, thresholds, short.timestamp_cues)
@@ -109,7 +111,7 @@ def decode(whisper: Any, requests: Sequence[DecodeRequest], thresholds: QualityT
             else:
                 log.debug("short path failed (%s); falling back to padded", reason)
                 it.path, it.fallback, it.attempts, it.chosen = "padded", reason, [], None
-        _build_segments(whisper.model, encoded, short_items, kept)
+        _build_segments(whisper.model, encoded, short_items, kept, max_generate)
     padded_items = [it for it in items if it.path == "padded"]
     if padded_items:
         pad_frames = int(short.pad_s * 100)
@@ -117,8 +119,10 @@ def decode(whisper: Any, requests: Sequence[DecodeRequest], thresholds: QualityT
                   else passes.PADDED_FRAMES for it in padded_items]
         encoded = _run_pass(whisper, padded_items, passes.PADDED_FRAMES, thresholds,
                             short_pass=False,
-                            widths=widths if min(widths) < passes.PADDED_FRAMES else None)
-        _build_segments(whisper.model, encoded, padded_items, range(len(padded_items)))
+                            widths=widths if min(widths) < passes.PADDED_FRAMES else None,
+                            max_generate=max_generate)
+        _build_segments(whisper.model, encoded, padded_items, range(len(padded_items)),
+                        max_generate)
     return [_outcome(it, len(items)) for it in items]
 
 
@@ -135,7 +139,8 @@ def _short_verdict(item: _Item, thresholds: QualityThresholds, timestamp_cues: b
 
 
 def _run_pass(whisper: Any, items: list[_Item], frames: int, thresholds: QualityThresholds,
-              *, short_pass: bool, widths: list[int] | None = None) -> passes.EncodedBatch:
+              *, short_pass: bool, widths: list[int] | None = None,
+              max_generate: int | None = None) -> passes.EncodedBatch:
     """Encode ``items`` as one batch (each at its ``widths`` on the CPU, see
     `passes.EncodedBatch`) and generate (with temperature fallback on the padded pass); each
     item's chosen attempt is set. Returns the encoder output for alignment."""
@@ -156,8 +161,9 @@ def _run_pass(whisper: Any, items: list[_Item], frames: int, thresholds: Quality
                    items[i].request.timestamps)
             groups.setdefault(key, []).append(i)
         for (beam, temperature, _, _), rows in groups.items():
-            _generate(model, encoded, [items[i] for i in rows], rows, beam, temperature,
-                      short_pass)
+            for part in _slices(rows, max_generate):
+                _generate(model, encoded, [items[i] for i in part], part, beam, temperature,
+                          short_pass)
         step += 1
         pending = [i for i in pending if not short_pass
                    and step < len(items[i].request.options.temperatures)
@@ -227,8 +233,14 @@ def _choose(attempts: list[Attempt]) -> Attempt | None:
     return max(not_loops or attempts, key=lambda a: a.avg_logprob)
 
 
+def _slices(rows: list[int], size: int | None) -> list[list[int]]:
+    """``rows`` in consecutive slices of at most ``size`` (one slice when None)."""
+    step = size or len(rows) or 1
+    return [rows[i:i + step] for i in range(0, len(rows), step)]
+
+
 def _build_segments(model: Any, encoded: passes.EncodedBatch, items: list[_Item],
-                    rows: Iterable[int]) -> None:
+                    rows: Iterable[int], max_generate: int | None = None) -> None:
     """Segments (and words, where asked) for ``items[rows]``, rows of the ``encoded`` batch."""
     spans_of: dict[int, list[TokenSpan]] = {}
     for i in rows:
@@ -238,7 +250,7 @@ def _build_segments(model: Any, encoded: passes.EncodedBatch, items: list[_Item]
             continue
         spans_of[i] = split_spans(attempt.tokens, it.tokenizer.timestamp_begin,
                                   it.tokenizer.eot, it.duration_s)
-    words_of = _align(model, encoded, items, spans_of)
+    words_of = _align(model, encoded, items, spans_of, max_generate)
     for i, spans in spans_of.items():
         it = items[i]
         attempt = it.chosen
@@ -249,14 +261,15 @@ def _build_segments(model: Any, encoded: passes.EncodedBatch, items: list[_Item]
 
 
 def _align(model: Any, encoded: passes.EncodedBatch, items: list[_Item],
-           spans_of: dict[int, list[TokenSpan]]) -> dict[int, list[Any]]:
+           spans_of: dict[int, list[TokenSpan]], max_generate: int | None = None
+           ) -> dict[int, list[Any]]:
     """Word timings for the items that asked for them, one align() per start sequence."""
     groups: dict[tuple[int, ...], list[int]] = {}
     for i in spans_of:
         if items[i].request.options.word_timestamps:
             groups.setdefault(tuple(items[i].tokenizer.sot_sequence), []).append(i)
     out: dict[int, list[Any]] = {}
-    for rows in groups.values():
+    for rows in (part for group in groups.values() for part in _slices(group, max_generate)):
         tokens = [[t for s in spans_of[i] for t in s.tokens] for i in rows]
         frames = [min(items[i].frames, encoded.frames) for i in rows]
         timings = passes.align_words(model, encoded.subset(rows), items[rows[0]].tokenizer,

@@ -43,7 +43,11 @@ class Ct2Runner(ModelRunner):
     ``model``: a model name, directory or `ModelSpec` (loaded by `load()` with ``device``,
     ``compute_type``, ``cpu_threads`` and ``streams``, see `FasterWhisperModel`), or an existing
     `FasterWhisperModel` to share (its weights and layout; those arguments are then ignored).
-    A request takes the short path when ``options.short_context`` is set. Calls are synchronous;
+    A request takes the short path when ``options.short_context`` is set. ``max_batch`` (CPU
+    only): generate (and align) run over slices of at most that many items of a pass, one
+    after the other, at the pass's width, so the text is the same as in one call; memory grows
+    with the items generated together (each holds its cross-attention keys and values), CPU
+    time per item did not (see `engine.longform.runners`). Calls are synchronous;
     CTranslate2 releases the GIL while it works, and up to ``streams`` calls from as many
     threads run at the same time (further calls wait for a replica).
     """
@@ -58,11 +62,15 @@ class Ct2Runner(ModelRunner):
         streams: int = 1,
         thresholds: QualityThresholds | None = None,
         short: ShortContextSettings | None = None,
+        max_batch: int | None = None,
     ) -> None:
         super().__init__(model, device=device, compute_type=compute_type,
                          cpu_threads=cpu_threads, streams=streams)
         self._thresholds = thresholds or QualityThresholds()
         self._short = short or ShortContextSettings()
+        if max_batch is not None and max_batch < 1:
+            raise ValueError("max_batch must be >= 1")
+        self._max_batch = max_batch
 
     def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]:
         """Decode every request; results come back in request order."""
@@ -74,8 +82,10 @@ class Ct2Runner(ModelRunner):
         except ImportError as exc:
             raise missing_dependency("faster-whisper", "local") from exc
         started = time.perf_counter()
+        slice_size = self._max_batch if self._max_batch and self.device == "cpu" else None
         try:
-            outcomes = ct2_batch.decode(whisper, requests, self._thresholds, self._short)
+            outcomes = ct2_batch.decode(whisper, requests, self._thresholds, self._short,
+                                        max_generate=slice_size)
         except (EngineError, ValueError, RuntimeError) as exc:
             if isinstance(exc, EngineError):
                 raise

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from engine.errors import EngineError, missing_dependency
 from engine.models import DeviceChoice, ModelSpec, choose_device, resolve_model
+from engine.native_memory import limit_native_caches
 from engine.types import ModelInfo
 
 if TYPE_CHECKING:
@@ -100,6 +101,7 @@ class FasterWhisperModel:
     def load(self) -> None:
         if self._whisper is not None:
             return
+        limit_native_caches()  # before CTranslate2's oneDNN makes its first primitive
         try:
             from faster_whisper import WhisperModel
         except ImportError as exc:

@@ -14,6 +14,14 @@ from engine.asr.ct2_decoder import Ct2Runner
 # Decode streams on the CPU: model replicas of cores // 2 threads each, one batch each at a
 # time (see `engine.longform.pipeline`). Measured on the 2-core test machine only; CUDA keeps one.
 CPU_STREAMS = 2
+# Items generated together on the CPU (a pass's generate() and align() run over slices of this
+# many, at the pass's one width, so the text is the same): the decoder holds the cross-attention
+# keys and values of every item of a call (~7 MB per 11 s chunk on tiny.en). Through the CLI
+# (beam 5, two streams; bench/memory.py): 8 min mix, 705 -> 437 MB peak RSS with the text
+# identical (with the per-wave trim and oneDNN cap, engine.native_memory); 20 min mix, whole
+# calls 701-733 MB, slices of 8 593, of 4 523 (trimmed). CPU time per item did not grow in
+# single-call tests (greedy 16 vs 2 x 8 vs 4 x 4 items: 16-20 s for three calls each).
+CPU_DECODE_SLICE = 4
 
 
 def long_form_backend(model: Any = None, *, device: str = "auto",
@@ -26,7 +34,8 @@ def long_form_backend(model: Any = None, *, device: str = "auto",
     keeps an all-cores backend for those (`app.commands.transcribe.make_backends`).
     """
     streams = max(1, min(CPU_STREAMS, os.cpu_count() or 1))
-    return Ct2Runner(model, device=device, compute_type=compute_type, streams=streams)
+    return Ct2Runner(model, device=device, compute_type=compute_type, streams=streams,
+                     max_batch=CPU_DECODE_SLICE)
 
 
 def choose_batch_size(device: str, cpu_count: int | None = None,

@@ -1,0 +1,134 @@
+"""Peak memory of `sottovoce transcribe` on long files (issue 15, item 12: <= 500 MB for 3 h).
+
+    python bench/memory.py --minutes 20 180 --out memory.json [--keep DIR]
+
+For each length, a file of that many minutes is built from the corpus's English clips (shuffled
+pass after pass, joined with real-length pauses and a long silence every 10th gap, as
+bench/longform.py's mix; written as FLAC by sox), then transcribed by the CLI exactly as a user
+runs it (``python -m app.cli transcribe FILE``, its defaults: tiny.en, beam 5, txt) under
+``/usr/bin/time -v``. Reported per file: "Maximum resident set size" (the kernel's peak RSS of
+the process), wall and CPU seconds (user + system), CPU seconds per audio hour, and the words.
+With ``--env NAME=VALUE`` the runs get that environment too (e.g. ``MALLOC_ARENA_MAX=2``), and
+``--compare TXT`` reports the word error rate of the first file's text against an earlier run's
+text (a before/after check that a change kept the text).
+
+Run it with ``nice`` on a shared machine: peak RSS does not depend on the load, the times do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from engine.audio.decode import load_audio  # noqa: E402
+from engine.evaluation import english, error_rate, read_manifest  # noqa: E402
+from engine.types import SAMPLE_RATE  # noqa: E402
+
+PAUSES_S = (0.4, 0.7, 1.0, 1.5, 2.5)
+LONG_PAUSE_S = 8.0
+
+
+def build_file(minutes: float, path: Path, seed: int = 1) -> float:
+    """A FLAC of at least ``minutes`` of corpus speech and pauses, streamed to sox (never
+    whole in memory); returns its seconds."""
+    entries = english(read_manifest(ROOT / "tests" / "audio" / "manifest.jsonl"))
+    clips = [load_audio(e.path) for e in entries]
+    rng = np.random.default_rng(seed)
+    sox = subprocess.Popen(["sox", "-t", "raw", "-r", str(SAMPLE_RATE), "-e", "signed", "-b", "16",
+                            "-c", "1", "-", str(path)], stdin=subprocess.PIPE)
+    assert sox.stdin is not None
+    total = gap = 0
+    while total < minutes * 60 * SAMPLE_RATE:
+        for i in rng.permutation(len(clips)):
+            gap += 1
+            pause = LONG_PAUSE_S if gap % 10 == 0 else PAUSES_S[gap % len(PAUSES_S)]
+            part = np.concatenate([clips[i], np.zeros(int(pause * SAMPLE_RATE), np.float32)])
+            sox.stdin.write((np.clip(part, -1, 1) * 32767).astype("<i2").tobytes())
+            total += len(part)
+    sox.stdin.close()
+    if sox.wait() != 0:
+        raise RuntimeError("sox failed to write the file")
+    return total / SAMPLE_RATE
+
+
+def measure(path: Path, env: dict[str, str]) -> dict[str, object]:
+    """One CLI run under /usr/bin/time -v: peak RSS (MB), wall and CPU seconds, the text."""
+    cmd = ["/usr/bin/time", "-v", sys.executable, "-m", "app.cli", "transcribe", "--no-progress",
+           str(path)]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), **env}, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"transcribe failed ({done.returncode}): {done.stderr[-2000:]}")
+
+    def field(name: str) -> str:
+        match = re.search(rf"{re.escape(name)}: (.+)", done.stderr)
+        if match is None:
+            raise RuntimeError(f"/usr/bin/time printed no {name!r}")
+        return match.group(1).strip()
+
+    wall = 0.0
+    for part in field("Elapsed (wall clock) time (h:mm:ss or m:ss)").split(":"):
+        wall = wall * 60 + float(part)
+    cpu = float(field("User time (seconds)")) + float(field("System time (seconds)"))
+    return {"max_rss_mb": round(int(field("Maximum resident set size (kbytes)")) / 1024, 1),
+            "wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "text": done.stdout.strip()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--minutes", type=float, nargs="+", default=[20.0, 180.0])
+    parser.add_argument("--env", action="append", default=[], help="NAME=VALUE for the runs")
+    parser.add_argument("--compare", type=Path, help="an earlier run's text of the first file")
+    parser.add_argument("--keep", type=Path, help="keep the built files (and texts) here")
+    parser.add_argument("--out", type=Path, help="JSON results")
+    args = parser.parse_args(argv)
+    env = dict(item.split("=", 1) for item in args.env)
+    rows = []
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = args.keep or Path(scratch)
+        folder.mkdir(parents=True, exist_ok=True)
+        for minutes in args.minutes:
+            path = folder / f"mix-{minutes:g}min.flac"
+            if not path.exists():
+                build_file(minutes, path)
+            seconds = float(load_seconds(path))
+            result = measure(path, env)
+            text = str(result.pop("text"))
+            if args.keep:
+                (folder / f"mix-{minutes:g}min.txt").write_text(text + "\n")
+            row = {"minutes": minutes, "audio_s": round(seconds, 1), **result,
+                   "cpu_s_per_audio_h": round(float(result["cpu_s"]) / seconds * 3600, 1),
+                   "words": len(text.split())}
+            if args.compare and not rows:
+                row["wer_vs_compare"] = round(error_rate([args.compare.read_text()], [text]), 4)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    print(f"{'minutes':>7} {'audio s':>8} {'max RSS MB':>10} {'wall s':>7} {'CPU s':>7} "
+          f"{'CPU s/h':>7} {'words':>6}")
+    for r in rows:
+        print(f"{r['minutes']:>7g} {r['audio_s']:>8} {r['max_rss_mb']:>10} {r['wall_s']:>7} "
+              f"{r['cpu_s']:>7} {r['cpu_s_per_audio_h']:>7} {r['words']:>6}")
+    if args.out:
+        args.out.write_text(json.dumps({"env": env, "runs": rows}, indent=2))
+    return 0
+
+
+def load_seconds(path: Path) -> float:
+    """The file's length from its header (sox's soxi)."""
+    out = subprocess.run(["soxi", "-D", str(path)], capture_output=True, text=True, check=True)
+    return float(out.stdout)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
