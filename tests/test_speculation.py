@@ -13,7 +13,6 @@ import pytest
 
 from engine.asr.fake import ScriptedRunner
 from engine.audio.decode import load_audio
-from engine.evaluation import error_rate
 from engine.audio.sources import FileSource
 from engine.core.policy import Job, PolicyOptions, StreamingPolicy
 from engine.core.segmenter import (
@@ -25,6 +24,7 @@ from engine.core.segmenter import (
     SpeechSegmenter,
 )
 from engine.core.speculation import usable
+from engine.evaluation import error_rate
 from engine.events import EngineFailed, Event, FinalText, Metrics
 from engine.live import LiveOptions, LocalLiveEngine
 from engine.types import SAMPLE_RATE, VAD_WINDOW, DecodeRequest, Runner, Transcript
