@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -168,6 +168,76 @@ def test_a_silent_device_is_an_error_not_a_hang() -> None:
         source.read(0.01)
     source.stop()
     assert source.read(0.01) is None and source.finished
+
+
+def gil_holder(at_least_s: float) -> Callable[[], float]:
+    """A call that holds the GIL for at least at_least_s in one piece, as a blocking Qt call
+    does (a clipboard read waiting out a hung owner, say): list.sort never lets it go. The list
+    is built beforehand (that part lets other threads in). The call returns how long it held."""
+    sample = np.random.default_rng(1).random(1_000_000).tolist()
+    started = time.monotonic()
+    sample.sort()
+    per_item = (time.monotonic() - started) / len(sample)
+    data = np.random.default_rng(2).random(int(1.3 * at_least_s / per_item)).tolist()
+
+    def hold() -> float:
+        started = time.monotonic()
+        data.sort()
+        return time.monotonic() - started
+    return hold
+
+
+def read_until_failure(source: MicrophoneSource, done: threading.Event,
+                       failures: list[tuple[float, AudioDeviceError]], got: list[int]) -> None:
+    try:
+        while not done.is_set():
+            block = source.read(0.05)
+            if block is not None:
+                got.append(len(block))
+    except AudioDeviceError as exc:
+        failures.append((time.monotonic(), exc))
+
+
+def test_a_stall_of_the_whole_process_is_not_blamed_on_the_device() -> None:
+    # A device that delivers nothing: the error must come one grace period after the stall
+    # ends, not at once (the stall alone is longer than the grace period).
+    source = MicrophoneSource(stall_timeout_s=0.3)
+    source.device_name = "test"
+    hold = gil_holder(0.6)
+    source._last_block_at = time.monotonic()
+    done, failures, got = threading.Event(), [], []
+    reader = threading.Thread(target=read_until_failure, args=(source, done, failures, got))
+    reader.start()
+    time.sleep(0.1)
+    held = hold()
+    stall_ended = time.monotonic()
+    assert held >= 0.6
+    reader.join(10)
+    done.set()
+    assert failures, "a silent device must still fail after the stall"
+    failed_at, error = failures[0]
+    assert "no audio from input device" in str(error)
+    assert failed_at - stall_ended >= 0.25, f"failed {failed_at - stall_ended:.2f} s after a {held:.2f} s stall"
+
+
+def test_the_microphone_survives_a_stall_of_the_whole_process(virtual_mic: str) -> None:
+    hold = gil_holder(1.5)
+    source = MicrophoneSource("pulse", stall_timeout_s=1.0)  # room for the stream's start
+    source.start()
+    done, failures, got = threading.Event(), [], []
+    reader = threading.Thread(target=read_until_failure, args=(source, done, failures, got))
+    reader.start()
+    try:
+        time.sleep(0.5)
+        assert hold() >= 1.5
+        before = sum(got)
+        time.sleep(1.0)
+        assert not failures, failures
+        assert sum(got) - before >= 0.5 * 16000, "audio must keep coming after the stall"
+    finally:
+        done.set()
+        reader.join(10)
+        source.stop()
 
 
 def test_reads_are_thread_safe_with_the_callback() -> None:

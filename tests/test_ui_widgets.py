@@ -326,8 +326,11 @@ def test_global_hotkey_sees_real_key_events(qtbot, mode, expected):
     hotkey.start()
     try:
         for _ in range(2):
-            subprocess.run(["xdotool", "keydown", "ctrl+alt+space"], check=True, timeout=10)
-            subprocess.run(["xdotool", "keyup", "space", "alt", "ctrl"], check=True, timeout=10)
+            try:
+                subprocess.run(["xdotool", "keydown", "ctrl+alt+space"], check=True, timeout=10)
+            finally:  # never leave a key down on the display the other tests share
+                subprocess.run(["xdotool", "keyup", "space", "alt", "ctrl"], check=True,
+                               timeout=10)
         qtbot.waitUntil(lambda: len(actions) >= len(expected), timeout=5000)
         qtbot.wait(200)
     finally:

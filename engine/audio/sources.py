@@ -7,7 +7,10 @@ block into a bounded queue. When the consumer falls behind, the *oldest* block i
 audio matters more for live text) and counted in `dropped`. Resampling from the device's native
 rate happens in `read()`, off the audio thread. A device that cannot be opened raises
 `AudioDeviceError` from `start()`; one that stops delivering raises it from `read()` (after
-``stall_timeout_s`` without audio), so a pulled-out microphone is an error, never a hang.
+``stall_timeout_s`` without audio), so a pulled-out microphone is an error, never a hang. A
+stall of the whole process (the callback needs the GIL like any Python thread) is not the
+device's fault: the reader sees it as a wait that overran, and the device gets a fresh grace
+period.
 
 `FileSource`: the file as if it were spoken into a microphone, in real time (blocks are handed
 out when their time comes) or in simulated time (as fast as they are read; the consumer then
@@ -104,6 +107,11 @@ def resolve_input_device(device: int | str | None) -> tuple[int, str, int]:
     return found[0]
 
 
+# A read that returns this much later than its timeout means this process, not the device,
+# stopped: see MicrophoneSource._check_alive.
+PROCESS_STALL_S = 0.25
+
+
 class MicrophoneSource:
     """Live capture from an input device (index, name fragment, or None for the default)."""
 
@@ -177,21 +185,30 @@ class MicrophoneSource:
                 log.warning("closing the input stream failed: %s", exc)
 
     def read(self, timeout: float) -> Audio | None:
+        asked_at = time.monotonic()
         try:
             block = self._queue.get(timeout=timeout)
         except queue.Empty:
-            self._check_alive()
+            self._check_alive(overslept=time.monotonic() - asked_at - timeout)
             return None
         assert self._resampler is not None
         audio = self._resampler.process(block)
         self._position += len(audio)
         return audio
 
-    def _check_alive(self) -> None:
+    def _check_alive(self, overslept: float = 0.0) -> None:
         if self._stopped.is_set():
             return
         if self._failure is not None:
             raise AudioDeviceError(self._failure)
+        if overslept > PROCESS_STALL_S:
+            # This thread woke up long after it asked to: the whole process was stalled (a GUI
+            # call held the GIL, say a clipboard read waiting out a hung owner; or the machine
+            # slept), and the audio callback, which needs the GIL too, could not deliver either.
+            # Not the device's fault: it gets a fresh grace period.
+            log.warning("the process stalled for %.1f s; audio from that time is lost", overslept)
+            self._last_block_at = max(self._last_block_at, time.monotonic())
+            return
         silent_for = time.monotonic() - self._last_block_at
         if silent_for > self._stall_timeout_s:
             raise AudioDeviceError(
