@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.core.form import ensure_form, has_form
+from engine.core.form import ensure_form, has_form, reads_finished
 from engine.types import Word
 
 
@@ -61,3 +61,17 @@ def test_voice_activity_pieces_keep_their_end() -> None:
     assert ensure_form("and so my fellow Americans ask not", end=False)[0] == (
         "And so my fellow Americans ask not")
     assert ensure_form("ask what you can do.", end=False)[0] == "Ask what you can do."
+
+
+@pytest.mark.parametrize("text, finished", [
+    ("And so my fellow Americans.", True),
+    ("Is that right?", True),
+    ('He said "stop!"', True),
+    ("Ask not...", False),  # trailing off: the speaker may go on
+    ("Ask not\u2026", False),
+    ("Thanks.", False),  # one word: "one ... two ... three" said a word at a time
+    ("and so my fellow", False),
+    ("", False),
+])
+def test_reads_finished(text: str, finished: bool) -> None:
+    assert reads_finished(text) is finished

@@ -28,6 +28,14 @@ def has_form(text: str) -> bool:
     return bool(stripped) and stripped[-1] in SENTENCE_ENDS
 
 
+def reads_finished(text: str) -> bool:
+    """Whether ``text`` reads as a finished sentence: two words or more, ending a sentence, and
+    not trailing off ("..." is how Whisper writes a voice that pauses mid-thought)."""
+    stripped = text.rstrip().rstrip(CLOSERS)
+    return (has_form(text) and not stripped.endswith(("...", "\u2026"))
+            and len(stripped.split()) >= 2)
+
+
 def _cased(char: str) -> bool:
     return char.lower() != char.upper()
 

@@ -30,7 +30,7 @@ import numpy as np
 
 from engine.core import hotwords, ladder
 from engine.core.agreement import LocalAgreement, tokens
-from engine.core.form import ensure_form
+from engine.core.form import ensure_form, reads_finished
 from engine.core.ladder import LIVE, LOOP_FLAGS, QualityThresholds, Rung, word_loop
 from engine.core.prompt import PromptOptions, PromptTracker
 from engine.core.segmenter import (
@@ -377,6 +377,16 @@ class StreamingPolicy:
         utt = self._active
         if utt is not None and utt.spec is None and self.options.speculative_finals:
             utt.spec_at, utt.spec_soft = at, soft
+
+    def reads_finished(self) -> bool:
+        """The utterance in flight has its speculative final back and that text reads as a
+        finished sentence (`engine.core.form.reads_finished`): the pause is likely the end."""
+        utt = self._active
+        if utt is None or utt.spec_result is None:
+            return False
+        return reads_finished(" ".join(
+            s.text for s in utt.spec_result.segments
+            if "no_speech" not in _flags(s, self.options.quality)).strip())
 
     def discarded(self, job: Job) -> bool:
         """A speculative final thrown away (speech resumed): its result will be ignored, so a

@@ -9,6 +9,10 @@ Rules, each there to prevent a complaint users make about peer apps:
   speech so far waits ``short_silence_ms`` instead, so words said one at a time ("one ... two
   ... three") reach the decoder together: Whisper loops or misreads a lone 1 s word, and
   loses the context between them;
+- `hurry()`: the utterance reads finished (its speculative final, decoded at the end pad, ends
+  a sentence: engine.core.stream), so the silence that ends it is only
+  ``finished_silence_ms``: the listener's "is that the end?" answered by what was said, not by
+  the clock alone. Speech resuming before that restores the usual wait;
 - every utterance starts ``preroll_ms`` (>= 300 ms) before the first speech window, so the
   first word's onset is never cut;
 - `flush()` (stop) ends the utterance in flight, so the last words are never lost;
@@ -56,6 +60,8 @@ class SegmenterOptions:
     preroll_ms: int = 400
     end_pad_ms: int = 200
     max_ms: int = 30_000
+    # The wait once the utterance reads finished (`hurry`); 0 turns the hint off.
+    finished_silence_ms: int = 400
     # Push-to-talk: the user said there is speech, so a lower bar decides whether a press held
     # anything worth decoding (Silero scores falsetto or whispering around 0.2).
     ptt_threshold: float = 0.15
@@ -77,8 +83,10 @@ class SegmenterOptions:
             raise ValueError("start_windows must be >= 1")
         if self.preroll_ms < 300:
             raise ValueError("preroll_ms must be >= 300 so first words are not cut")
-        if min(self.min_silence_ms, self.short_silence_ms, self.short_ms, self.end_pad_ms) < 0:
-            raise ValueError("min_silence_ms, short_ms, short_silence_ms, end_pad_ms must be >= 0")
+        if min(self.min_silence_ms, self.short_silence_ms, self.short_ms, self.end_pad_ms,
+               self.finished_silence_ms) < 0:
+            raise ValueError("min_silence_ms, short_ms, short_silence_ms, end_pad_ms and "
+                             "finished_silence_ms must be >= 0")
         if self.max_ms < 2_000:
             raise ValueError("max_ms must be >= 2000")
         if not 0.0 < self.soft_threshold <= self.end_threshold or self.soft_snr_db < 0:
@@ -152,6 +160,7 @@ class SpeechSegmenter:
         self._windows: list[Audio] = []  # the utterance in flight, window by window
         self._levels: list[float] = []  # level (dB) per window of the utterance, for splitting
         self._silence = 0  # consecutive windows below end_threshold
+        self._hurried = False  # the utterance in flight reads finished (`hurry`)
         self._last_speech_end = 0
         self._speech_windows = 0
         self._floor = position  # end of the previous utterance: pre-roll never reaches back past it
@@ -211,6 +220,16 @@ class SpeechSegmenter:
     def flush(self) -> list[SegmentEvent]:
         """Stop: close the utterance in flight, keeping everything pushed so far."""
         return self.end()
+
+    def hurry(self) -> list[SegmentEvent]:
+        """VAD mode, during the silence after speech: the utterance reads finished, so it ends
+        once the silence reaches ``finished_silence_ms`` (now, if it already has). Ignored once
+        speech has resumed (the hint was about audio that is no longer the whole utterance)."""
+        o = self.options
+        if o.mode != "vad" or not self._active or not self._silence or not o.finished_silence_ms:
+            return []
+        self._hurried = True
+        return [self._close_after_silence()] if self._silent_long_enough() else []
 
     def _push_idle(self, probability: float) -> list[SegmentEvent]:
         if self.options.mode == "ptt":
@@ -275,28 +294,36 @@ class SpeechSegmenter:
         events: list[SegmentEvent] = [SegmentAudio(audio=window, speech=is_speech)]
         if is_speech:
             self._silence = 0
+            self._hurried = False
             self._speech_windows += 1
             self._last_speech_end = self._position
         else:
             self._silence += 1
-        silent_long_enough = (self._silence * VAD_WINDOW * 1000
-                              >= self._min_silence() * SAMPLE_RATE)
         if o.mode == "vad" and self._silence == o.windows(o.end_pad_ms) and self._silence:
             # The end pad is complete: the audio so far is what a final would decode.
             events.append(SegmentPaused(at=self._position, soft=self._doubted))
-        if o.mode == "vad" and silent_long_enough:
-            pad = o.windows(o.end_pad_ms) * VAD_WINDOW
-            end = min(self._position, self._last_speech_end + pad)
-            events.append(self._close(end, self._last_speech_end))
+        if o.mode == "vad" and self._silent_long_enough():
+            events.append(self._close_after_silence())
         elif len(self._windows) * VAD_WINDOW * 1000 >= o.max_ms * SAMPLE_RATE:
             events.extend(self._split())
         return events
 
+    def _silent_long_enough(self) -> bool:
+        return self._silence * VAD_WINDOW * 1000 >= self._min_silence() * SAMPLE_RATE
+
     def _min_silence(self) -> int:
         """Milliseconds of silence that end the utterance in flight."""
         o = self.options
+        if self._hurried:
+            return min(o.finished_silence_ms, o.min_silence_ms)
         spoken = (self._last_speech_end - self._start) * 1000 // SAMPLE_RATE
         return o.min_silence_ms if spoken >= o.short_ms else max(o.min_silence_ms, o.short_silence_ms)
+
+    def _close_after_silence(self) -> SegmentEnded:
+        """VAD mode: the silence was long enough; the end pad stays with the utterance."""
+        pad = self.options.windows(self.options.end_pad_ms) * VAD_WINDOW
+        end = min(self._position, self._last_speech_end + pad)
+        return self._close(end, self._last_speech_end)
 
     def _split(self) -> list[SegmentEvent]:
         """Cut the over-long utterance at its quietest window in the second half."""
@@ -321,6 +348,7 @@ class SpeechSegmenter:
                              soft=self._doubted)
         self._floor = end
         self._active = False
+        self._hurried = False
         self._soft = self._doubted = False
         self._windows = []
         self._levels = []

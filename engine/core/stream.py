@@ -145,6 +145,11 @@ class Segmentation:
                     events.append(SegmentPaused(at=self.segmenter.position))
         return events
 
+    def hurry(self) -> list[SegmentEvent]:
+        """The utterance in flight reads finished: a shorter silence ends it
+        (`SpeechSegmenter.hurry`)."""
+        return self.segmenter.hurry()
+
     def flush(self) -> list[SegmentEvent]:
         """Close the utterance in flight with everything received so far (its last samples
         too, even less than a window); pending controls take effect first."""
@@ -218,7 +223,12 @@ class StreamCore:
         return self.policy.next_request(now)
 
     def on_result(self, job: Job, transcript: Transcript, now: float) -> list[Event]:
-        return self.policy.on_result(job.request_id, transcript, now)
+        events = self.policy.on_result(job.request_id, transcript, now)
+        if job.speculative and self.policy.reads_finished():
+            # VAD mode: the speculative final, decoded at the start of the silence, ends a
+            # sentence, so the silence needn't last the full wait to be taken for the end.
+            events += self._handle(self.segmentation.hurry(), now)
+        return events
 
     def on_failure(self, job: Job, message: str, now: float) -> list[Event]:
         return self.policy.on_failure(job.request_id, message, now)
