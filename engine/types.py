@@ -103,6 +103,10 @@ class DecodeOptions:
       beam_size: 1 = greedy. faster-whisper's default is 5.
       temperatures: fallback schedule; the first is tried first.
       short_context: allow the fast unpadded encoder path where a backend has one.
+      short_fallback: when the short path's result looks wrong (a loop, low confidence, cut
+        short), decode again on the padded 30 s window. False keeps the short result as it is:
+        a partial's tentative text is not worth a full-window decode (400-700 ms on a 2-core
+        CPU, against 40-100 ms), which holds a decode stream and delays the next partial.
       task: "transcribe" or "translate".
       hotwords: the user's vocabulary (names, jargon) rendered as one short text (already capped
         by the caller, `engine.core.hotwords`). It goes first in Whisper's previous-text slot,
@@ -116,6 +120,7 @@ class DecodeOptions:
     beam_size: int = 5
     temperatures: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
     short_context: bool = False
+    short_fallback: bool = True
     task: str = "transcribe"
     hotwords: str | None = None
 

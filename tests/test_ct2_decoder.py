@@ -177,6 +177,23 @@ def test_a_looping_short_decode_is_caught(runner, shared_audio):
     assert result.extra["path"] == "padded" or result.extra["loop_trimmed"], result.extra
 
 
+def test_a_request_can_keep_the_short_result_instead_of_falling_back(runner, shared_audio):
+    # The first fractions of a second of a sentence (a live partial's first try): the short
+    # window often doubts them and falls back to the 30 s window; short_fallback=False (what
+    # partials ask) keeps the short window's reading, whatever it is.
+    speech = np.concatenate([np.zeros(SAMPLE_RATE // 2, np.float32),
+                             clip(shared_audio, "arctic-aew-a0001.wav")])
+    pieces = [speech[int(s * SAMPLE_RATE):int((s + length) * SAMPLE_RATE)]
+              for s in (0.25, 0.3) for length in (0.6, 0.7, 0.8)]
+    keep = DecodeOptions(beam_size=1, word_timestamps=False, short_context=True,
+                         short_fallback=False)
+    usual = runner.decode_batch([DecodeRequest(p, SHORT) for p in pieces])
+    kept = runner.decode_batch([DecodeRequest(p, keep) for p in pieces])
+    assert any(r.extra["path"] == "padded" for r in usual), [r.extra for r in usual]
+    # (A loop it reads, "off off off ...", is the policy's to drop: test_policy.)
+    assert all(r.extra["path"] == "short" for r in kept), [r.extra for r in kept]
+
+
 def test_padded_decodes_can_take_their_padding_from_encoded_silence(runner, shared_audio, manifest):
     # The long-form pipeline's padded decodes encode only their audio (plus 1 s) and take the
     # rest of the 30 s window from an encoding of silence; the text must hold up.

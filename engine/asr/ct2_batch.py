@@ -106,7 +106,7 @@ def decode(whisper: Any, requests: Sequence[DecodeRequest], thresholds: QualityT
         kept = []
         for row, it in enumerate(short_items):
             reason = _short_verdict(it, thresholds, short.timestamp_cues)
-            if reason is None:
+            if reason is None or not it.request.options.short_fallback:
                 kept.append(row)
             else:
                 log.debug("short path failed (%s); falling back to padded", reason)

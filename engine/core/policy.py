@@ -71,7 +71,7 @@ class PolicyOptions:
     language: str | None = None
     task: str = "transcribe"
     partials: bool = True
-    min_partial_audio_s: float = 1.0
+    min_partial_audio_s: float = 0.7
     partial_interval_s: float = 0.4
     min_new_audio_s: float = 0.2
     busy_factor: float = 2.0
@@ -450,6 +450,7 @@ class StreamingPolicy:
             hotwords=hotwords.share(self._terms(utt), room)[0],
             beam_size=o.partial_beam_size, temperatures=(0.0,),
             short_context=o.short_context and utt.samples <= o.short_context_max_s * SAMPLE_RATE,
+            short_fallback=False,  # tentative text: what the short window reads, or nothing
         )
         return self._issue(utt, "partial", options, now)
 
@@ -467,6 +468,12 @@ class StreamingPolicy:
             and not (vocabulary and hotwords.recites(vocabulary, s.text))]
         committed, tentative = utt.agreement.update(tokens(" ".join(s.text for s in kept)))
         utt.heard = f"{committed} {tentative}"
+        if not utt.heard.strip():
+            # No word yet (the first try is early, on little speech): ask again as soon as
+            # min_new_audio_s more has come, not a whole interval later, so the first words
+            # show when Whisper can first read them. A busy machine still backs off.
+            self._next_partial_at = now + (o.busy_factor * (now - request.issued_at)
+                                           if self._backoff > 1 else 0.0)
         return [PartialText(utterance_id=utt.id, committed=committed, tentative=tentative,
                             start=utt.start)]
 
