@@ -37,7 +37,7 @@ CONCORD_TEXT = "Concord returned to its place amidst the tents."
 CLAFLIN_TEXT = "I'm Abigail Claflin. You can call me Abbie."
 # How tiny.en spells the names without a vocabulary (it varies with the path's cut and window).
 CONCORD_FIXES = {r"Concorde|Con chord|Conc chord": "Concord"}
-CLAFLIN_FIXES = {r"Class 1|Klaflin|Klafflin|Claflin": "Claflin", r"Abi|Abby": "Abbie"}
+CLAFLIN_FIXES = {r"Class 1|Klaflin|Klafflin|Claphlin|Claflin": "Claflin", r"Abi|Abby": "Abbie"}
 
 
 def same_but_names(with_: list[str], without: list[str], fixes: dict[str, str]) -> None:
