@@ -17,6 +17,10 @@ plays at real speed. Measured per decode and utterance:
   first_partial_ms          speech detected -> first partial text of that utterance
   wer_streaming / wer_offline  corpus WER of the streamed finals / of faster-whisper on the
                             whole file (beam 5), both normalised (engine.evaluation)
+  formatted_wer_*           the same with case and punctuation kept, over the references
+                            that have them (engine.evaluation.formatted_error_rate);
+                            ``formatted_wer_dictated``: the finals joined as dictation types
+                            them into one field (what a dictation user sees)
   silence_words             words emitted on 60 s of digital silence + 60 s of noise
   breakdown_ms              per final, from its `FinalText.stages`: end of speech -> utterance
                             closed (the silence wait), closed -> emitted, the final decode's
@@ -56,7 +60,14 @@ from engine.asr.sequential import SequentialRunner  # noqa: E402
 from engine.audio.decode import load_audio  # noqa: E402
 from engine.audio.sources import FileSource  # noqa: E402
 from engine.core.policy import PolicyOptions  # noqa: E402
-from engine.evaluation import english, error_rate, normalize, read_manifest  # noqa: E402
+from engine.dictation.format import join  # noqa: E402
+from engine.evaluation import (  # noqa: E402
+    english,
+    error_rate,
+    formatted_error_rate,
+    normalize,
+    read_manifest,
+)
 from engine.events import Event, FinalText, Metrics, PartialText, SpeechStarted  # noqa: E402
 from engine.live import LiveOptions, LocalLiveEngine  # noqa: E402
 from engine.types import (  # noqa: E402
@@ -183,21 +194,33 @@ def edge_words_lost(ref: str, hyp: str) -> tuple[bool, bool]:
     return 0 in deleted, last in deleted
 
 
+def dictated(finals: list[str]) -> str:
+    """The finals as dictation types them into one empty field (engine.dictation.format.join,
+    "sentence" style): a piece that continues a sentence loses Whisper's start capital."""
+    field = ""
+    for text in finals:
+        joined = join(field, text)
+        field = field[:len(field) - joined.delete_chars] + joined.text
+    return field
+
+
 def run_files(entries: list[Any], fast: Recording, offline: SequentialRunner,
               realtime: bool) -> dict[str, Any]:
     rtts, rtts_final, rtts_2_5, after, first = [], [], [], [], []
     steps: dict[str, list[float]] = {name: [] for name in STEPS}
-    refs, hyps, hyps_off, per_file = [], [], [], []
+    refs, hyps, hyps_off, hyps_typed, per_file = [], [], [], [], []
     for item in entries:
         source = FileSource(item.path, realtime=realtime, lead_silence_s=0.5, tail_silence_s=1.5)
         got = stream(fast, source)
         text = " ".join(f.text for f in got.finals if f.text)
+        typed = dictated([f.text for f in got.finals if f.text])
         if item.path not in OFFLINE:  # once per file, however many runs
             OFFLINE[item.path] = offline.decode(load_audio(item.path), DecodeOptions()).text
         offline_text = OFFLINE[item.path]
         refs.append(item.text)
         hyps.append(text)
         hyps_off.append(offline_text)
+        hyps_typed.append(typed)
         rtts += [m.chunk_rtt_ms for m in got.metrics]
         rtts_final += [m.chunk_rtt_ms for m in got.metrics if m.kind == "final"]
         for f in got.finals:
@@ -220,7 +243,10 @@ def run_files(entries: list[Any], fast: Recording, offline: SequentialRunner,
               f"(offline {per_file[-1]['wer_offline']:.2f})", flush=True)
     return {"rtts": rtts, "rtts_final": rtts_final, "rtts_2_5": rtts_2_5, "after": after,
             "first": first, "steps": steps, "wer_streaming": error_rate(refs, hyps),
-            "wer_offline": error_rate(refs, hyps_off), "per_file": per_file}
+            "wer_offline": error_rate(refs, hyps_off),
+            "fwer_streaming": formatted_error_rate(refs, hyps),
+            "fwer_offline": formatted_error_rate(refs, hyps_off),
+            "fwer_dictated": formatted_error_rate(refs, hyps_typed), "per_file": per_file}
 
 
 def padded_rtts(chunks: list[tuple[Audio, DecodeOptions]],
@@ -311,6 +337,8 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=1, help="repeat the set (latency pooled)")
     parser.add_argument("--min-silence-ms", type=int, help="the segmenter's hangover (tuning)")
     parser.add_argument("--min-partial-s", type=float, help="audio before a first partial")
+    parser.add_argument("--finished-silence-ms", type=int,
+                        help="the wait once the speculative final ends a sentence (0: off)")
     args = parser.parse_args()
     global OPTIONS
     policy = PolicyOptions(speculative_finals=not args.no_speculative)
@@ -322,6 +350,9 @@ def main() -> int:
     if args.min_silence_ms is not None:
         OPTIONS = replace(OPTIONS, segmenter=replace(OPTIONS.segmenter,
                                                      min_silence_ms=args.min_silence_ms))
+    if args.finished_silence_ms is not None:
+        OPTIONS = replace(OPTIONS, segmenter=replace(
+            OPTIONS.segmenter, finished_silence_ms=args.finished_silence_ms))
 
     padded = SequentialRunner(args.model, device=args.device)
     padded.load()  # the padded peer (all cores, one stream)
@@ -355,10 +386,14 @@ def main() -> int:
         if res["steps"]["speculative"] else None,
         "streams": args.streams, "threads": args.threads, "speculative_finals": not args.no_speculative,
         "min_silence_ms": OPTIONS.segmenter.min_silence_ms,
+        "finished_silence_ms": OPTIONS.segmenter.finished_silence_ms,
         "min_partial_audio_s": OPTIONS.policy.min_partial_audio_s,
         "runs": args.runs,
         "wer_streaming": round(res["wer_streaming"], 4),
         "wer_offline": round(res["wer_offline"], 4),
+        "formatted_wer_streaming": round(res["fwer_streaming"], 4),
+        "formatted_wer_offline": round(res["fwer_offline"], 4),
+        "formatted_wer_dictated": round(res["fwer_dictated"], 4),
         "padded_chunk_rtt_ms": pct(padded_ms),
         "silence_words": silent,
         "final_chunk_rtt_ms": pct(fast_final_ms),
@@ -404,6 +439,12 @@ def print_table(result: dict[str, Any], fast_ms: list[float], padded_ms: list[fl
     print(f"finals decoded speculatively: {result['speculative_share']}")
     print(f"WER streaming {result['wer_streaming']:.3f}  offline {result['wer_offline']:.3f}  "
           f"(diff {100 * (result['wer_streaming'] - result['wer_offline']):+.1f} points)")
+    print(f"formatted WER streaming {result['formatted_wer_streaming']:.3f}  offline "
+          f"{result['formatted_wer_offline']:.3f}  (diff "
+          f"{100 * (result['formatted_wer_streaming'] - result['formatted_wer_offline']):+.1f} "
+          "points; references with case and punctuation)")
+    print(f"formatted WER of the finals dictated into one field (joined as the app types them): "
+          f"{result['formatted_wer_dictated']:.3f}")
     print(f"silence/noise words {result['silence_words']}; first words lost "
           f"{result['first_words_lost']}, last words lost {result['last_words_lost']}; "
           f"decode paths {result['decode_paths']}")
