@@ -69,6 +69,7 @@ class Session:
         self.now = 0.0
         self.finals: list[str] = []
         self.whisper: list[str] = []  # per final: what Whisper wrote, before any repair
+        self._decoded: dict[int, str] = {}  # utterance -> its last final decode's text
 
     def play(self, audio: Audio) -> None:
         for i in range(0, len(audio), BLOCK):
@@ -92,13 +93,15 @@ class Session:
             started = time.perf_counter()
             transcript = self.runner.decode_batch([job.request])[0]
             self.now += time.perf_counter() - started
-            events = self.core.on_result(job, transcript, self.now)
-            self.whisper += [transcript.text.strip() for e in events
-                             if isinstance(e, FinalText) and e.text]
-            self._take(events)
+            if job.kind == "final":  # a speculative one may stand (emitted by a later feed)
+                self._decoded[job.utterance_id] = transcript.text.strip()
+            self._take(self.core.on_result(job, transcript, self.now))
 
     def _take(self, events: list[Event]) -> None:
-        self.finals += [e.text for e in events if isinstance(e, FinalText) and e.text]
+        for e in events:
+            if isinstance(e, FinalText) and e.text:
+                self.finals.append(e.text)
+                self.whisper.append(self._decoded.pop(e.utterance_id, ""))
 
 
 def dictate(runner: Runner, clips: list[Audio], mode: str, rounds: int

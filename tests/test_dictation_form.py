@@ -45,7 +45,8 @@ class Dictation:
         # Per final: what Whisper wrote in the decode that made it (before any repair), and
         # how many final decodes it took.
         self.whisper: list[str] = []
-        self.attempts: list[int] = []
+        self.attempts: list[int] = []  # final decodes per final (speculative ones included)
+        self._decoded: dict[int, tuple[str, int]] = {}  # utterance -> its last final decode
 
     def play(self, audio: Audio) -> None:
         for i in range(0, len(audio), 1600):
@@ -68,19 +69,24 @@ class Dictation:
         return self.finals[-1]
 
     def _take(self, events: list[Event]) -> None:
-        self.finals += [e.text for e in events if isinstance(e, FinalText) and e.text]
-        tries = 0
+        self._record(events)
         while (job := self.core.next_job(self.now)) is not None:
             transcript = self.runner.decode_batch([job.request])[0]
-            tries += job.kind == "final"
+            if job.kind == "final":  # (a speculative final may stand, or be dropped)
+                tries = self._decoded.get(job.utterance_id, ("", 0))[1] + 1
+                self._decoded[job.utterance_id] = (transcript.text.strip(), tries)
             self.now += 0.1
-            events = self.core.on_result(job, transcript, self.now)
-            for e in events:
-                if isinstance(e, FinalText) and e.text:
-                    self.finals.append(e.text)
-                    self.whisper.append(transcript.text.strip())
-                    self.attempts.append(tries)
-                    tries = 0
+            self._record(self.core.on_result(job, transcript, self.now))
+
+    def _record(self, events: list[Event]) -> None:
+        """Finals come from a decode's result or, decoded speculatively, from the audio that
+        confirms the end: either way the utterance's last final decode is what Whisper wrote."""
+        for e in events:
+            if isinstance(e, FinalText) and e.text:
+                text, tries = self._decoded.pop(e.utterance_id, ("", 0))
+                self.finals.append(e.text)
+                self.whisper.append(text)
+                self.attempts.append(tries)
 
 
 def test_push_to_talk_finals_keep_their_form_all_session(runner: Runner,

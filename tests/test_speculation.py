@@ -24,7 +24,7 @@ from engine.core.segmenter import (
     SpeechSegmenter,
 )
 from engine.core.speculation import usable
-from engine.core.stream import StreamCore, StreamOptions
+from engine.core.stream import Segmentation, StreamCore, StreamOptions
 from engine.evaluation import ManifestEntry, error_rate, normalize
 from engine.events import EngineFailed, Event, FinalText, Metrics
 from engine.live import LiveOptions, LocalLiveEngine
@@ -212,12 +212,58 @@ def test_the_segmenter_pauses_once_the_end_pad_is_silent() -> None:
     assert ended.end == speech_end + pad * VAD_WINDOW  # what the speculation decoded
 
 
-def test_push_to_talk_never_pauses() -> None:
-    segmenter = SpeechSegmenter(SegmenterOptions(mode="ptt"))
+def test_push_to_talk_pauses_after_speech_while_the_key_is_held() -> None:
+    options = SegmenterOptions(mode="ptt")
+    segmenter = SpeechSegmenter(options)
     window = np.full(VAD_WINDOW, 0.1, dtype=np.float32)
     segmenter.begin()
-    events = [e for p in [0.9] * 20 + [0.0] * 40 for e in segmenter.push(window, p)]
-    assert not any(isinstance(e, SegmentPaused) for e in events)
+    # Silence before any speech is no pause; silence after speech is, once per pause.
+    probabilities = [0.0] * 20 + [0.9] * 20 + [0.0] * 40 + [0.9] * 10 + [0.0] * 10
+    events = [e for p in probabilities for e in segmenter.push(window, p)]
+    paused = [e for e in events if isinstance(e, SegmentPaused)]
+    pad = options.windows(options.end_pad_ms)
+    assert [e.at for e in paused] == [(40 + pad) * VAD_WINDOW, (90 + pad) * VAD_WINDOW]
+    assert segmenter.active  # only the key ends it
+    assert segmenter.paused
+
+
+def release_after(speech_s: float, silence_s: float) -> tuple[list, int, int]:
+    """Push-to-talk over speech then silence, released at the end; the segment events, the
+    release and the tail's end (stream samples). Speech is loud noise scored 0.9."""
+    segmentation = Segmentation(SegmenterOptions(mode="ptt"), FixedScorer())
+    tail = int(0.15 * SR)
+    speech = np.full(int(speech_s * SR), 0.9, np.float32)
+    silence = np.zeros(int(silence_s * SR), np.float32)
+    segmentation.begin(0)
+    events = segmentation.feed(np.concatenate([speech, silence]))
+    release = len(speech) + len(silence)
+    segmentation.end(release + tail)
+    segmentation.pause(release)
+    events += segmentation.feed(np.zeros(tail + VAD_WINDOW, np.float32))
+    return events, release, release + tail
+
+
+class FixedScorer:
+    """Scores a window by its first sample (the tests write 0.9 for speech, 0 for silence)."""
+
+    def score(self, windows: np.ndarray) -> np.ndarray:
+        return windows[:, 0].astype(np.float64)
+
+
+def test_a_release_after_a_pause_ends_at_the_release_without_the_tail() -> None:
+    events, release, _ = release_after(2.0, 0.4)
+    [ended] = [e for e in events if isinstance(e, SegmentEnded)]
+    assert ended.end <= release + VAD_WINDOW  # at the release, not 150 ms later
+    # The pause was reported while the key was held: the final could be decoded by then.
+    assert any(isinstance(e, SegmentPaused) and e.at < release for e in events)
+
+
+def test_a_release_while_speaking_waits_for_the_tail() -> None:
+    events, release, tail_end = release_after(2.0, 0.05)
+    [ended] = [e for e in events if isinstance(e, SegmentEnded)]
+    assert ended.end >= tail_end - VAD_WINDOW  # the last syllable may still sound
+    assert [e.at for e in events if isinstance(e, SegmentPaused)] == [
+        pytest.approx(release, abs=VAD_WINDOW)]  # decoded from the release meanwhile
 
 
 def test_a_finished_sentence_ends_after_the_shorter_silence() -> None:
@@ -404,19 +450,24 @@ def test_a_discarded_speculation_can_be_taken_back() -> None:
     assert policy.on_result(job.request_id, Transcript(segments=()), 2.3) == []  # withdrawn
 
 
-def test_push_to_talk_final_is_decoded_from_the_release_and_stands(jfk_wav: Path) -> None:
+def test_push_to_talk_final_is_decoded_before_the_release_and_stands(jfk_wav: Path) -> None:
     runner = CountingRunner(ScriptedRunner(["And so my fellow Americans."]))
     rec = Recorder()
     jfk = load_audio(jfk_wav)
     source = FileSource(audio=np.concatenate([jfk, np.zeros(SR, np.float32)]))
     engine = LocalLiveEngine(rec, source=source, runner=runner,  # type: ignore[arg-type]
                              options=LiveOptions(journal=False, mode="ptt", policy=NO_PARTIALS))
+    tail_s = engine.options.ptt_tail_ms / 1000
+    release_s = (len(jfk) + SR // 2) / SR  # let go half a second after the last word
     engine.begin_utterance(at=0)
-    engine.end_utterance(at=len(jfk) + SR // 2 + engine.options.ptt_tail_ms * SR // 1000)
+    engine.end_utterance(at=int((release_s + tail_s) * SR))
     engine.start()
     assert engine.wait(timeout=60)
     [final] = rec.finals()
     assert final.text == "And so my fellow Americans."
-    stages = dict(final.stages)
-    assert stages["queued"] < stages["ended"]  # decoding began at the release, not after the tail
-    assert runner.final_decodes == 1  # and the tail held no speech: nothing decoded twice
+    stages = dict(final.stages)  # the engine's clock: seconds of audio in simulated time
+    # Decoded during the pause before the release, and ended at the release: the speech had
+    # stopped, so no tail is waited for.
+    assert stages["queued"] < release_s, stages
+    assert stages["ended"] < release_s + tail_s, stages
+    assert final.end <= int(release_s * SR) + VAD_WINDOW

@@ -29,7 +29,8 @@ Rules, each there to prevent a complaint users make about peer apps:
 
 Push-to-talk ("ptt" mode) ignores the VAD for start and end: `begin()` opens an utterance
 (with the pre-roll ring) and `end()` closes it; speech windows are still counted so a press
-with only silence can be recognised downstream.
+with only silence can be recognised downstream, and a pause of the end pad while the key is
+held is reported (`SegmentPaused`) so the final can be decoded before the key is let go.
 """
 
 from __future__ import annotations
@@ -132,10 +133,10 @@ class SegmentEnded:
 
 @dataclass(frozen=True)
 class SegmentPaused:
-    """VAD mode: the utterance in flight has been silent for the end pad, so if it ended now
-    it would end at ``at`` (its audio up to here is exactly what its final decodes) unless
-    speech resumes before the min-silence wait is over. The policy may decode it speculatively
-    (``soft``: as `SegmentEnded.soft` would say)."""
+    """The utterance in flight has been silent for the end pad, so if it ended now it would end
+    at ``at`` (its audio up to here is exactly what its final decodes) unless speech resumes
+    before the min-silence wait is over (VAD) or the key is let go (push-to-talk). The policy
+    may decode it speculatively (``soft``: as `SegmentEnded.soft` would say)."""
 
     at: int
     soft: bool = False
@@ -209,6 +210,14 @@ class SpeechSegmenter:
         if self._active:
             return []
         return [self._open(self._preroll + self.options.start_windows, speech_windows=0)]
+
+    @property
+    def paused(self) -> bool:
+        """Speech was heard and has been followed by at least the end pad of silence: the audio
+        so far is all the utterance would need if it ended now."""
+        o = self.options
+        return (self._active and self._speech_windows > 0
+                and self._silence >= o.windows(o.end_pad_ms) > 0)
 
     def end(self) -> list[SegmentEvent]:
         """Push-to-talk release (or any forced end): close the utterance at the current position."""
@@ -299,8 +308,9 @@ class SpeechSegmenter:
             self._last_speech_end = self._position
         else:
             self._silence += 1
-        if o.mode == "vad" and self._silence == o.windows(o.end_pad_ms) and self._silence:
-            # The end pad is complete: the audio so far is what a final would decode.
+        if self._silence == o.windows(o.end_pad_ms) and self._silence and self._speech_windows:
+            # The end pad is complete: the audio so far is what a final would decode (VAD: if
+            # the silence goes on; push-to-talk: if the key is let go before speech resumes).
             events.append(SegmentPaused(at=self._position, soft=self._doubted))
         if o.mode == "vad" and self._silent_long_enough():
             events.append(self._close_after_silence())

@@ -8,7 +8,10 @@ on a free decode stream, while the wait goes on:
 - VAD mode: when the silence after the last speech window reaches the end pad
   (`engine.core.segmenter.SegmentPaused`), the utterance's audio is exactly what its final would
   decode if nothing more is said;
-- push-to-talk: at the key release, once the audio up to the release has arrived.
+- push-to-talk: when the speech pauses for the end pad while the key is held (if the key is
+  then let go before speech resumes, the utterance ends at the release with no tail to wait
+  for, and the final is usually ready), else at the key release, once the audio up to it has
+  arrived.
 
 When the utterance then ends, the speculative result is used as the final if no speech was
 heard after the audio it decoded and it covers the speech the segmenter reports (`usable`);

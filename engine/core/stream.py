@@ -122,7 +122,10 @@ class Segmentation:
     def pause(self, at: int) -> None:
         """Push-to-talk release at ``at``: once the samples before it are in, the utterance in
         flight is reported paused there (`SegmentPaused`), so its final can be decoded while
-        the tail after the release is still coming (engine.core.speculation)."""
+        the tail after the release is still coming (engine.core.speculation). If the speech
+        had already paused by then (the segmenter's end pad of silence before the release),
+        there is no last syllable for the tail to catch: the utterance ends at the release and
+        the pending end (release + tail) is dropped."""
         self._pauses.append(at)
 
     def feed(self, audio: Audio) -> list[SegmentEvent]:
@@ -141,7 +144,9 @@ class Segmentation:
             events.extend(self.segmenter.push(window, float(probability)))
             while self._pauses and self._pauses[0] <= self.segmenter.position:
                 self._pauses.popleft()
-                if self.segmenter.active:
+                if self.segmenter.paused:
+                    events.extend(self._end_now())
+                elif self.segmenter.active:
                     events.append(SegmentPaused(at=self.segmenter.position))
         return events
 
@@ -159,6 +164,14 @@ class Segmentation:
         if len(tail):
             events.extend(self.segmenter.push_tail(tail))
         return events + self.segmenter.flush()
+
+    def _end_now(self) -> list[SegmentEvent]:
+        """End the utterance in flight here, dropping the end control queued for it."""
+        for control in self._controls:
+            if control[0] == "end":
+                self._controls.remove(control)
+                break
+        return self.segmenter.end()
 
     def _due_controls(self, upto: int) -> list[SegmentEvent]:
         events: list[SegmentEvent] = []
