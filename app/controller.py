@@ -95,7 +95,7 @@ class Controller(ImportHost):
         b.state_changed.connect(self._on_state)
         b.partial_text.connect(self._on_partial)
         b.final_text.connect(self._on_final)
-        b.level_changed.connect(lambda rms, _peak: w.set_level(rms))
+        b.level_changed.connect(lambda rms, _peak, _end: w.set_level(rms))
         b.metrics.connect(self._on_metrics)
         b.failed.connect(self._on_failed)
         w.start_requested.connect(self.start_engine)
@@ -226,7 +226,7 @@ class Controller(ImportHost):
         if action == "press" and not self.talking:
             self.talking = True
             self.dictation.on_press(hands_free)
-            self.engine.begin_utterance()
+            self.dictation.pressed_at(self.engine.begin_utterance())
         elif action == "release" and self.talking:
             self.talking = False
             self._released_at = time.monotonic()

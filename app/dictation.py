@@ -192,6 +192,11 @@ class Dictation(QObject):
             self.cues().play("start", s.sound_volume,
                              lambda took: mute(took + ECHO_TAIL_S, at=at))
 
+    def pressed_at(self, at: int | None) -> None:
+        """The stream position the press applied to (None: not known): level readings of the
+        audio before it do not count as speech of this recording."""
+        self.auto_stop.since = at
+
     def on_release(self) -> None:
         self.auto_stop.stop()
         self._stop_cue_for = self._utterance if self._utterance is not None else -1
@@ -218,8 +223,8 @@ class Dictation(QObject):
         if s.sounds and s.sound_volume > 0:
             self.cues().play("stop", s.sound_volume)
 
-    def on_level(self, rms_db: float, _peak_db: float) -> None:
-        if self.auto_stop.level(rms_db, self.clock()) and self.controller.talking:
+    def on_level(self, rms_db: float, _peak_db: float, end: int = -1) -> None:
+        if self.auto_stop.level(rms_db, self.clock(), end) and self.controller.talking:
             log.info("hands-free: %.1f s of silence, stopping", self.auto_stop.after_s)
             self.controller.on_ptt("release")
 

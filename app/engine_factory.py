@@ -77,8 +77,9 @@ class AppEngine:
     def stop(self) -> None:
         self.engine.stop()
 
-    def begin_utterance(self) -> None:
-        self.engine.begin_utterance()
+    def begin_utterance(self) -> int | None:
+        at: int | None = self.engine.begin_utterance()
+        return at
 
     def end_utterance(self) -> None:
         self.engine.end_utterance()

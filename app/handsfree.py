@@ -7,7 +7,10 @@ start/end of its own (SpeechStarted/SpeechEnded are the press and the release), 
 is a level above the room's noise floor by ``MARGIN_DB`` and above ``MIN_SPEECH_DB``. The
 noise floor is tracked all the time, not only while recording (`observe`): the quietest recent
 reading, allowed to rise ``FLOOR_RISE_DB`` per reading so a room that got louder is followed;
-digital silence (a muted start cue, -100 dBFS) says nothing about the room and is left out. Before any speech the wait is ``after_s`` plus
+digital silence (a muted start cue, -100 dBFS) says nothing about the room and is left out.
+Readings arrive after their audio, so one of the audio before the press (the previous
+recording's stop cue, say) can arrive after it: a reading whose stream position (``end``) is
+not past the press's (``since``) is never speech of this recording. Before any speech the wait is ``after_s`` plus
 ``FIRST_WORD_GRACE_S``: time to start talking after the start cue. A recording that heard no
 speech still stops, and inserts nothing (the engine gives an empty final for it).
 """
@@ -31,12 +34,14 @@ class AutoStop:
     after_s: float
     running: bool = False
     heard_speech: bool = False
+    since: int | None = None  # the press's stream position, once known
     _last_sound: float = 0.0
     _floor_db: float | None = None
 
     def start(self, now: float) -> None:
         self.running = self.after_s > 0
         self.heard_speech = False
+        self.since = None
         self._last_sound = now + FIRST_WORD_GRACE_S
 
     def stop(self) -> None:
@@ -57,11 +62,14 @@ class AutoStop:
             self._floor_db = rms_db if floor is None else min(rms_db, floor + FLOOR_RISE_DB)
         return speech
 
-    def level(self, rms_db: float, now: float) -> bool:
-        """One reading (any time); True when the recording should stop now."""
+    def level(self, rms_db: float, now: float, end: int = -1) -> bool:
+        """One reading (any time) of the audio up to stream position ``end`` (-1: unknown);
+        True when the recording should stop now."""
         speech = self.observe(rms_db)
         if not self.running:
             return False
+        if speech and self.since is not None and 0 <= end <= self.since:
+            return False  # audio from before the press, delivered late
         if speech:
             self.heard_speech = True
             self._last_sound = max(self._last_sound, now)

@@ -66,10 +66,14 @@ class FinalText:
 
 @dataclass(frozen=True)
 class LevelChanged:
-    """Input level of the last audio block, dBFS (-100 for digital silence)."""
+    """Input level of the last audio block, dBFS (-100 for digital silence); ``end``: the
+    stream position (samples) just after the block, -1 where unknown. Levels are delivered
+    after the audio, so a reader that must not count audio from before some moment (a press)
+    compares positions, not arrival times."""
 
     rms_db: float
     peak_db: float
+    end: int = -1
 
 
 @dataclass(frozen=True)
@@ -118,7 +122,7 @@ class LiveEngine(Protocol):
 
     def stop(self) -> None: ...
 
-    def begin_utterance(self) -> None: ...
+    def begin_utterance(self) -> int | None: ...
 
     def end_utterance(self) -> None: ...
 

@@ -139,9 +139,12 @@ class LocalLiveEngine:
         self._stop.set()
         self._source.stop()
 
-    def begin_utterance(self, at: int | None = None) -> None:
-        """Push-to-talk press. ``at``: the sample it applies to (default: captured so far)."""
-        self._control("begin", self._source.captured if at is None else at)
+    def begin_utterance(self, at: int | None = None) -> int:
+        """Push-to-talk press. ``at``: the sample it applies to (default: captured so far);
+        returns that sample."""
+        at = self._source.captured if at is None else at
+        self._control("begin", at)
+        return at
 
     def end_utterance(self, at: int | None = None) -> None:
         """Push-to-talk release; audio up to ``ptt_tail_ms`` after it is kept. The final is

@@ -211,23 +211,30 @@ def test_start_cue_is_muted_before_it_plays_and_stop_cue_waits_for_the_cut(qtbot
     assert engine.calls[1:] == ["end", "cue stop 55"]
 
 
-def test_hands_free_stops_after_the_silence_and_silence_inserts_nothing(qtbot, make_controller):
+def hands_free(qtbot, make_controller, script: str, inject_mode: str):
+    """A toggle-mode controller on a fake clock, and ``level(db, seconds, end=-1)``: readings
+    ten a second (stream position ``end``), each delivered (the bridge coalesces levels)."""
     from app.settings import Settings, with_changes
 
     settings = with_changes(Settings(), hotkey_mode="toggle", auto_stop_s=2.0, sounds=False,
-                            inject_mode="paste")
-    controller, engines = make_controller(settings, script=("Dictated hands-free.",))
+                            inject_mode=inject_mode)
+    controller, engines = make_controller(settings, script=(script,))
     now = [100.0]
     controller.dictation.clock = lambda: now[0]
     controller.start_engine()
-    sink = controller.bridge.sink
 
-    def level(db: float, seconds: float) -> None:
+    def level(db: float, seconds: float, end: int = -1) -> None:
         for _ in range(round(seconds * 10)):
             now[0] += 0.1
-            sink(LevelChanged(db, db + 6))
-            qtbot.wait(1)  # the bridge coalesces levels: deliver each one
+            controller.bridge.sink(LevelChanged(db, db + 6, end))
+            qtbot.wait(1)
 
+    return controller, engines, level
+
+
+def test_hands_free_stops_after_the_silence_and_silence_inserts_nothing(qtbot, make_controller):
+    controller, engines, level = hands_free(qtbot, make_controller, "Dictated hands-free.",
+                                            "paste")
     level(-60.0, 1.0)
     assert controller.control_command("toggle") == "ok talking=1"
     level(-20.0, 2.0)  # speech
@@ -245,3 +252,19 @@ def test_hands_free_stops_after_the_silence_and_silence_inserts_nothing(qtbot, m
     controller.dictation.insert(Insertion(text="", shown=""), target)
     controller.dictation.insert(Insertion(text="   ", shown=""), target)
     assert controller.dictation.last_text == "Dictated hands-free."
+
+
+def test_hands_free_ignores_a_late_reading_of_audio_from_before_the_press(qtbot, make_controller):
+    """Level readings arrive after their audio: one from before the toggle (the last
+    recording's stop cue) must not count as speech of the new, silent recording."""
+    controller, engines, level = hands_free(qtbot, make_controller, "Nothing.", "off")
+    engines[0].position = 480_000  # 30 s into the stream
+
+    level(-60.0, 1.0, 470_000)
+    assert controller.control_command("toggle") == "ok talking=1"
+    assert controller.dictation.auto_stop.since == 480_000
+    level(-20.0, 0.3, 478_400)  # the stop cue of before, delivered late
+    assert not controller.dictation.auto_stop.heard_speech
+    level(-60.0, 4.0, 490_000)  # silence after the press: stops 2 s + the first-word grace in
+    assert not controller.talking
+    assert engines[0].calls[-2:] == ["begin", "end"]

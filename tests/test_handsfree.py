@@ -63,3 +63,20 @@ def test_speech_right_at_the_start_is_speech_without_a_known_floor() -> None:
     auto = AutoStop(after_s=1.0)
     auto.start(0.0)
     assert feed(auto, [SPEECH] * 50, 0.0) is None and auto.heard_speech
+
+
+def test_a_loud_reading_of_audio_from_before_the_press_is_not_speech() -> None:
+    """The previous recording's stop cue, read before the press but delivered after it (levels
+    arrive after their audio), must not make a silent recording wait as if it heard speech."""
+    auto = AutoStop(after_s=2.0)
+    feed(auto, [ROOM] * 10, 0.0)
+    auto.start(1.0)
+    auto.since = 16_000  # the press applied at stream position 1 s
+    assert not auto.level(SPEECH, 1.05, end=15_000)  # the stop cue, from before the press
+    assert not auto.heard_speech
+    stopped = feed(auto, [ROOM] * 60, 1.1)
+    assert stopped is not None and round(1.1 + stopped, 2) == 1.0 + 2.0 + FIRST_WORD_GRACE_S
+    auto.start(10.0)
+    auto.since = 160_000
+    assert not auto.level(SPEECH, 10.1, end=161_600)  # after the press: speech
+    assert auto.heard_speech

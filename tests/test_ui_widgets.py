@@ -68,7 +68,7 @@ def test_bridge_coalesces_level_readings_to_the_newest(qtbot):
 
     bridge = EngineBridge()
     levels: list[float] = []
-    bridge.level_changed.connect(lambda rms, _peak: levels.append(rms))
+    bridge.level_changed.connect(lambda rms, _peak, _end: levels.append(rms))
     worker = threading.Thread(
         target=lambda: [bridge.sink(LevelChanged(float(-i), 0.0)) for i in range(200)])
     worker.start()

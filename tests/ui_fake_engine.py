@@ -49,7 +49,7 @@ class FakeLiveEngine:
                 self.sink(LevelChanged(rms_db=db, peak_db=db + 6))
         self._in_thread(work)
 
-    def begin_utterance(self) -> None:
+    def begin_utterance(self) -> int:
         self.calls.append("begin")
         self.utterance += 1
         uid, start = self.utterance, self.position
@@ -60,6 +60,7 @@ class FakeLiveEngine:
             self.sink(SpeechStarted(uid, start))
             self.sink(PartialText(uid, committed=first, tentative="maybe", start=start))
         self._in_thread(work)
+        return start
 
     def set_vocabulary(self, terms: tuple[str, ...]) -> None:
         self.calls.append("vocabulary: " + ", ".join(terms))

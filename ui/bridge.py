@@ -41,7 +41,7 @@ class EngineBridge(QObject):
     speech_ended = Signal(int, int)
     partial_text = Signal(object)  # PartialText
     final_text = Signal(object)  # FinalText
-    level_changed = Signal(float, float)  # rms_db, peak_db
+    level_changed = Signal(float, float, object)  # rms_db, peak_db, end (samples; -1 unknown)
     metrics = Signal(object)  # Metrics
     failed = Signal(str, bool)  # message, recoverable
 
@@ -71,7 +71,7 @@ class EngineBridge(QObject):
         with self._level_lock:
             event, self._pending_level = self._pending_level, None
         if event is not None:
-            emit(self.level_changed, event.rms_db, event.peak_db)
+            emit(self.level_changed, event.rms_db, event.peak_db, event.end)
 
     @Slot(object)
     def _dispatch(self, event: object) -> None:

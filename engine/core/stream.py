@@ -67,7 +67,8 @@ class LevelMeter:
         self._blocks: list[Audio] = []
         self._samples = 0
 
-    def feed(self, audio: Audio) -> list[Event]:
+    def feed(self, audio: Audio, end: int = -1) -> list[Event]:
+        """``audio`` ending at stream position ``end``."""
         if self._every <= 0 or not len(audio):
             return []
         self._blocks.append(audio)
@@ -78,7 +79,7 @@ class LevelMeter:
         self._blocks, self._samples = [], 0
         rms = float(np.sqrt(np.mean(np.square(block, dtype=np.float64))))
         peak = float(np.max(np.abs(block)))
-        return [LevelChanged(rms_db=db(rms), peak_db=db(peak))]
+        return [LevelChanged(rms_db=db(rms), peak_db=db(peak), end=end)]
 
 
 def db(value: float) -> float:
@@ -224,7 +225,7 @@ class StreamCore:
 
     def feed(self, audio: Audio, now: float) -> list[Event]:
         """Samples that arrived at ``now`` -> the events they cause."""
-        events = self._meter.feed(audio)
+        events = self._meter.feed(audio, self.position + len(audio))
         return events + self._handle(self.segmentation.feed(audio), now)
 
     def flush(self, now: float) -> list[Event]:

@@ -112,11 +112,14 @@ class RemoteLiveEngine:
         if self._source is not None:
             self._source.stop()
 
-    def begin_utterance(self) -> None:
-        """Push-to-talk press (push-to-talk mode): send from here, with the pre-roll."""
+    def begin_utterance(self) -> int | None:
+        """Push-to-talk press (push-to-talk mode): send from here, with the pre-roll. Returns
+        the stream position it applies to (None before the source exists)."""
+        at = self._captured()
         if self._gate is not None:
             with self._gate_lock:
-                self._gate.begin(self._captured())
+                self._gate.begin(at)
+        return at
 
     def end_utterance(self) -> None:
         """Push-to-talk release: the server decodes the utterance now."""
@@ -157,7 +160,7 @@ class RemoteLiveEngine:
                     if source.finished:
                         break
                     continue
-                for event in self._meter.feed(block):
+                for event in self._meter.feed(block, source.position):
                     self._emit(event)
                 self._forward(block)
         except EngineError as exc:
