@@ -24,9 +24,10 @@ of resolved results). Only `_decode_wave` (local threads, one per stream) is thi
 Memory: a path is decoded in pieces and planned a section at a time (`engine.longform.sections`),
 so the audio held does not grow with the file. The native side is bounded too: the runner
 decodes a wave's batch in slices (`engine.longform.runners.CPU_DECODE_SLICE`: the decoder's
-cross-attention keys and values of every item decoded together are alive at once), and after
-each wave the C heap's free pages go back to the system (`engine.native_memory`), which glibc
-otherwise keeps in per-thread arenas wave after wave (bench/memory.py has the figures).
+cross-attention keys and values of every item decoded together are alive at once) and aligns
+one item at a time, and the C heap's free pages go back to the system after each wave and
+whenever the resident size has grown by a step inside one (`engine.native_memory`), which
+glibc otherwise keeps in per-thread arenas (bench/memory.py has the figures).
 
 Short files (under `FileOptions.sequential_below_s`, 2 min) go through a `SequentialDecoder`
 when the caller passes one (the CLI does): the backend's own 30 s loop, segments yielded as it

@@ -313,3 +313,20 @@ def test_segments_repeated_past_the_audio_end_are_dropped(tiny_transcriber):
     go = tok.encode(" Go forward ten meters.")
     trimmed = trim_loop(attempt([ts, *go, *go, *go[:2]], truncated=True), tok)
     assert trimmed is not None and trimmed.text == "Go forward ten meters."
+
+
+def test_sliced_calls_give_the_text_and_word_times_of_one_call(runner, shared_audio):
+    """The CPU runner's memory bounds (generate() over slices sized by hypotheses x frames,
+    align() one item at a time) change how the work is cut, never the result."""
+    names = ["arctic-aew-a0001.wav", "jfk-inaugural-1961-excerpt.wav",
+             "cmusphinx-goforward.wav", "ls-tc-6930-75918-0000.wav"]
+    audios = [clip(shared_audio, n) for n in names]
+    sliced = Ct2Runner(runner.model, max_batch=2)
+    for options in (DecodeOptions(beam_size=5, short_context=False),  # padded: 1 item a call
+                    DecodeOptions(beam_size=5, short_context=True)):
+        requests = [DecodeRequest(a, options, padding="silence") for a in audios]
+        whole, parts = runner.decode_batch(requests), sliced.decode_batch(requests)
+        assert [r.text for r in parts] == [r.text for r in whole]
+        assert [[(w.text, w.start, w.end) for w in r.words] for r in parts] == [
+            [(w.text, w.start, w.end) for w in r.words] for r in whole]
+        assert all(r.words for r in parts)

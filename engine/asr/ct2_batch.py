@@ -31,6 +31,7 @@ from engine.asr.ct2_words import TokenSpan, assign_to_spans, split_spans
 from engine.asr.short_context import ShortContextSettings
 from engine.core.quality import QualityThresholds
 from engine.errors import TranscriptionError
+from engine.native_memory import release_if_grown
 from engine.types import SAMPLE_RATE, Segment, Word, seconds_to_samples
 
 if TYPE_CHECKING:
@@ -39,6 +40,16 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MIN_DECODE_SAMPLES = SAMPLE_RATE // 10  # 0.1 s
+# Items per align() call when generate() is sliced (CPU): an alignment holds ~35 MB per 10 s
+# item on tiny.en (a 16-chunk batch of one stream peaked +190 MiB aligned 4 at a time, +121
+# one at a time; one decoder pass each, so the wall time did not change: 4.07 vs 4.01 s).
+ALIGN_SLICE = 1
+# What a generate() call holds grows with its hypotheses (beam or best-of, each with its own
+# copy of the cross-attention keys and values) times its encoder frames. A slice of
+# ``max_generate`` items was sized for short windows (up to 14 s: 700 frames) at beam 5; a call
+# on the padded 30 s window (1500 frames), or sampling best-of-5 there, takes fewer items so
+# it holds no more. The peaks of a 3 h file above 500 MB were those calls (bench/memory.py).
+SLICE_HYPOTHESES, SLICE_FRAMES = 5, 700
 
 # One encoding of padding per loaded model (faster-whisper WhisperModel), for every runner and
 # thread that shares it; dropped with the model.
@@ -112,6 +123,7 @@ def decode(whisper: Any, requests: Sequence[DecodeRequest], thresholds: QualityT
                 log.debug("short path failed (%s); falling back to padded", reason)
                 it.path, it.fallback, it.attempts, it.chosen = "padded", reason, [], None
         _build_segments(whisper.model, encoded, short_items, kept, max_generate)
+        del encoded  # not held through the padded pass (memory)
     padded_items = [it for it in items if it.path == "padded"]
     if padded_items:
         pad_frames = int(short.pad_s * 100)
@@ -161,9 +173,11 @@ def _run_pass(whisper: Any, items: list[_Item], frames: int, thresholds: Quality
                    items[i].request.timestamps)
             groups.setdefault(key, []).append(i)
         for (beam, temperature, _, _), rows in groups.items():
-            for part in _slices(rows, max_generate):
+            hypotheses = passes.BEST_OF if temperature > 0 else beam
+            for part in _slices(rows, generate_slice(max_generate, hypotheses, frames // 2)):
                 _generate(model, encoded, [items[i] for i in part], part, beam, temperature,
                           short_pass)
+                release_if_grown()  # engine.native_memory: what the call freed, if kept
         step += 1
         pending = [i for i in pending if not short_pass
                    and step < len(items[i].request.options.temperatures)
@@ -233,6 +247,15 @@ def _choose(attempts: list[Attempt]) -> Attempt | None:
     return max(not_loops or attempts, key=lambda a: a.avg_logprob)
 
 
+def generate_slice(max_items: int | None, hypotheses: int, frames: int) -> int | None:
+    """Items per generate() call: at most ``max_items`` (None: no limit), and no more
+    hypotheses x encoder ``frames`` than that many short-window items at beam 5 hold."""
+    if max_items is None:
+        return None
+    budget = max_items * SLICE_HYPOTHESES * SLICE_FRAMES
+    return max(1, min(max_items, budget // max(1, hypotheses * frames)))
+
+
 def _slices(rows: list[int], size: int | None) -> list[list[int]]:
     """``rows`` in consecutive slices of at most ``size`` (one slice when None)."""
     step = size or len(rows) or 1
@@ -269,12 +292,14 @@ def _align(model: Any, encoded: passes.EncodedBatch, items: list[_Item],
         if items[i].request.options.word_timestamps:
             groups.setdefault(tuple(items[i].tokenizer.sot_sequence), []).append(i)
     out: dict[int, list[Any]] = {}
-    for rows in (part for group in groups.values() for part in _slices(group, max_generate)):
+    size = ALIGN_SLICE if max_generate else None
+    for rows in (part for group in groups.values() for part in _slices(group, size)):
         tokens = [[t for s in spans_of[i] for t in s.tokens] for i in rows]
         frames = [min(items[i].frames, encoded.frames) for i in rows]
         timings = passes.align_words(model, encoded.subset(rows), items[rows[0]].tokenizer,
                                      tokens, frames)
         out.update(zip(rows, timings, strict=True))
+        release_if_grown()
     return out
 
 

@@ -25,6 +25,7 @@ from engine.asr.ct2_words import (
 )
 from engine.core.quality import compression_ratio, words_of
 from engine.errors import TranscriptionError
+from engine.native_memory import release_if_grown
 from engine.types import Audio
 
 Features = npt.NDArray[np.float32]
@@ -186,6 +187,7 @@ def _encode_one_by_one(ct2_model: Any, features: Features, widths: Sequence[int]
             tail = silence.positions(ct2_model, features.shape[1], host.shape[1], frames // 2)
             host = np.concatenate([host, tail], axis=1)
         outputs.append(host)  # a view of ``encoded``; the concatenation below copies it
+        release_if_grown()  # the encoder's activations (engine.native_memory)
     return np.ascontiguousarray(np.concatenate(outputs))
 
 

@@ -20,7 +20,9 @@ CPU_STREAMS = 2
 # (beam 5, two streams; bench/memory.py): 8 min mix, 705 -> 437 MB peak RSS with the text
 # identical (with the per-wave trim and oneDNN cap, engine.native_memory); 20 min mix, whole
 # calls 701-733 MB, slices of 8 593, of 4 523 (trimmed). CPU time per item did not grow in
-# single-call tests (greedy 16 vs 2 x 8 vs 4 x 4 items: 16-20 s for three calls each).
+# single-call tests (greedy 16 vs 2 x 8 vs 4 x 4 items: 16-20 s for three calls each). Calls
+# with more hypotheses x frames than 4 short windows at beam 5 (the padded window at beam 5)
+# take fewer items, and align() takes one (`engine.asr.ct2_batch.generate_slice`).
 CPU_DECODE_SLICE = 4
 
 
