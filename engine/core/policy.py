@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -385,8 +386,7 @@ class StreamingPolicy:
         if utt is None or utt.spec_result is None:
             return False
         return reads_finished(" ".join(
-            s.text for s in utt.spec_result.segments
-            if "no_speech" not in _flags(s, self.options.quality)).strip())
+            s.text for s in _spoken(utt.spec_result.segments, self.options.quality)).strip())
 
     def discarded(self, job: Job) -> bool:
         """A speculative final thrown away (speech resumed): its result will be ignored, so a
@@ -521,8 +521,8 @@ class StreamingPolicy:
     def _final_result(self, request: Job, utt: _Utterance, transcript: Transcript,
                       now: float) -> list[Event]:
         o = self.options
-        kept = [s for s in transcript.segments if "no_speech" not in _flags(s, o.quality)
-                and not (utt.soft and s.no_speech_prob > o.soft_no_speech)]
+        kept = [s for s in _spoken(transcript.segments, o.quality)
+                if not (utt.soft and s.no_speech_prob > o.soft_no_speech)]
         flags = _final_flags(request, transcript, kept, utt.speech_end, o.quality)
         rungs = LIVE if o.retry_on_loop else dataclasses.replace(LIVE, max_retries=0)
         if self._finals:  # behind: a low-confidence final is not worth the wait
@@ -637,6 +637,11 @@ def _early_end(words: list[Word], request: Job, speech_end: int) -> set[str]:
     if speech_end - (request.start + words[-1].end) > EARLY_END_S * SAMPLE_RATE:
         return {"early_end"}
     return set()
+
+
+def _spoken(segments: Iterable[Segment], thresholds: QualityThresholds) -> list[Segment]:
+    """The segments the quality checks do not take for text on no speech."""
+    return [s for s in segments if "no_speech" not in _flags(s, thresholds)]
 
 
 def _flags(segment: Segment, thresholds: QualityThresholds) -> set[str]:

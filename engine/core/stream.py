@@ -238,9 +238,10 @@ class StreamCore:
 
     def on_result(self, job: Job, transcript: Transcript, now: float) -> list[Event]:
         events = self.policy.on_result(job.request_id, transcript, now)
-        if job.speculative and self.policy.reads_finished():
-            # VAD mode: the speculative final, decoded at the start of the silence, ends a
-            # sentence, so the silence needn't last the full wait to be taken for the end.
+        if job.speculative and self.options.mode == "vad" and self.policy.reads_finished():
+            # The speculative final, decoded at the start of the silence, ends a sentence, so
+            # the silence needn't last the full wait to be taken for the end (in push-to-talk
+            # the release decides).
             events += self._handle(self.segmentation.hurry(), now)
         return events
 
