@@ -15,6 +15,9 @@ plays at real speed. Measured per decode and utterance:
                             30 s path (plain SequentialRunner): the peer, same run
   final_after_speech_end_ms last speech sample -> final text (includes the min-silence wait)
   first_partial_ms          speech detected -> first partial text of that utterance
+                            (``first_partial_first_word_agrees``: share of finals whose first
+                            word, normalised, is the first partial's: an early partial that
+                            shows the wrong word is worse than a later one)
   wer_streaming / wer_offline  corpus WER of the streamed finals / of faster-whisper on the
                             whole file (beam 5), both normalised (engine.evaluation)
   formatted_wer_*           the same with case and punctuation kept, over the references
@@ -125,6 +128,7 @@ class Collector:
         self.metrics: list[Metrics] = []
         self.started_at: dict[int, float] = {}
         self.first_partial_ms: dict[int, float] = {}
+        self.first_partial_text: dict[int, str] = {}
         self.breakdowns: list[dict[str, float]] = []
 
     def __call__(self, event: Event) -> None:
@@ -136,6 +140,7 @@ class Collector:
             uid = event.utterance_id
             if uid not in self.first_partial_ms and uid in self.started_at:
                 self.first_partial_ms[uid] = (now - self.started_at[uid]) * 1000
+                self.first_partial_text[uid] = f"{event.committed} {event.tentative}"
         elif isinstance(event, FinalText):
             self.finals.append(event)
             self.breakdowns.append(final_breakdown(event))
@@ -207,6 +212,7 @@ def dictated(finals: list[str]) -> str:
 def run_files(entries: list[Any], fast: Recording, offline: SequentialRunner,
               realtime: bool) -> dict[str, Any]:
     rtts, rtts_final, rtts_2_5, after, first = [], [], [], [], []
+    agrees: list[bool] = []  # the first partial's first word is the final's first word
     steps: dict[str, list[float]] = {name: [] for name in STEPS}
     refs, hyps, hyps_off, hyps_typed, per_file = [], [], [], [], []
     for item in entries:
@@ -229,6 +235,9 @@ def run_files(entries: list[Any], fast: Recording, offline: SequentialRunner,
                 if 2 * SAMPLE_RATE <= f.end - f.start <= 5 * SAMPLE_RATE:
                     rtts_2_5.append(f.latency_ms)
         first += list(got.first_partial_ms.values())
+        agrees += [normalize(got.first_partial_text[f.utterance_id]).split()[:1]
+                   == normalize(f.text).split()[:1]
+                   for f in got.finals if f.text and f.utterance_id in got.first_partial_text]
         for row in got.breakdowns:
             for name, value in row.items():
                 steps[name].append(value)
@@ -246,7 +255,8 @@ def run_files(entries: list[Any], fast: Recording, offline: SequentialRunner,
             "wer_offline": error_rate(refs, hyps_off),
             "fwer_streaming": formatted_error_rate(refs, hyps),
             "fwer_offline": formatted_error_rate(refs, hyps_off),
-            "fwer_dictated": formatted_error_rate(refs, hyps_typed), "per_file": per_file}
+            "fwer_dictated": formatted_error_rate(refs, hyps_typed), "per_file": per_file,
+            "first_word_agrees": round(float(np.mean(agrees)), 3) if agrees else None}
 
 
 def padded_rtts(chunks: list[tuple[Audio, DecodeOptions]],
@@ -339,6 +349,10 @@ def main() -> int:
     parser.add_argument("--min-partial-s", type=float, help="audio before a first partial")
     parser.add_argument("--finished-silence-ms", type=int,
                         help="the wait once the speculative final ends a sentence (0: off)")
+    parser.add_argument("--open-silence-ms", type=int,
+                        help="the wait once the speculative final reads as going on (0: off)")
+    parser.add_argument("--first-words-step-s", type=float,
+                        help="new audio before a partial is tried again while none has words")
     args = parser.parse_args()
     global OPTIONS
     policy = PolicyOptions(speculative_finals=not args.no_speculative)
@@ -346,6 +360,8 @@ def main() -> int:
         policy = replace(policy, final_beam_size=args.final_beam)
     if args.min_partial_s is not None:
         policy = replace(policy, min_partial_audio_s=args.min_partial_s)
+    if args.first_words_step_s is not None:
+        policy = replace(policy, first_words_step_s=args.first_words_step_s)
     OPTIONS = LiveOptions(journal=False, policy=policy)
     if args.min_silence_ms is not None:
         OPTIONS = replace(OPTIONS, segmenter=replace(OPTIONS.segmenter,
@@ -353,6 +369,9 @@ def main() -> int:
     if args.finished_silence_ms is not None:
         OPTIONS = replace(OPTIONS, segmenter=replace(
             OPTIONS.segmenter, finished_silence_ms=args.finished_silence_ms))
+    if args.open_silence_ms is not None:
+        OPTIONS = replace(OPTIONS, segmenter=replace(
+            OPTIONS.segmenter, open_silence_ms=args.open_silence_ms))
 
     padded = SequentialRunner(args.model, device=args.device)
     padded.load()  # the padded peer (all cores, one stream)
@@ -387,7 +406,10 @@ def main() -> int:
         "streams": args.streams, "threads": args.threads, "speculative_finals": not args.no_speculative,
         "min_silence_ms": OPTIONS.segmenter.min_silence_ms,
         "finished_silence_ms": OPTIONS.segmenter.finished_silence_ms,
+        "open_silence_ms": OPTIONS.segmenter.open_silence_ms,
         "min_partial_audio_s": OPTIONS.policy.min_partial_audio_s,
+        "first_words_step_s": OPTIONS.policy.first_words_step_s,
+        "first_partial_first_word_agrees": res["first_word_agrees"],
         "runs": args.runs,
         "wer_streaming": round(res["wer_streaming"], 4),
         "wer_offline": round(res["wer_offline"], 4),
@@ -436,7 +458,8 @@ def print_table(result: dict[str, Any], fast_ms: list[float], padded_ms: list[fl
     for name, r in result["breakdown_ms"].items():
         print(f"  final step {name:27s} {r['p50'] if r['p50'] is not None else '-':>8} "
               f"{r['p95'] if r['p95'] is not None else '-':>8} {r['n']:>5}")
-    print(f"finals decoded speculatively: {result['speculative_share']}")
+    print(f"finals decoded speculatively: {result['speculative_share']}; first partial's first "
+          f"word = the final's: {result['first_partial_first_word_agrees']}")
     print(f"WER streaming {result['wer_streaming']:.3f}  offline {result['wer_offline']:.3f}  "
           f"(diff {100 * (result['wer_streaming'] - result['wer_offline']):+.1f} points)")
     print(f"formatted WER streaming {result['formatted_wer_streaming']:.3f}  offline "

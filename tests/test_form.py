@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.core.form import ensure_form, has_form, reads_finished
+from engine.core.form import ensure_form, has_form, reads_finished, reads_open
 from engine.types import Word
 
 
@@ -75,3 +75,21 @@ def test_voice_activity_pieces_keep_their_end() -> None:
 ])
 def test_reads_finished(text: str, finished: bool) -> None:
     assert reads_finished(text) is finished
+
+
+@pytest.mark.parametrize("text, open_", [
+    ("And so my fellow Americans ask not...", True),  # trailing off mid-sentence
+    ("Ask not\u2026", True),
+    ("And so, my fellow Americans,", True),
+    ("The list:", True),
+    ("and so my fellow", True),  # no sentence end at all
+    ('He said "wait,"', True),
+    ("And so my fellow Americans.", False),
+    ("Is that right?", False),
+    ("Thanks.", False),
+    ("東京", False),  # no case, no known mark: nothing to tell
+    ("", False),
+])
+def test_reads_open(text: str, open_: bool) -> None:
+    assert reads_open(text) is open_
+    assert not (open_ and reads_finished(text))  # never both

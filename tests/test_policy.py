@@ -81,20 +81,27 @@ def test_partial_result_commits_by_agreement_and_reports_metrics() -> None:
 
 def test_until_the_first_words_show_partials_come_as_soon_as_there_is_new_audio() -> None:
     policy = StreamingPolicy(PolicyOptions(min_partial_audio_s=0.5, partial_interval_s=0.4,
-                                           min_new_audio_s=0.2, busy_factor=2.0))
+                                           min_new_audio_s=0.2, first_words_step_s=0.1,
+                                           busy_factor=2.0))
     started(policy, seconds=0.5, now=0.5)
     first = policy.next_request(0.5)
     assert first is not None and first.kind == "partial"
     # A partial never falls back to the padded 30 s window: tentative text is not worth it.
     assert first.options.short_context and not first.options.short_fallback
     policy.on_result(first.request_id, transcript(""), 0.55)  # too early: no word yet
-    policy.handle(SegmentAudio(audio(0.2)), 0.75)
-    second = policy.next_request(0.75)  # not 0.55 + 0.4: as soon as 0.2 s more is in
+    policy.handle(SegmentAudio(audio(0.05)), 0.6)
+    assert policy.next_request(0.6) is None  # nothing new worth reading yet
+    policy.handle(SegmentAudio(audio(0.05)), 0.65)
+    second = policy.next_request(0.65)  # not 0.55 + 0.4: as soon as 0.1 s more is in
     assert second is not None and second.kind == "partial"
-    policy.on_result(second.request_id, transcript("the"), 0.8)
-    policy.handle(SegmentAudio(audio(0.2)), 1.0)
-    assert policy.next_request(1.0) is None  # words are showing: the usual interval again
-    assert policy.next_request(1.25) is not None
+    assert len(second.audio) == int(0.6 * SR)
+    policy.on_result(second.request_id, transcript("the"), 0.7)
+    policy.handle(SegmentAudio(audio(0.1)), 0.8)
+    # Words are showing: the usual interval (0.4 s) and step (0.2 s of new audio) again.
+    assert policy.next_request(0.8) is None
+    policy.handle(SegmentAudio(audio(0.1)), 0.9)
+    assert policy.next_request(0.9) is None  # 0.2 s new, but not 0.4 s after the last result
+    assert policy.next_request(1.1) is not None
 
 
 def test_busy_factor_spaces_partials_after_slow_decodes() -> None:

@@ -18,8 +18,10 @@ from engine.types import SAMPLE_RATE, VAD_WINDOW, Segment, Transcript
 from engine.vad import load_scorer
 
 
-def drive(core: StreamCore, audio: np.ndarray, block: int, text: str = "words") -> list[Event]:
-    """Feed ``audio`` in blocks (10 ms of clock per block), answer every job at once."""
+def drive(core: StreamCore, audio: np.ndarray, block: int, text: str = "words.") -> list[Event]:
+    """Feed ``audio`` in blocks (10 ms of clock per block), answer every job at once. The
+    default text reads neither finished nor open (`StreamCore.on_result`), so the cuts are
+    the VAD's alone, whatever the block size."""
     events: list[Event] = []
     now = 0.0
     for i in range(0, len(audio), block):

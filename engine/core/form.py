@@ -36,6 +36,20 @@ def reads_finished(text: str) -> bool:
             and len(stripped.split()) >= 2)
 
 
+# Marks Whisper ends a piece with when the thought goes on: a trailing "..." (a voice that
+# pauses mid-sentence), a comma, a colon, a semicolon or a dash.
+OPEN_ENDS = ("...", "\u2026", ",", ";", ":", "-", "\u2013", "\u2014")
+
+
+def reads_open(text: str) -> bool:
+    """Whether ``text`` reads as a sentence that goes on: it ends with one of `OPEN_ENDS`, or,
+    in a cased script, with a word and no sentence end at all ("and so my fellow")."""
+    stripped = text.rstrip().rstrip(CLOSERS)
+    if not stripped:
+        return False
+    return stripped.endswith(OPEN_ENDS) or (stripped[-1].isalnum() and _cased(stripped[-1]))
+
+
 def _cased(char: str) -> bool:
     return char.lower() != char.upper()
 

@@ -26,12 +26,13 @@ import dataclasses
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 
 from engine.core import hotwords, ladder
 from engine.core.agreement import LocalAgreement, tokens
-from engine.core.form import ensure_form, reads_finished
+from engine.core.form import ensure_form, reads_finished, reads_open
 from engine.core.ladder import LIVE, LOOP_FLAGS, QualityThresholds, Rung, word_loop
 from engine.core.prompt import PromptOptions, PromptTracker
 from engine.core.segmenter import (
@@ -75,6 +76,10 @@ class PolicyOptions:
     min_partial_audio_s: float = 0.7
     partial_interval_s: float = 0.4
     min_new_audio_s: float = 0.2
+    # Until the first words show, a partial is tried again once this much more audio is in
+    # (a decode of under a second of audio takes ~40 ms here), so the first words appear
+    # about when Whisper can first read them.
+    first_words_step_s: float = 0.1
     busy_factor: float = 2.0
     max_lag_s: float = 1.5
     max_in_flight: int = 1
@@ -118,7 +123,8 @@ class PolicyOptions:
         return self
 
     def __post_init__(self) -> None:
-        if self.min_partial_audio_s < 0 or self.partial_interval_s < 0 or self.min_new_audio_s < 0:
+        if min(self.min_partial_audio_s, self.partial_interval_s, self.min_new_audio_s,
+               self.first_words_step_s) < 0:
             raise ValueError("partial timings must be >= 0")
         if self.busy_factor < 1.0:
             raise ValueError("busy_factor must be >= 1 (a worker cannot be more than fully busy)")
@@ -379,14 +385,19 @@ class StreamingPolicy:
         if utt is not None and utt.spec is None and self.options.speculative_finals:
             utt.spec_at, utt.spec_soft = at, soft
 
-    def reads_finished(self) -> bool:
-        """The utterance in flight has its speculative final back and that text reads as a
-        finished sentence (`engine.core.form.reads_finished`): the pause is likely the end."""
+    def reading(self) -> Literal["finished", "open"] | None:
+        """How the speculative final of the utterance in flight reads, once it is back:
+        "finished" (a finished sentence, `engine.core.form.reads_finished`: the pause is likely
+        the end), "open" (it goes on, `engine.core.form.reads_open`: the pause is likely inside
+        a sentence), or None (no text, or nothing to tell)."""
         utt = self._active
         if utt is None or utt.spec_result is None:
-            return False
-        return reads_finished(" ".join(
-            s.text for s in _spoken(utt.spec_result.segments, self.options.quality)).strip())
+            return None
+        text = " ".join(
+            s.text for s in _spoken(utt.spec_result.segments, self.options.quality)).strip()
+        if reads_finished(text):
+            return "finished"
+        return "open" if reads_open(text) else None
 
     def discarded(self, job: Job) -> bool:
         """A speculative final thrown away (speech resumed): its result will be ignored, so a
@@ -433,7 +444,8 @@ class StreamingPolicy:
             and utt.speech
             and now >= self._next_partial_at
             and utt.samples >= o.min_partial_audio_s * SAMPLE_RATE
-            and utt.samples - utt.partial_samples >= o.min_new_audio_s * SAMPLE_RATE
+            and utt.samples - utt.partial_samples >= SAMPLE_RATE * (
+                o.min_new_audio_s if utt.heard.strip() else o.first_words_step_s)
             and not any(u is utt for _, u in self._in_flight.values())
             and utt.spec is None and utt.spec_at is None
             # With two decode streams or more, the last free one is kept for a final.
@@ -470,7 +482,7 @@ class StreamingPolicy:
         utt.heard = f"{committed} {tentative}"
         if not utt.heard.strip():
             # No word yet (the first try is early, on little speech): ask again as soon as
-            # min_new_audio_s more has come, not a whole interval later, so the first words
+            # first_words_step_s more has come, not a whole interval later, so the first words
             # show when Whisper can first read them. A busy machine still backs off.
             self._next_partial_at = now + (o.busy_factor * (now - request.issued_at)
                                            if self._backoff > 1 else 0.0)

@@ -13,6 +13,11 @@ Rules, each there to prevent a complaint users make about peer apps:
   a sentence: engine.core.stream), so the silence that ends it is only
   ``finished_silence_ms``: the listener's "is that the end?" answered by what was said, not by
   the clock alone. Speech resuming before that restores the usual wait;
+- `linger()`: the mirror of `hurry()`: the speculative final reads as a sentence that goes on
+  (it trails off with "...", ends with a comma, or has no sentence end), so the silence that
+  ends it is ``open_silence_ms``: a speaker who pauses mid-sentence ("And so, my fellow
+  Americans ... ask not ...") is decoded as one utterance, read in context, not as fragments
+  each decoded alone. Speech resuming clears it, like the hint above;
 - every utterance starts ``preroll_ms`` (>= 300 ms) before the first speech window, so the
   first word's onset is never cut;
 - `flush()` (stop) ends the utterance in flight, so the last words are never lost;
@@ -63,6 +68,8 @@ class SegmenterOptions:
     max_ms: int = 30_000
     # The wait once the utterance reads finished (`hurry`); 0 turns the hint off.
     finished_silence_ms: int = 400
+    # The wait once the utterance reads as going on (`linger`); 0 turns the hint off.
+    open_silence_ms: int = 1200
     # Push-to-talk: the user said there is speech, so a lower bar decides whether a press held
     # anything worth decoding (Silero scores falsetto or whispering around 0.2).
     ptt_threshold: float = 0.15
@@ -85,9 +92,9 @@ class SegmenterOptions:
         if self.preroll_ms < 300:
             raise ValueError("preroll_ms must be >= 300 so first words are not cut")
         if min(self.min_silence_ms, self.short_silence_ms, self.short_ms, self.end_pad_ms,
-               self.finished_silence_ms) < 0:
-            raise ValueError("min_silence_ms, short_ms, short_silence_ms, end_pad_ms and "
-                             "finished_silence_ms must be >= 0")
+               self.finished_silence_ms, self.open_silence_ms) < 0:
+            raise ValueError("min_silence_ms, short_ms, short_silence_ms, end_pad_ms, "
+                             "finished_silence_ms and open_silence_ms must be >= 0")
         if self.max_ms < 2_000:
             raise ValueError("max_ms must be >= 2000")
         if not 0.0 < self.soft_threshold <= self.end_threshold or self.soft_snr_db < 0:
@@ -162,6 +169,7 @@ class SpeechSegmenter:
         self._levels: list[float] = []  # level (dB) per window of the utterance, for splitting
         self._silence = 0  # consecutive windows below end_threshold
         self._hurried = False  # the utterance in flight reads finished (`hurry`)
+        self._lingering = False  # ... or reads as going on (`linger`)
         self._last_speech_end = 0
         self._speech_windows = 0
         self._floor = position  # end of the previous utterance: pre-roll never reaches back past it
@@ -240,6 +248,14 @@ class SpeechSegmenter:
         self._hurried = True
         return [self._close_after_silence()] if self._silent_long_enough() else []
 
+    def linger(self) -> None:
+        """VAD mode, during the silence after speech: the utterance reads as going on, so only
+        ``open_silence_ms`` of silence ends it (when that is longer than the usual wait).
+        Ignored once speech has resumed, like `hurry`."""
+        o = self.options
+        if o.mode == "vad" and self._active and self._silence and o.open_silence_ms:
+            self._lingering = True
+
     def _push_idle(self, probability: float) -> list[SegmentEvent]:
         if self.options.mode == "ptt":
             return []
@@ -303,7 +319,7 @@ class SpeechSegmenter:
         events: list[SegmentEvent] = [SegmentAudio(audio=window, speech=is_speech)]
         if is_speech:
             self._silence = 0
-            self._hurried = False
+            self._hurried = self._lingering = False
             self._speech_windows += 1
             self._last_speech_end = self._position
         else:
@@ -327,7 +343,9 @@ class SpeechSegmenter:
         if self._hurried:
             return min(o.finished_silence_ms, o.min_silence_ms)
         spoken = (self._last_speech_end - self._start) * 1000 // SAMPLE_RATE
-        return o.min_silence_ms if spoken >= o.short_ms else max(o.min_silence_ms, o.short_silence_ms)
+        wait = o.min_silence_ms if spoken >= o.short_ms else max(o.min_silence_ms,
+                                                                 o.short_silence_ms)
+        return max(wait, o.open_silence_ms) if self._lingering else wait
 
     def _close_after_silence(self) -> SegmentEnded:
         """VAD mode: the silence was long enough; the end pad stays with the utterance."""
@@ -358,7 +376,7 @@ class SpeechSegmenter:
                              soft=self._doubted)
         self._floor = end
         self._active = False
-        self._hurried = False
+        self._hurried = self._lingering = False
         self._soft = self._doubted = False
         self._windows = []
         self._levels = []

@@ -156,6 +156,11 @@ class Segmentation:
         (`SpeechSegmenter.hurry`)."""
         return self.segmenter.hurry()
 
+    def linger(self) -> None:
+        """The utterance in flight reads as going on: a longer silence ends it
+        (`SpeechSegmenter.linger`)."""
+        self.segmenter.linger()
+
     def flush(self) -> list[SegmentEvent]:
         """Close the utterance in flight with everything received so far (its last samples
         too, even less than a window); pending controls take effect first."""
@@ -238,11 +243,15 @@ class StreamCore:
 
     def on_result(self, job: Job, transcript: Transcript, now: float) -> list[Event]:
         events = self.policy.on_result(job.request_id, transcript, now)
-        if job.speculative and self.options.mode == "vad" and self.policy.reads_finished():
-            # The speculative final, decoded at the start of the silence, ends a sentence, so
-            # the silence needn't last the full wait to be taken for the end (in push-to-talk
-            # the release decides).
-            events += self._handle(self.segmentation.hurry(), now)
+        if job.speculative and self.options.mode == "vad":
+            # The speculative final, decoded at the start of the silence, tells how long the
+            # silence must last to be taken for the end (in push-to-talk the release decides):
+            # a finished sentence, less than the usual wait; a sentence that goes on, longer.
+            reading = self.policy.reading()
+            if reading == "finished":
+                events += self._handle(self.segmentation.hurry(), now)
+            elif reading == "open":
+                self.segmentation.linger()
         return events
 
     def on_failure(self, job: Job, message: str, now: float) -> list[Event]:
