@@ -351,6 +351,8 @@ def main() -> int:
                         help="the wait once the speculative final ends a sentence (0: off)")
     parser.add_argument("--open-silence-ms", type=int,
                         help="the wait once the speculative final reads as going on (0: off)")
+    parser.add_argument("--padding", choices=("encoded", "silence"),
+                        help="how padded-window decodes encode the window after the audio")
     parser.add_argument("--first-words-step-s", type=float,
                         help="new audio before a partial is tried again while none has words")
     args = parser.parse_args()
@@ -362,6 +364,8 @@ def main() -> int:
         policy = replace(policy, min_partial_audio_s=args.min_partial_s)
     if args.first_words_step_s is not None:
         policy = replace(policy, first_words_step_s=args.first_words_step_s)
+    if args.padding is not None:
+        policy = replace(policy, padding=args.padding)
     OPTIONS = LiveOptions(journal=False, policy=policy)
     if args.min_silence_ms is not None:
         OPTIONS = replace(OPTIONS, segmenter=replace(OPTIONS.segmenter,
@@ -409,6 +413,7 @@ def main() -> int:
         "open_silence_ms": OPTIONS.segmenter.open_silence_ms,
         "min_partial_audio_s": OPTIONS.policy.min_partial_audio_s,
         "first_words_step_s": OPTIONS.policy.first_words_step_s,
+        "padding": OPTIONS.policy.padding,
         "first_partial_first_word_agrees": res["first_word_agrees"],
         "runs": args.runs,
         "wer_streaming": round(res["wer_streaming"], 4),

@@ -559,3 +559,18 @@ def test_without_a_style_prompt_a_final_is_repaired_without_a_retry() -> None:
     events = policy.on_result(request.request_id, transcript("go forward ten meters",
                                                              seconds=3.0, language="xx"), 3.2)
     assert [e.text for e in events if isinstance(e, FinalText)] == ["Go forward ten meters."]
+
+
+def test_every_decode_asks_for_the_padding_chosen() -> None:
+    for padding in ("encoded", "silence"):
+        policy = StreamingPolicy(PolicyOptions(min_partial_audio_s=0.2, padding=padding))
+        started(policy, seconds=0.5)
+        partial = policy.next_request(0.5)
+        assert partial is not None and partial.request.padding == padding
+        policy.on_result(partial.request_id, transcript("the quick"), 0.6)
+        policy.handle(SegmentEnded(end=16000 + 8000, speech_end=16000 + 8000,
+                                   speech_windows=10), 0.7)
+        final = policy.next_request(0.7)
+        assert final is not None and final.kind == "final"
+        assert final.request.padding == padding
+    assert PolicyOptions().padding == "encoded"  # quality first (see PolicyOptions)
