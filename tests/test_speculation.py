@@ -332,6 +332,18 @@ def test_a_finished_sentence_ends_after_the_shorter_silence() -> None:
         assert segmenter.hurry() == [] and segmenter.active
 
 
+def usual_wait_after_speech_or_when_off(options: SegmenterOptions, hint: str) -> None:
+    """The segmenter method ``hint``, called 300 ms into a pause, is taken back by speech
+    resuming and does nothing with ``open_silence_ms=0``: the usual 500 ms wait either way."""
+    segmenter, _ = paused(options, 300)
+    getattr(segmenter, hint)()
+    speak(segmenter)
+    assert silence_to_end(segmenter)[0] == options.windows(500)
+    segmenter, _ = paused(replace(options, open_silence_ms=0), 300)
+    getattr(segmenter, hint)()
+    assert options.windows(300) + silence_to_end(segmenter)[0] == options.windows(500)
+
+
 def test_a_sentence_that_goes_on_waits_for_the_longer_silence() -> None:
     options = SegmenterOptions(end_pad_ms=200, min_silence_ms=500, short_ms=0,
                                open_silence_ms=1200)
@@ -345,20 +357,64 @@ def test_a_sentence_that_goes_on_waits_for_the_longer_silence() -> None:
     assert options.windows(300) + waited == options.windows(1200)  # not the 500 ms wait
     assert ended.end == speech_end + options.windows(200) * VAD_WINDOW  # the same end pad
 
-    # Speech resuming takes the hint back: the usual wait again.
-    segmenter, _ = paused(options, 300)
-    segmenter.linger()
-    speak(segmenter)
-    assert silence_to_end(segmenter)[0] == options.windows(500)
-
-    # open_silence_ms=0 and push-to-talk ignore it (only the release ends a press).
-    segmenter, _ = paused(replace(options, open_silence_ms=0), 300)
-    segmenter.linger()
-    assert options.windows(300) + silence_to_end(segmenter)[0] == options.windows(500)
+    usual_wait_after_speech_or_when_off(options, "linger")
+    # Push-to-talk ignores it (only the release ends a press).
     segmenter, _ = paused(replace(options, mode="ptt"), 300)
     segmenter.linger()
     assert not any(isinstance(e, SegmentEnded) for e in quiet(segmenter, 2000))
     assert segmenter.active
+
+
+def test_the_usual_wait_does_not_end_a_pause_whose_reading_is_on_its_way() -> None:
+    options = SegmenterOptions(end_pad_ms=200, min_silence_ms=500, short_ms=0,
+                               open_silence_ms=1200)
+    # The speculative final is being decoded from 200 ms into the pause; it comes back at
+    # 700 ms and tells nothing: the utterance ends then (the usual wait is long past).
+    segmenter, speech_end = paused(options, 200)
+    segmenter.await_reading()
+    assert not any(isinstance(e, SegmentEnded) for e in quiet(segmenter, 500))
+    [ended] = segmenter.settle()
+    assert isinstance(ended, SegmentEnded)
+    assert ended.end == speech_end + options.windows(200) * VAD_WINDOW  # the same cut
+    # It comes back reading "goes on": the longer wait, counted from the last speech.
+    segmenter, _ = paused(options, 200)
+    segmenter.await_reading()
+    quiet(segmenter, 500)
+    assert segmenter.linger() == []
+    waited, _ = silence_to_end(segmenter)
+    assert options.windows(200) + options.windows(500) + waited == options.windows(1200)
+    # Never back (a decode slower than the longer wait): that wait ends it all the same.
+    segmenter, _ = paused(options, 200)
+    segmenter.await_reading()
+    assert options.windows(200) + silence_to_end(segmenter)[0] == options.windows(1200)
+    usual_wait_after_speech_or_when_off(options, "await_reading")
+
+
+def test_a_slow_reading_that_goes_on_still_keeps_the_sentence_whole() -> None:
+    # Stream core, VAD mode, energy scorer on a tone: 2 s "speech", a 0.9 s pause, 2 s more.
+    # The speculative final takes 0.6 s to decode (past the usual 500 ms wait) and reads
+    # "... morning," (goes on): one utterance, one final, decoded after the second part.
+    from engine.core.voice import EnergyVad
+
+    tone = (0.3 * np.sin(np.arange(2 * SR) * 2 * np.pi * 220 / SR)).astype(np.float32)
+    data = np.concatenate([np.zeros(SR // 2, np.float32), tone, np.zeros(int(0.9 * SR),
+                          np.float32), tone, np.zeros(2 * SR, np.float32)])
+    core = StreamCore(StreamOptions(mode="vad", policy=PolicyOptions(partials=False)),
+                      EnergyVad())
+    now, events, running = 0.0, [], []
+    texts = iter(["When we get to the station tomorrow morning,",
+                  "When we get to the station tomorrow morning, we buy the tickets."])
+    for i in range(0, len(data), VAD_WINDOW):
+        now += VAD_WINDOW / SR
+        events += core.feed(data[i:i + VAD_WINDOW], now)
+        while (job := core.next_job(now)) is not None:
+            running.append((now + (0.6 if job.speculative else 0.1), job))
+        for due, job in [r for r in running if r[0] <= now]:
+            running.remove((due, job))
+            events += core.on_result(job, transcript(next(texts), seconds=len(job.audio) / SR),
+                                     now)
+    finals = [e.text for e in events if isinstance(e, FinalText)]
+    assert finals == ["When we get to the station tomorrow morning, we buy the tickets."]
 
 
 def trimmed(audio_data: np.ndarray, level: float = 0.02) -> np.ndarray:

@@ -156,10 +156,19 @@ class Segmentation:
         (`SpeechSegmenter.hurry`)."""
         return self.segmenter.hurry()
 
-    def linger(self) -> None:
+    def linger(self) -> list[SegmentEvent]:
         """The utterance in flight reads as going on: a longer silence ends it
         (`SpeechSegmenter.linger`)."""
-        self.segmenter.linger()
+        return self.segmenter.linger()
+
+    def await_reading(self) -> None:
+        """The utterance in flight is being read (its speculative final): the usual wait does
+        not end it meanwhile (`SpeechSegmenter.await_reading`)."""
+        self.segmenter.await_reading()
+
+    def settle(self) -> list[SegmentEvent]:
+        """The reading told nothing: the usual wait again (`SpeechSegmenter.settle`)."""
+        return self.segmenter.settle()
 
     def flush(self) -> list[SegmentEvent]:
         """Close the utterance in flight with everything received so far (its last samples
@@ -239,7 +248,11 @@ class StreamCore:
 
     def next_job(self, now: float) -> Job | None:
         """The next decode to run, or None; call whenever a decode stream is free."""
-        return self.policy.next_request(now)
+        job = self.policy.next_request(now)
+        if job is not None and job.speculative and self.options.mode == "vad":
+            # Its text will tell how long this pause must last to be the end (on_result).
+            self.segmentation.await_reading()
+        return job
 
     def on_result(self, job: Job, transcript: Transcript, now: float) -> list[Event]:
         events = self.policy.on_result(job.request_id, transcript, now)
@@ -248,14 +261,17 @@ class StreamCore:
             # silence must last to be taken for the end (in push-to-talk the release decides):
             # a finished sentence, less than the usual wait; a sentence that goes on, longer.
             reading = self.policy.reading()
-            if reading == "finished":
-                events += self._handle(self.segmentation.hurry(), now)
-            elif reading == "open":
-                self.segmentation.linger()
+            hint = (self.segmentation.hurry() if reading == "finished"
+                    else self.segmentation.linger() if reading == "open"
+                    else self.segmentation.settle())
+            events += self._handle(hint, now)
         return events
 
     def on_failure(self, job: Job, message: str, now: float) -> list[Event]:
-        return self.policy.on_failure(job.request_id, message, now)
+        events = self.policy.on_failure(job.request_id, message, now)
+        if job.speculative and self.options.mode == "vad":
+            events += self._handle(self.segmentation.settle(), now)
+        return events
 
     def cancel(self) -> None:
         """Forget everything in flight or pending; emits nothing."""
