@@ -390,31 +390,59 @@ def test_the_usual_wait_does_not_end_a_pause_whose_reading_is_on_its_way() -> No
     usual_wait_after_speech_or_when_off(options, "await_reading")
 
 
-def test_a_slow_reading_that_goes_on_still_keeps_the_sentence_whole() -> None:
-    # Stream core, VAD mode, energy scorer on a tone: 2 s "speech", a 0.9 s pause, 2 s more.
-    # The speculative final takes 0.6 s to decode (past the usual 500 ms wait) and reads
-    # "... morning," (goes on): one utterance, one final, decoded after the second part.
+def tone_and_pauses(*parts: float) -> np.ndarray:
+    """Alternating seconds of a loud tone ("speech") and silence, tone first, after 0.5 s of
+    silence and before 2 s more."""
+    pieces = [np.zeros(SR // 2, np.float32)]
+    for i, seconds in enumerate(parts):
+        n = int(seconds * SR)
+        pieces.append((0.3 * np.sin(np.arange(n) * 2 * np.pi * 220 / SR)).astype(np.float32)
+                      if i % 2 == 0 else np.zeros(n, np.float32))
+    return np.concatenate([*pieces, np.zeros(2 * SR, np.float32)])
+
+
+def slow_speculation(data: np.ndarray, spec_seconds: list[float], texts: list[str]) -> list[str]:
+    """Finals of ``data`` through a VAD stream core (energy scorer, two decode streams, no
+    partials) whose n-th speculative decode takes ``spec_seconds[n]`` (others 0.1 s); the
+    decodes answer ``texts`` in the order they finish."""
     from engine.core.voice import EnergyVad
 
-    tone = (0.3 * np.sin(np.arange(2 * SR) * 2 * np.pi * 220 / SR)).astype(np.float32)
-    data = np.concatenate([np.zeros(SR // 2, np.float32), tone, np.zeros(int(0.9 * SR),
-                          np.float32), tone, np.zeros(2 * SR, np.float32)])
-    core = StreamCore(StreamOptions(mode="vad", policy=PolicyOptions(partials=False)),
-                      EnergyVad())
+    core = StreamCore(StreamOptions(mode="vad", policy=PolicyOptions(
+        partials=False, max_in_flight=2)), EnergyVad())
     now, events, running = 0.0, [], []
-    texts = iter(["When we get to the station tomorrow morning,",
-                  "When we get to the station tomorrow morning, we buy the tickets."])
+    delays, answers = iter(spec_seconds), iter(texts)
     for i in range(0, len(data), VAD_WINDOW):
         now += VAD_WINDOW / SR
         events += core.feed(data[i:i + VAD_WINDOW], now)
         while (job := core.next_job(now)) is not None:
-            running.append((now + (0.6 if job.speculative else 0.1), job))
-        for due, job in [r for r in running if r[0] <= now]:
+            running.append((now + (next(delays) if job.speculative else 0.1), job))
+        for due, job in sorted((r for r in running if r[0] <= now), key=lambda r: r[0]):
             running.remove((due, job))
-            events += core.on_result(job, transcript(next(texts), seconds=len(job.audio) / SR),
-                                     now)
-    finals = [e.text for e in events if isinstance(e, FinalText)]
-    assert finals == ["When we get to the station tomorrow morning, we buy the tickets."]
+            events += core.on_result(job, transcript(next(answers),
+                                                     seconds=len(job.audio) / SR), now)
+    return [e.text for e in events if isinstance(e, FinalText)]
+
+
+WHOLE = "When we get to the station tomorrow morning, we buy the tickets."
+
+
+def test_a_slow_reading_that_goes_on_still_keeps_the_sentence_whole() -> None:
+    # 2 s "speech", a 0.9 s pause, 2 s more. The speculative final takes 0.6 s to decode (past
+    # the usual 500 ms wait) and reads "... morning," (goes on): one utterance, one final,
+    # decoded after the second part.
+    finals = slow_speculation(tone_and_pauses(2.0, 0.9, 2.0), [0.6, 0.1],
+                              ["When we get to the station tomorrow morning,", WHOLE])
+    assert finals == [WHOLE]
+
+
+def test_a_speculation_thrown_away_does_not_end_the_next_pause() -> None:
+    # A first pause of 0.3 s: its speculative decode (1.5 s) is thrown away when the tone
+    # resumes, and comes back during the second pause (0.9 s), while that pause's own reading
+    # (0.6 s, "goes on") is still on its way: the stale result must not end the wait for it.
+    finals = slow_speculation(
+        tone_and_pauses(2.0, 0.3, 1.0, 0.9, 1.0), [1.5, 0.6, 0.1],
+        ["When we get", "When we get to the station tomorrow morning,", WHOLE])
+    assert finals == [WHOLE]
 
 
 def trimmed(audio_data: np.ndarray, level: float = 0.02) -> np.ndarray:

@@ -151,25 +151,6 @@ class Segmentation:
                     events.append(SegmentPaused(at=self.segmenter.position))
         return events
 
-    def hurry(self) -> list[SegmentEvent]:
-        """The utterance in flight reads finished: a shorter silence ends it
-        (`SpeechSegmenter.hurry`)."""
-        return self.segmenter.hurry()
-
-    def linger(self) -> list[SegmentEvent]:
-        """The utterance in flight reads as going on: a longer silence ends it
-        (`SpeechSegmenter.linger`)."""
-        return self.segmenter.linger()
-
-    def await_reading(self) -> None:
-        """The utterance in flight is being read (its speculative final): the usual wait does
-        not end it meanwhile (`SpeechSegmenter.await_reading`)."""
-        self.segmenter.await_reading()
-
-    def settle(self) -> list[SegmentEvent]:
-        """The reading told nothing: the usual wait again (`SpeechSegmenter.settle`)."""
-        return self.segmenter.settle()
-
     def flush(self) -> list[SegmentEvent]:
         """Close the utterance in flight with everything received so far (its last samples
         too, even less than a window); pending controls take effect first."""
@@ -251,27 +232,35 @@ class StreamCore:
         job = self.policy.next_request(now)
         if job is not None and job.speculative and self.options.mode == "vad":
             # Its text will tell how long this pause must last to be the end (on_result).
-            self.segmentation.await_reading()
+            self.segmentation.segmenter.await_reading()
         return job
 
     def on_result(self, job: Job, transcript: Transcript, now: float) -> list[Event]:
+        reads = self._reads_pause(job)
         events = self.policy.on_result(job.request_id, transcript, now)
-        if job.speculative and self.options.mode == "vad":
+        if reads:
             # The speculative final, decoded at the start of the silence, tells how long the
             # silence must last to be taken for the end (in push-to-talk the release decides):
             # a finished sentence, less than the usual wait; a sentence that goes on, longer.
+            segmenter = self.segmentation.segmenter
             reading = self.policy.reading()
-            hint = (self.segmentation.hurry() if reading == "finished"
-                    else self.segmentation.linger() if reading == "open"
-                    else self.segmentation.settle())
+            hint = (segmenter.hurry() if reading == "finished"
+                    else segmenter.linger() if reading == "open" else segmenter.settle())
             events += self._handle(hint, now)
         return events
 
     def on_failure(self, job: Job, message: str, now: float) -> list[Event]:
+        reads = self._reads_pause(job)
         events = self.policy.on_failure(job.request_id, message, now)
-        if job.speculative and self.options.mode == "vad":
-            events += self._handle(self.segmentation.settle(), now)
+        if reads:
+            events += self._handle(self.segmentation.segmenter.settle(), now)
         return events
+
+    def _reads_pause(self, job: Job) -> bool:
+        """``job`` is the speculative final the segmenter awaits (VAD mode). One thrown away
+        (speech resumed) is not: its result must not settle a newer pause's wait."""
+        return (self.options.mode == "vad" and job.speculative
+                and not self.policy.discarded(job))
 
     def cancel(self) -> None:
         """Forget everything in flight or pending; emits nothing."""
