@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.core.form import ensure_form, has_form, reads_finished, reads_open
+from engine.core.form import ends_sentence_in, ensure_form, has_form, reads_finished, reads_open
 from engine.types import Word
 
 
@@ -93,3 +93,19 @@ def test_reads_finished(text: str, finished: bool) -> None:
 def test_reads_open(text: str, open_: bool) -> None:
     assert reads_open(text) is open_
     assert not (open_ and reads_finished(text))  # never both
+
+
+@pytest.mark.parametrize("prefix, longer, ends", [
+    # A decode that heard what followed the pause punctuates it as the sentence reads.
+    ("In the exhibition.", "In the exhibition in being modern. For", False),
+    ("He came home.", "He came home. Then he slept", True),
+    ("He came home.", "He came home, then", False),
+    ("Is it late?", "Is it late? No", True),
+    ("He came home.", "He came home...", None),  # nothing after it yet
+    ("He came home.", "He came home", None),
+    ("And so he came home.", "so he came home. Then", True),  # words shifted by one
+    ("He came home.", "She went away to", None),  # not the same words: no verdict
+    ("", "Anything at all", None),
+])
+def test_ends_sentence_in(prefix: str, longer: str, ends: bool | None) -> None:
+    assert ends_sentence_in(prefix, longer) is ends

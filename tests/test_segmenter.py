@@ -290,3 +290,32 @@ def test_a_soft_utterance_silero_becomes_sure_of_is_not_doubted() -> None:
     assert of(SegmentEnded, events) == []
     ended = of(SegmentEnded, soft_feed(seg, [QUIET] * 10))
     assert len(ended) == 1 and not ended[0].soft  # ... but it is not decoded as doubtful
+
+
+def test_cut_ends_the_utterance_at_an_earlier_pause_and_the_rest_goes_on() -> None:
+    seg = SpeechSegmenter(SegmenterOptions(end_pad_ms=192))  # 6 windows
+    start = of(SegmentStarted, feed(seg, [0.9] * 20))[0].start
+    pause_at = seg.position + 6 * WINDOW  # where a SegmentPaused said the utterance would end
+    feed(seg, [0.0] * 8 + [0.9] * 10)  # a pause under the usual wait, then speech again
+    assert seg.active
+    speech_end = pause_at - 6 * WINDOW
+    events = seg.cut(pause_at, speech_end)
+    [ended], [started] = of(SegmentEnded, events), of(SegmentStarted, events)
+    assert (ended.end, ended.speech_end) == (pause_at, speech_end)
+    assert started.start == pause_at and started.start + len(started.audio) == seg.position
+    assert seg.active  # the speech after the pause is the next utterance
+    closed = of(SegmentEnded, feed(seg, [0.0] * 30))  # its own silence ends it as usual
+    assert closed and closed[0].end == pause_at + 18 * WINDOW
+    assert start < pause_at
+
+
+@pytest.mark.parametrize("where", ["start", "off_window", "past_end", "speech_after"])
+def test_cut_outside_the_utterance_in_flight_does_nothing(where: str) -> None:
+    seg = SpeechSegmenter()
+    start = of(SegmentStarted, feed(seg, [0.9] * 20))[0].start
+    end = {"start": start, "off_window": start + 5 * WINDOW + 7,
+           "past_end": seg.position + WINDOW, "speech_after": start + 5 * WINDOW}[where]
+    speech_end = end + WINDOW if where == "speech_after" else end
+    assert seg.cut(end, speech_end) == [] and seg.active
+    assert SpeechSegmenter().cut(0, 0) == []  # nothing in flight
+

@@ -451,15 +451,20 @@ def trimmed(audio_data: np.ndarray, level: float = 0.02) -> np.ndarray:
     return audio_data[max(0, loud[0] - SR // 20):loud[-1] + SR // 20]
 
 
-def stream_finals(core: StreamCore, runner: Runner, data: np.ndarray) -> list[str]:
-    """Feed the audio window by window on its own clock; every decode is answered at once."""
+def stream_final_events(core: StreamCore, runner: Runner, data: np.ndarray) -> list[FinalText]:
+    """Feed the audio window by window on its own clock; every decode is answered at once.
+    Returns the finals with text."""
     now, events = 0.0, []
     for i in range(0, len(data), VAD_WINDOW):
         now += VAD_WINDOW / SR
         events += core.feed(data[i:i + VAD_WINDOW], now)
         while (job := core.next_job(now)) is not None:
             events += core.on_result(job, runner.decode_batch([job.request])[0], now)
-    return [e.text for e in events if isinstance(e, FinalText) and e.text]
+    return [e for e in events if isinstance(e, FinalText) and e.text]
+
+
+def stream_finals(core: StreamCore, runner: Runner, data: np.ndarray) -> list[str]:
+    return [f.text for f in stream_final_events(core, runner, data)]
 
 
 def vad_finals(runner: Any, data: np.ndarray, segmenter: SegmenterOptions) -> list[str]:
@@ -633,3 +638,109 @@ def test_a_pause_inside_a_sentence_is_not_taken_for_the_end(
         [reference], [joined[0]]), texts
     assert error_rate([reference], [joined[1200]]) <= error_rate([reference], [joined[0]]), texts
     assert "ask not what your country can do for you" in normalize(joined[1200]), texts
+
+
+# -- sentence cuts in long utterances (PolicyOptions.sentence_cut_s) ------------------------
+
+
+def cut_finals(seconds: float, first: str, heard_on: str, rest: str = "And more.",
+               mode: str = "vad") -> list[tuple[str, float, float]]:
+    """(text, start s, end s) of the finals of ``seconds`` of "speech", a 0.3 s pause (under
+    the usual 500 ms wait) and 2 s more (`tone_and_pauses`) through a stream core with partials and two decode streams, each decode answered at once.
+    A final that ends in the first pause reads ``first``; a partial that heard past it reads
+    ``heard_on``; any other final reads ``first`` + " " + ``rest`` when it holds both, else
+    ``rest``."""
+    from engine.core.voice import EnergyVad
+
+    core = StreamCore(StreamOptions(mode=mode, policy=PolicyOptions(max_in_flight=2)),
+                      EnergyVad())
+    data = tone_and_pauses(seconds, 0.3, 2.0)
+    pause = int((0.5 + seconds) * SR)  # where the first tone ends (stream samples)
+    if mode == "ptt":
+        core.begin(0)
+    now, events = 0.0, []
+    for i in range(0, len(data), VAD_WINDOW):
+        now += VAD_WINDOW / SR
+        events += core.feed(data[i:i + VAD_WINDOW], now)
+        if mode == "ptt" and i == len(data) - SR:  # the release, 1 s before the data ends
+            core.end()
+        while (job := core.next_job(now)) is not None:
+            end = job.start + len(job.audio)
+            if job.kind == "partial":
+                text = heard_on if end > pause + SR // 2 else first.rstrip(".")
+            elif end <= pause + SR // 2:
+                text = first
+            else:
+                text = f"{first} {rest}" if job.start < pause else rest
+            events += core.on_result(job, transcript(text, seconds=len(job.audio) / SR), now)
+    return [(e.text, e.start / SR, e.end / SR) for e in events
+            if isinstance(e, FinalText) and e.text]
+
+
+def test_a_long_utterance_is_cut_at_a_sentence_end_the_speaker_went_on_from() -> None:
+    # 9 s of "speech", a 0.3 s pause, 2 s more. The speculative final reads a finished sentence and the next partial, which heard past the pause, ends the
+    # sentence there too: the first final comes at the pause, the rest is the next utterance.
+    got = cut_finals(9.0, "This was the first.", "This was the first. And")
+    assert [text for text, _, _ in got] == ["This was the first.", "And more."]
+    (_, _, cut), (_, start, _) = got
+    assert cut == start and 9.5 < cut <= 9.5 + 0.3  # at the pause, nothing lost or doubled
+
+
+@pytest.mark.parametrize(("first", "heard_on", "seconds"), [
+    ("This was the first.", "This was the first, and", 9.0),  # the partial reads on
+    ("This was the first,", "This was the first. And", 9.0),  # the speculation reads on
+    ("This was the first.", "This was the first. And", 5.0),  # not long enough to cut
+])
+def test_a_pause_inside_a_sentence_or_a_short_utterance_is_not_cut(
+        first: str, heard_on: str, seconds: float) -> None:
+    got = cut_finals(seconds, first, heard_on)
+    assert [text for text, _, _ in got] == [f"{first} And more."]
+
+
+def test_push_to_talk_is_never_cut_mid_press() -> None:
+    got = cut_finals(9.0, "This was the first.", "This was the first. And", mode="ptt")
+    assert [text for text, _, _ in got] == ["This was the first. And more."]
+
+
+def test_a_spoken_past_speculation_is_exactly_the_audio_up_to_its_pause() -> None:
+    # A block bringing audio past the pause (a network chunk) does not make the speculative
+    # final cover it: it must end where the utterance would.
+    policy = StreamingPolicy(NO_PARTIALS)
+    at = spoken(policy)
+    policy.handle(SegmentPaused(at=at), 2.0)
+    silent(policy, 0.3, 2.3)  # arrived in the same block
+    job = policy.next_request(2.3)
+    assert job is not None and job.speculative and job.start + len(job.audio) == at
+
+
+@pytest.mark.model
+def test_a_fluent_reading_is_cut_at_its_sentence_ends(
+        shared_audio: Path, tiny_transcriber: Runner) -> None:
+    from engine.asr.ct2_decoder import Ct2Runner
+    from engine.vad import load_scorer
+
+    # The first 18 s of the LJSpeech reading: its pauses (100-450 ms) never reach the 500 ms
+    # that ends an utterance. Real model, real Silero, partials on, every decode answered at
+    # once (the text does not depend on the machine's speed).
+    runner = Ct2Runner(tiny_transcriber.model)  # type: ignore[attr-defined]
+    reading = load_audio(shared_audio / "long-ljspeech-LJ001-0001-0032.wav")[:18 * SR]
+    data = np.concatenate([reading, np.zeros(int(1.5 * SR), np.float32)])
+
+    def finals_with(cut_s: float) -> list[FinalText]:
+        core = StreamCore(StreamOptions(mode="vad", policy=replace(
+            PolicyOptions(), sentence_cut_s=cut_s).for_model(runner.info)), load_scorer())
+        return stream_final_events(core, runner, data)
+
+    whole, cut = finals_with(0.0), finals_with(8.0)
+    assert len(whole) == 1 and whole[0].end - whole[0].start > 15 * SR  # one 18 s utterance
+    assert len(cut) >= 2, [f.text for f in cut]
+    first = cut[0]
+    # The first sentence ("Printing, in the only sense ... in being comparatively modern.",
+    # 12 s) is final once the next has begun, not when the reading stops.
+    assert 8 * SR <= first.end - first.start <= 14 * SR and first.text.endswith("modern."), \
+        first.text
+    assert dict(first.stages)["emitted"] < 14.5
+    assert all(a.end == b.start for a, b in zip(cut, cut[1:], strict=False))  # nothing lost
+    # The same words either way: nothing lost or said twice at the cut.
+    text = " ".join(f.text for f in cut)
+    assert error_rate([whole[0].text], [text]) <= 0.1, (whole[0].text, text)

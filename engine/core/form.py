@@ -50,6 +50,31 @@ def reads_open(text: str) -> bool:
     return stripped.endswith(OPEN_ENDS) or (stripped[-1].isalnum() and _cased(stripped[-1]))
 
 
+def ends_sentence_in(prefix: str, longer: str) -> bool | None:
+    """Does ``longer`` (a decode of the same audio and more) end a sentence where ``prefix``
+    (a decode that stopped at a pause) ends? Whisper ends whatever audio it is given with a
+    period, so ``prefix`` alone cannot tell a sentence end from a breath; a decode that heard
+    what came next punctuates the pause as the sentence reads. True or False once ``longer``
+    has a word after the place where ``prefix``'s last two words are (within two words of the
+    same position, as the two decodes may split a word differently); None: it does not reach
+    past them (yet), or does not have them."""
+    short, long_ = prefix.split(), longer.split()
+    keys = [_key(w) for w in short[-2:]]
+    if not keys or not all(keys):
+        return None
+    for last in sorted(range(len(short) - 3, len(short) + 2), key=lambda i: abs(i - len(short) + 1)):
+        first = last - len(keys) + 1
+        if first < 0 or last + 1 >= len(long_):
+            continue
+        if [_key(w) for w in long_[first:last + 1]] == keys:
+            return reads_finished(" ".join(long_[:last + 1]))
+    return None
+
+
+def _key(word: str) -> str:
+    return "".join(c for c in word.lower() if c.isalnum())
+
+
 def _cased(char: str) -> bool:
     return char.lower() != char.upper()
 

@@ -32,7 +32,7 @@ import numpy as np
 
 from engine.core import hotwords, ladder
 from engine.core.agreement import LocalAgreement, tokens
-from engine.core.form import ensure_form, reads_finished, reads_open
+from engine.core.form import ends_sentence_in, ensure_form, reads_finished, reads_open
 from engine.core.ladder import LIVE, LOOP_FLAGS, QualityThresholds, Rung, word_loop
 from engine.core.prompt import PromptOptions, PromptTracker
 from engine.core.segmenter import (
@@ -64,6 +64,9 @@ from engine.types import (
 )
 
 EARLY_END_S = 0.8  # the last word ending this long before the speech did: words were dropped
+# A partial that heard this much past a sentence cut's pause without saying whether a sentence
+# ends there (take_cut): the cut is given up.
+CUT_VERDICT_S = 2.0
 PROMPT_CHARS_PER_S = 40  # about 10 tokens per second of audio
 MAX_BACKOFF = 8.0
 
@@ -108,6 +111,18 @@ class PolicyOptions:
     padding: Literal["encoded", "silence"] = "encoded"
     # Decode the final while the end is still being confirmed (engine.core.speculation).
     speculative_finals: bool = True
+    # A long utterance ends at a sentence end even when the speaker goes on after a short
+    # pause: once its speculative final covers this much audio, speech resuming does not throw
+    # that decode away; if it reads as a finished sentence and the next partial, which heard
+    # what followed, ends a sentence there too (Whisper ends any audio it is given with a
+    # period; with the words after the pause it punctuates it as the sentence reads), the
+    # utterance is cut where it paused (`take_cut`; the stream core does this in VAD mode
+    # only) and the rest starts the next one. A fluent speaker pauses 100-450 ms between
+    # sentences, under the 500 ms that ends an utterance: without this, their utterances ran to
+    # the segmenter's 30 s limit, were split mid-sentence ("... in fourteen fifty-five. Has
+    # never been surpassed"), their finals came 6-15 s after the words, and every partial past
+    # 10 s took the padded window. 0: off.
+    sentence_cut_s: float = 8.0
     # An utterance only the segmenter's soft path heard (energy and a weak VAD score) keeps
     # a decoded segment only if the model agrees there is speech: no-speech probability below
     # this, whatever its log-probability (falsetto scores 0.2-0.4, a cough or a door higher).
@@ -140,8 +155,8 @@ class PolicyOptions:
             raise ValueError("soft_no_speech must be within (0, 1]")
         # DecodeOptions validates language, task and beam sizes.
         DecodeOptions(language=self.language, task=self.task, beam_size=self.partial_beam_size)
-        if self.greedy_final_max_s < 0:
-            raise ValueError("greedy_final_max_s must be >= 0")
+        if self.greedy_final_max_s < 0 or self.sentence_cut_s < 0:
+            raise ValueError("greedy_final_max_s and sentence_cut_s must be >= 0")
         for beam_size in (self.final_beam_size, self.careful_beam_size):
             DecodeOptions(language=self.language, task=self.task, beam_size=beam_size,
                           temperatures=self.final_temperatures)
@@ -197,6 +212,8 @@ class _Utterance:
     spec_soft: bool = False
     spec: Job | None = None  # the speculative final that may stand for the final
     spec_result: Transcript | None = None  # ... once it is back, before the utterance ended
+    spec_upto: int = 0  # speech_upto when it was issued (speech may resume after it: take_cut)
+    spec_confirmed: bool = False  # a partial past its pause ends a sentence there (take_cut)
     decoded_at: float = 0.0  # when the result its final is made of came back
     decode_ms: float = 0.0
 
@@ -223,6 +240,9 @@ class StreamingPolicy:
         self._next_partial_at = 0.0
         self._backoff = 1.0
         self.last_lag_ms = 0.0
+        # A pause (sample, soft) reported while a speculation kept for a sentence cut was
+        # still pending: it gets its own once that one is cut or let go.
+        self._later_pause: tuple[int, bool] | None = None
 
     @property
     def idle(self) -> bool:
@@ -328,6 +348,7 @@ class StreamingPolicy:
         self._active = None
         self._finals.clear()
         self._in_flight.clear()
+        self._later_pause = None
 
     # -- utterance lifecycle -------------------------------------------------------------
 
@@ -340,6 +361,9 @@ class StreamingPolicy:
                          speech=event.speech,
                          speech_upto=event.start + len(event.audio) if event.speech else 0)
         self._next_utterance += 1
+        pause, self._later_pause = self._later_pause, None
+        if pause is not None and pause[0] > utt.start:  # the rest of a sentence cut (take_cut)
+            utt.spec_at, utt.spec_soft = pause
         self._append(utt, event.audio, now)
         self._active = utt
         events.append(SpeechStarted(utterance_id=utt.id, at=event.start))
@@ -372,8 +396,11 @@ class StreamingPolicy:
             self._drop_speculation(utt)
             events.append(self._final_text(utt, "", (), None, now, None))
         elif utt.spec is not None and usable(
-                utt.spec.start + len(utt.spec.audio), utt.spec_soft, end=utt.end,
-                speech_end=event.speech_end, speech_upto=utt.speech_upto, ended_soft=utt.soft):
+                _end_of(utt.spec), utt.spec_soft, end=utt.end, speech_end=event.speech_end,
+                # Cut where the speculation ends (take_cut): the speech after it is not this
+                # utterance's.
+                speech_upto=utt.spec_upto if utt.end <= _end_of(utt.spec) else utt.speech_upto,
+                ended_soft=utt.soft):
             if utt.spec_result is not None:
                 events.extend(self._final_result(utt.spec, utt, utt.spec_result, now))
             # else: the speculative decode in flight is the final (on_result)
@@ -388,22 +415,22 @@ class StreamingPolicy:
         """Decode the utterance in flight as its final once its audio reaches stream sample
         ``at`` (a push-to-talk release; a VAD pause), before its end is confirmed."""
         utt = self._active
-        if utt is not None and utt.spec is None and self.options.speculative_finals:
+        if utt is None or not self.options.speculative_finals:
+            return
+        if utt.spec is None:
             utt.spec_at, utt.spec_soft = at, soft
+        elif _resumed(utt):  # one kept for a sentence cut is pending (take_cut)
+            self._later_pause = (at, soft)
 
     def reading(self) -> Literal["finished", "open"] | None:
         """How the speculative final of the utterance in flight reads, once it is back:
         "finished" (a finished sentence, `engine.core.form.reads_finished`: the pause is likely
         the end), "open" (it goes on, `engine.core.form.reads_open`: the pause is likely inside
-        a sentence), or None (no text, or nothing to tell)."""
+        a sentence), or None (no text, nothing to tell, or speech has resumed since)."""
         utt = self._active
-        if utt is None or utt.spec_result is None:
+        if utt is None or utt.spec is None or utt.spec_result is None or _resumed(utt):
             return None
-        text = " ".join(
-            s.text for s in _spoken(utt.spec_result.segments, self.options.quality)).strip()
-        if reads_finished(text):
-            return "finished"
-        return "open" if reads_open(text) else None
+        return self._reads(utt.spec_result)
 
     def discarded(self, job: Job) -> bool:
         """A speculative final thrown away (speech resumed): its result will be ignored, so a
@@ -411,17 +438,72 @@ class StreamingPolicy:
         entry = self._in_flight.get(job.request_id)
         return job.speculative and (entry is None or entry[1].spec is not job)
 
-    def _spoke(self, utt: _Utterance) -> None:
-        """A window of speech was appended: a speculation of the audio before it is stale."""
-        utt.speech_upto = utt.start + utt.samples
-        if utt.spec is not None:
+    def spoken_past(self, job: Job) -> bool:
+        """Speech resumed after the audio of the speculative final ``job`` (kept as a possible
+        sentence cut, `take_cut`): its pause is over, so its text no longer tells how long
+        that pause must last."""
+        entry = self._in_flight.get(job.request_id)
+        return entry is not None and entry[1].spec is job and _resumed(entry[1])
+
+    def take_cut(self) -> tuple[int, int] | None:
+        """Where to end the long utterance in flight although speech went on: ``(end,
+        speech_end)`` of its speculative final once that is back, reads as a finished sentence,
+        speech has resumed after it and a partial that heard past it ends a sentence there too
+        (``sentence_cut_s``); the caller ends the utterance there
+        (`engine.core.segmenter.SpeechSegmenter.cut`). A speculation that reads otherwise is
+        dropped here, so partials go on. None: nothing to cut (now)."""
+        utt = self._active
+        if utt is None or utt.spec is None or utt.spec_result is None or not _resumed(utt):
+            return None
+        if self._reads(utt.spec_result) != "finished":
             self._drop_speculation(utt)
+            return None
+        return (_end_of(utt.spec), utt.spec_upto) if utt.spec_confirmed else None
+
+    def _judge_cut(self, utt: _Utterance, partial: Job, text: str) -> None:
+        """A partial of ``utt`` came back: if it heard past the pause of a speculation kept for
+        a sentence cut, it confirms the cut or lets the speculation go (`take_cut`)."""
+        spec = utt.spec
+        if (spec is None or utt.spec_result is None or utt.spec_confirmed
+                or _end_of(partial) <= _end_of(spec)):
+            return
+        said = " ".join(s.text for s in _spoken(utt.spec_result.segments, self.options.quality))
+        verdict = ends_sentence_in(said, text)
+        if verdict:
+            utt.spec_confirmed = True
+        elif verdict is False or _end_of(partial) - _end_of(spec) >= CUT_VERDICT_S * SAMPLE_RATE:
+            self._drop_speculation(utt)
+
+    def _reads(self, transcript: Transcript) -> Literal["finished", "open"] | None:
+        text = " ".join(s.text for s in _spoken(transcript.segments, self.options.quality)).strip()
+        if reads_finished(text):
+            return "finished"
+        return "open" if reads_open(text) else None
+
+    def _spoke(self, utt: _Utterance) -> None:
+        """A window of speech was appended: a speculation of the audio before it is stale,
+        unless it may still mark a sentence end to cut a long utterance at (`take_cut`)."""
+        utt.speech_upto = utt.start + utt.samples
+        if self._later_pause is not None and self._later_pause[0] < utt.speech_upto:
+            self._later_pause = None
+        if utt.spec is not None and not (
+                self._may_cut(utt.spec, utt)
+                and (utt.spec_result is None or self._reads(utt.spec_result) == "finished")):
+            self._drop_speculation(utt)
+
+    def _may_cut(self, spec: Job, utt: _Utterance) -> bool:
+        o = self.options
+        return (o.sentence_cut_s > 0 and not utt.spec_soft
+                and len(spec.audio) >= o.sentence_cut_s * SAMPLE_RATE)
 
     def _drop_speculation(self, utt: _Utterance) -> None:
         # Its job may still be decoding; on_result ignores it (it is no longer utt.spec).
         if utt.spec is not None:
             utt.attempts, utt.retry = 0, Rung.ACCEPT
         utt.spec, utt.spec_result, utt.spec_at = None, None, None
+        utt.spec_confirmed = False
+        if self._later_pause is not None and utt is self._active:
+            (utt.spec_at, utt.spec_soft), self._later_pause = self._later_pause, None
 
     def _final_in_flight(self) -> bool:
         return any(job.kind == "final" and (not job.speculative or job is utt.spec)
@@ -433,10 +515,14 @@ class StreamingPolicy:
                 and not self._final_in_flight())
 
     def _speculative_request(self, utt: _Utterance, now: float) -> Job:
+        # Exactly the audio up to the pause: a block that brought more with it (a network
+        # chunk) must not make the decode cover audio past the end the utterance will have.
+        samples = min(utt.samples, max(0, utt.spec_at - utt.start)) if utt.spec_at else None
         utt.spec_at = None
+        utt.spec_upto = utt.speech_upto
         utt.soft = utt.spec_soft  # as the segmenter will say at the end (or it is unusable)
         utt.speech_end_at = utt.arrived_at  # provisional, for the lag; _end sets the real one
-        job = dataclasses.replace(self._final_request(utt, now), speculative=True)
+        job = dataclasses.replace(self._final_request(utt, now, samples), speculative=True)
         self._in_flight[job.request_id] = (job, utt)
         utt.spec = job
         return job
@@ -453,7 +539,9 @@ class StreamingPolicy:
             and utt.samples - utt.partial_samples >= SAMPLE_RATE * (
                 o.min_new_audio_s if utt.heard.strip() else o.first_words_step_s)
             and not any(u is utt for _, u in self._in_flight.values())
-            and utt.spec is None and utt.spec_at is None
+            # (A speculation kept for a sentence cut waits for a partial past its pause.)
+            and (utt.spec is None or (utt.spec_result is not None and _resumed(utt)))
+            and utt.spec_at is None
             # With two decode streams or more, the last free one is kept for a final.
             and (o.max_in_flight == 1 or self._final_in_flight()
                  or len(self._in_flight) < o.max_in_flight - 1)
@@ -484,7 +572,9 @@ class StreamingPolicy:
         kept = [s for s in transcript.segments if not (
             _flags(s, o.quality) | word_loop(s.text, seconds)) & (LOOP_FLAGS | {"no_speech"})
             and not (vocabulary and hotwords.recites(vocabulary, s.text))]
-        committed, tentative = utt.agreement.update(tokens(" ".join(s.text for s in kept)))
+        text = " ".join(s.text for s in kept)
+        self._judge_cut(utt, request, text)
+        committed, tentative = utt.agreement.update(tokens(text))
         utt.heard = f"{committed} {tentative}"
         if not utt.heard.strip():
             # No word yet (the first try is early, on little speech): ask again as soon as
@@ -497,7 +587,7 @@ class StreamingPolicy:
 
     # -- finals --------------------------------------------------------------------------
 
-    def _final_request(self, utt: _Utterance, now: float) -> Job:
+    def _final_request(self, utt: _Utterance, now: float, samples: int | None = None) -> Job:
         o = self.options
         utt.attempts += 1
         first = utt.attempts == 1
@@ -507,7 +597,7 @@ class StreamingPolicy:
         # A short window has a small token budget, and CTranslate2 crashes when the prompt
         # does not fit in it: keep the prompt in proportion to the audio.
         # The vocabulary takes its share of that room first.
-        seconds = utt.samples / SAMPLE_RATE
+        seconds = (utt.samples if samples is None else samples) / SAMPLE_RATE
         vocabulary, left = hotwords.share(self._terms(utt), max(1, int(PROMPT_CHARS_PER_S * seconds)))
         # No style prompt for audio the VAD doubted (a hum): it would talk Whisper into words.
         prompt = self.prompt.prompt(now, left, anchor=not utt.soft) if left is not None else None
@@ -534,7 +624,8 @@ class StreamingPolicy:
             temperatures=(0.0,) if restyle else o.final_temperatures,
             short_context=short and (first or beam),
         )
-        return self._issue(utt, "final", options, now, arrived_at=utt.speech_end_at)
+        return self._issue(utt, "final", options, now, arrived_at=utt.speech_end_at,
+                           samples=samples)
 
     def _final_result(self, request: Job, utt: _Utterance, transcript: Transcript,
                       now: float) -> list[Event]:
@@ -601,11 +692,12 @@ class StreamingPolicy:
         return hotwords.by_relevance(self.vocabulary, utt.heard) if utt.heard else self.vocabulary
 
     def _issue(self, utt: _Utterance, kind: str, options: DecodeOptions, now: float,
-               arrived_at: float | None = None) -> Job:
+               arrived_at: float | None = None, samples: int | None = None) -> Job:
+        """A job decoding ``utt``'s audio (its first ``samples``; None: all of it)."""
         request = Job(
             request_id=self._next_request, utterance_id=utt.id, kind=kind, start=utt.start,
             issued_at=now, audio_arrived_at=utt.arrived_at if arrived_at is None else arrived_at,
-            request=DecodeRequest(audio=utt.audio().copy(), options=options,
+            request=DecodeRequest(audio=utt.audio()[:samples].copy(), options=options,
                                   padding=self.options.padding),
         )
         self._next_request += 1
@@ -618,6 +710,16 @@ class StreamingPolicy:
             self._backoff = min(MAX_BACKOFF, self._backoff * 2)
         elif lag < self.options.max_lag_s / 2:
             self._backoff = max(1.0, self._backoff / 2)
+
+
+def _end_of(job: Job) -> int:
+    """The stream sample after the last one ``job`` decodes."""
+    return job.start + len(job.audio)
+
+
+def _resumed(utt: _Utterance) -> bool:
+    """Speech was heard after the audio of ``utt``'s speculative final."""
+    return utt.spec is not None and utt.speech_upto > _end_of(utt.spec)
 
 
 def _final_flags(request: Job, transcript: Transcript, kept: list[Segment], speech_end: int,

@@ -28,6 +28,10 @@ Rules, each there to prevent a complaint users make about peer apps:
 - `flush()` (stop) ends the utterance in flight, so the last words are never lost;
 - an utterance longer than ``max_ms`` is split at its quietest window in the second half
   (`engine.core.voice.quietest`), so the decoder never gets more than Whisper's 30 s window;
+- `cut()`: the caller ends the utterance in flight at an earlier pause although speech went on
+  after it (a long utterance whose speculative final there reads as a finished sentence:
+  `engine.core.policy.PolicyOptions.sentence_cut_s`); the audio after the cut starts the next
+  utterance, as with the split above;
 - a second chance for voices Silero scores low (falsetto, whispering: 0.1-0.3, below any
   threshold that keeps noise out): a run of ``soft_windows`` windows at least ``soft_snr_db``
   above the noise floor (the quietest window of the last ``noise_floor_ms``), with a VAD score
@@ -375,21 +379,49 @@ class SpeechSegmenter:
         end = min(self._position, self._last_speech_end + pad)
         return self._close(end, self._last_speech_end)
 
+    def cut(self, end: int, speech_end: int) -> list[SegmentEvent]:
+        """End the utterance in flight at stream sample ``end`` (a window boundary inside it,
+        after its first window), its last speech at ``speech_end``, although more audio has
+        come since: that audio starts the next utterance. For a long utterance that paused at a
+        sentence end and went on (module docstring). Anything else: no events."""
+        windows = self._window_index(end)
+        if not self._active or windows is None or speech_end > end:
+            return []
+        return self._cut_at(windows, speech_end, self._last_speech_end, self._silence)
+
+    def _window_index(self, sample: int) -> int | None:
+        """How many windows of the utterance in flight lie before ``sample`` (None: not at a
+        window boundary strictly inside it)."""
+        at = self._start
+        for i, window in enumerate(self._windows):
+            if at == sample:
+                return i if i > 0 else None
+            at += len(window)
+        return None
+
     def _split(self) -> list[SegmentEvent]:
         """Cut the over-long utterance at its quietest window in the second half."""
         cut = quietest(self._levels, len(self._levels) // 2, len(self._levels))
         split = self._start + sum(len(w) for w in self._windows[:cut])
-        rest = self._windows[cut:]
-        rest_levels = self._levels[cut:]
+        return self._cut_at(cut, min(self._last_speech_end, split), self._position, 0)
+
+    def _cut_at(self, windows: int, speech_end: int, last_speech_end: int, silence: int
+                ) -> list[SegmentEvent]:
+        """End the utterance after its first ``windows`` windows; the rest opens the next one,
+        whose last speech ended at ``last_speech_end``, ``silence`` windows ago."""
+        split = self._start + sum(len(w) for w in self._windows[:windows])
+        rest = self._windows[windows:]
+        rest_levels = self._levels[windows:]
         speech_windows, soft, doubted = self._speech_windows, self._soft, self._doubted
-        ended = self._close(split, min(self._last_speech_end, split))
+        ended = self._close(split, speech_end)  # (the hints were about the utterance it ends)
         self._active = True
         self._soft, self._doubted = soft, doubted
+        self._silence = silence
         self._start = split
         self._windows = rest
         self._levels = rest_levels
         self._speech_windows = speech_windows  # unknown split of the count; any > 0 will do
-        self._last_speech_end = self._position
+        self._last_speech_end = last_speech_end
         audio = np.concatenate(rest) if rest else np.zeros(0, dtype=np.float32)
         return [ended, SegmentStarted(start=split, audio=audio)]
 

@@ -184,8 +184,11 @@ class StreamCore:
     def __init__(self, options: StreamOptions, scorer: SpeechScorer | None, *,
                  offset: int = 0) -> None:
         self.options = options
-        self.policy = StreamingPolicy(
-            replace(options.policy, end_sentences=options.mode == "ptt"))
+        # Push-to-talk: the release ends a dictation, never a sentence read mid-press.
+        ptt = options.mode == "ptt"
+        self.policy = StreamingPolicy(replace(
+            options.policy, end_sentences=ptt,
+            sentence_cut_s=0.0 if ptt else options.policy.sentence_cut_s))
         self.segmentation = Segmentation(replace(options.segmenter, mode=options.mode), scorer,
                                          offset=offset)
         self._meter = LevelMeter(options.level_interval_ms)
@@ -221,7 +224,8 @@ class StreamCore:
     def feed(self, audio: Audio, now: float) -> list[Event]:
         """Samples that arrived at ``now`` -> the events they cause."""
         events = self._meter.feed(audio, self.position + len(audio))
-        return events + self._handle(self.segmentation.feed(audio), now)
+        events += self._handle(self.segmentation.feed(audio), now)
+        return events + self._sentence_cut(now)
 
     def flush(self, now: float) -> list[Event]:
         """End the utterance in flight now (stop, push-to-talk release on the wire, ``end``)."""
@@ -247,7 +251,7 @@ class StreamCore:
             hint = (segmenter.hurry() if reading == "finished"
                     else segmenter.linger() if reading == "open" else segmenter.settle())
             events += self._handle(hint, now)
-        return events
+        return events + self._sentence_cut(now)
 
     def on_failure(self, job: Job, message: str, now: float) -> list[Event]:
         reads = self._reads_pause(job)
@@ -260,7 +264,13 @@ class StreamCore:
         """``job`` is the speculative final the segmenter awaits (VAD mode). One thrown away
         (speech resumed) is not: its result must not settle a newer pause's wait."""
         return (self.options.mode == "vad" and job.speculative
-                and not self.policy.discarded(job))
+                and not self.policy.discarded(job) and not self.policy.spoken_past(job))
+
+    def _sentence_cut(self, now: float) -> list[Event]:
+        """VAD mode: end a long utterance at the sentence end its speculative final and a later
+        partial agree on, although the speaker went on (`PolicyOptions.sentence_cut_s`)."""
+        cut = self.policy.take_cut() if self.options.mode == "vad" else None
+        return [] if cut is None else self._handle(self.segmentation.segmenter.cut(*cut), now)
 
     def cancel(self) -> None:
         """Forget everything in flight or pending; emits nothing."""
