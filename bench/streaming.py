@@ -29,6 +29,12 @@ plays at real speed. Measured per decode and utterance:
                             closed (the silence wait), closed -> emitted, the final decode's
                             queue wait and duration; ``speculative_share``: finals whose decode
                             was queued before the utterance closed (engine.core.speculation)
+Continuous speech (``--no-continuous`` skips it): the manifest's long recordings (a 231 s
+reading of 32 LJSpeech sentences whose pauses, 100-600 ms, are mostly under the 500 ms that
+ends an utterance), streamed the same way once, reported apart (``continuous``): finals and
+their median length, WER and formatted WER against faster-whisper on the whole file, and
+``word_lag_ms``: for every word of every final, final emitted -> the word's end (how long
+a caption viewer waits for a word to be final), besides end of speech -> final.
 ``--streams`` decode streams of the fast runner (default 2, as the app: two one-thread
 replicas), ``--no-speculative`` turns speculative finals off, ``--runs N`` repeats the whole set
 N times (latency figures pooled, WER from the first run).
@@ -259,6 +265,36 @@ def run_files(entries: list[Any], fast: Recording, offline: SequentialRunner,
             "first_word_agrees": round(float(np.mean(agrees)), 3) if agrees else None}
 
 
+def run_continuous(entries: list[Any], fast: Recording, offline: SequentialRunner,
+                   realtime: bool) -> dict[str, Any] | None:
+    """Long recordings streamed once (module docstring: continuous speech)."""
+    if not entries:
+        return None
+    refs, hyps, hyps_off, lags, after, lengths = [], [], [], [], [], []
+    for item in entries:
+        source = FileSource(item.path, realtime=realtime, lead_silence_s=0.5, tail_silence_s=1.5)
+        got = stream(fast, source)
+        finals = [f for f in got.finals if f.text]
+        refs.append(item.text)
+        hyps.append(" ".join(f.text for f in finals))
+        hyps_off.append(offline.decode(load_audio(item.path), DecodeOptions()).text)
+        for f in finals:
+            emitted = dict(f.stages)["emitted"]
+            lags += [(emitted - w.end / SAMPLE_RATE) * 1000 for w in f.words]
+            after.append(f.after_speech_end_ms)
+            lengths.append((f.end - f.start) / SAMPLE_RATE)
+        print(f"  {item.path.name:45s} {len(finals)} finals", flush=True)
+    return {"files": len(entries), "finals": len(lengths),
+            "utterance_s_p50": round(statistics.median(lengths), 1) if lengths else None,
+            "utterance_s_max": round(max(lengths), 1) if lengths else None,
+            "word_lag_ms": pct(lags), "final_after_speech_end_ms": pct(after),
+            "wer_streaming": round(error_rate(refs, hyps), 4),
+            "wer_offline": round(error_rate(refs, hyps_off), 4),
+            "formatted_wer_streaming": round(formatted_error_rate(refs, hyps), 4),
+            "formatted_wer_offline": round(formatted_error_rate(refs, hyps_off), 4),
+            "text": hyps}
+
+
 def padded_rtts(chunks: list[tuple[Audio, DecodeOptions]],
                 padded: SequentialRunner) -> list[float]:
     """The same final chunks and options, decoded on faster-whisper's padded 30 s path."""
@@ -355,6 +391,10 @@ def main() -> int:
                         help="how padded-window decodes encode the window after the audio")
     parser.add_argument("--first-words-step-s", type=float,
                         help="new audio before a partial is tried again while none has words")
+    parser.add_argument("--sentence-cut-s", type=float,
+                        help="audio before a long utterance may be cut at a sentence end (0: off)")
+    parser.add_argument("--no-continuous", action="store_true",
+                        help="skip the continuous-speech recordings")
     args = parser.parse_args()
     global OPTIONS
     policy = PolicyOptions(speculative_finals=not args.no_speculative)
@@ -366,6 +406,8 @@ def main() -> int:
         policy = replace(policy, first_words_step_s=args.first_words_step_s)
     if args.padding is not None:
         policy = replace(policy, padding=args.padding)
+    if args.sentence_cut_s is not None:
+        policy = replace(policy, sentence_cut_s=args.sentence_cut_s)
     OPTIONS = LiveOptions(journal=False, policy=policy)
     if args.min_silence_ms is not None:
         OPTIONS = replace(OPTIONS, segmenter=replace(OPTIONS.segmenter,
@@ -399,6 +441,9 @@ def main() -> int:
     silent = silence_words(fast)
     sweep = beam_sweep(fast.finals, fast.inner, [int(b) for b in args.beam_sweep.split(",")]) \
         if args.beam_sweep else None
+    paths = dict(fast.paths)  # (the short clips')
+    continuous = None if args.no_continuous else run_continuous(
+        english(read_manifest(args.manifest), kinds=("long",)), fast, padded, args.realtime)
 
     result = {
         "chunk_rtt_ms": pct(res["rtts"]),
@@ -413,6 +458,7 @@ def main() -> int:
         "open_silence_ms": OPTIONS.segmenter.open_silence_ms,
         "min_partial_audio_s": OPTIONS.policy.min_partial_audio_s,
         "first_words_step_s": OPTIONS.policy.first_words_step_s,
+        "sentence_cut_s": OPTIONS.policy.sentence_cut_s,
         "padding": OPTIONS.policy.padding,
         "first_partial_first_word_agrees": res["first_word_agrees"],
         "runs": args.runs,
@@ -425,7 +471,7 @@ def main() -> int:
         "silence_words": silent,
         "final_chunk_rtt_ms": pct(fast_final_ms),
         "final_chunk_rtt_2_5s_utterances_ms": pct(res["rtts_2_5"]),
-        "decode_paths": fast.paths,
+        "decode_paths": paths,
         "first_words_lost": sum(f["first_word_lost"] for f in res["per_file"]),
         "last_words_lost": sum(f["last_word_lost"] for f in res["per_file"]),
         "setup": {"model": padded.info.name, "device": padded.info.device,
@@ -435,6 +481,7 @@ def main() -> int:
                   "load_average_end": round(os.getloadavg()[0], 2)},
         "final_beam": OPTIONS.policy.final_beam_size,
         "beam_sweep": sweep,
+        "continuous": continuous,
         "per_file": res["per_file"],
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -473,6 +520,15 @@ def print_table(result: dict[str, Any], fast_ms: list[float], padded_ms: list[fl
           "points; references with case and punctuation)")
     print(f"formatted WER of the finals dictated into one field (joined as the app types them): "
           f"{result['formatted_wer_dictated']:.3f}")
+    if (c := result.get("continuous")) is not None:
+        print(f"continuous speech ({c['files']} long file(s)): {c['finals']} finals, utterance "
+              f"p50 {c['utterance_s_p50']} s (max {c['utterance_s_max']} s); word lag p50 / p95 "
+              f"{c['word_lag_ms']['p50']} / {c['word_lag_ms']['p95']} ms; end of speech -> "
+              f"final {c['final_after_speech_end_ms']['p50']} / "
+              f"{c['final_after_speech_end_ms']['p95']} ms")
+        print(f"  WER streaming {c['wer_streaming']:.3f}  offline {c['wer_offline']:.3f}; "
+              f"formatted {c['formatted_wer_streaming']:.3f}  offline "
+              f"{c['formatted_wer_offline']:.3f}")
     print(f"silence/noise words {result['silence_words']}; first words lost "
           f"{result['first_words_lost']}, last words lost {result['last_words_lost']}; "
           f"decode paths {result['decode_paths']}")
