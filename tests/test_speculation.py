@@ -702,7 +702,7 @@ def test_push_to_talk_is_never_cut_mid_press() -> None:
     assert [text for text, _, _ in got] == ["This was the first. And more."]
 
 
-def test_a_spoken_past_speculation_is_exactly_the_audio_up_to_its_pause() -> None:
+def test_a_speculation_is_exactly_the_audio_up_to_its_pause() -> None:
     # A block bringing audio past the pause (a network chunk) does not make the speculative
     # final cover it: it must end where the utterance would.
     policy = StreamingPolicy(NO_PARTIALS)
@@ -744,3 +744,30 @@ def test_a_fluent_reading_is_cut_at_its_sentence_ends(
     # The same words either way: nothing lost or said twice at the cut.
     text = " ".join(f.text for f in cut)
     assert error_rate([whole[0].text], [text]) <= 0.1, (whole[0].text, text)
+
+
+def test_a_pause_while_a_sentence_cut_is_pending_gets_its_own_speculation_after_it() -> None:
+    policy = StreamingPolicy(PolicyOptions(max_in_flight=2))
+    at = spoken(policy, seconds=9.0)
+    silent(policy, 0.2, 9.2)
+    policy.handle(SegmentPaused(at=at + int(0.2 * SR)), 9.2)
+    spec = policy.next_request(9.2)
+    assert spec is not None and spec.speculative
+    policy.on_result(spec.request_id, heard(spec, "This was the first."), 9.3)
+    policy.handle(SegmentAudio(audio(0.6), speech=True), 9.8)  # the speaker goes on
+    assert policy.take_cut() is None  # no partial has heard past the pause yet
+    later = at + int(1.0 * SR)
+    silent(policy, 0.2, 10.0)
+    policy.handle(SegmentPaused(at=later), 10.0)  # a second pause while the first is pending
+    partial = policy.next_request(10.0)
+    assert partial is not None and partial.kind == "partial"
+    policy.on_result(partial.request_id, heard(partial, "This was the first. And"), 10.1)
+    cut = policy.take_cut()
+    assert cut == (at + int(0.2 * SR), at)
+    rest = audio(0.8)
+    events = policy.handle(SegmentEnded(end=cut[0], speech_end=cut[1], speech_windows=300), 10.1)
+    events += policy.handle(SegmentStarted(start=cut[0], audio=rest), 10.1)
+    assert [f.text for f in finals(events)] == ["This was the first."]
+    second = policy.next_request(10.1)  # the second pause, speculated on the new utterance
+    assert second is not None and second.speculative
+    assert (second.start, second.start + len(second.audio)) == (cut[0], later)

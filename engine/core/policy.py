@@ -517,7 +517,8 @@ class StreamingPolicy:
     def _speculative_request(self, utt: _Utterance, now: float) -> Job:
         # Exactly the audio up to the pause: a block that brought more with it (a network
         # chunk) must not make the decode cover audio past the end the utterance will have.
-        samples = min(utt.samples, max(0, utt.spec_at - utt.start)) if utt.spec_at else None
+        at = utt.spec_at
+        samples = None if at is None else min(utt.samples, max(0, at - utt.start))
         utt.spec_at = None
         utt.spec_upto = utt.speech_upto
         utt.soft = utt.spec_soft  # as the segmenter will say at the end (or it is unusable)
