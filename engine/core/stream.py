@@ -23,6 +23,7 @@ position needs correcting later.
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from dataclasses import dataclass, field, replace
 
@@ -39,6 +40,7 @@ from engine.events import Event, LevelChanged
 from engine.types import SAMPLE_RATE, VAD_WINDOW, Audio, SpeechScorer, Transcript
 
 EMPTY = np.zeros(0, dtype=np.float32)
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -248,6 +250,8 @@ class StreamCore:
             # a finished sentence, less than the usual wait; a sentence that goes on, longer.
             segmenter = self.segmentation.segmenter
             reading = self.policy.reading()
+            log.debug("pause at %.2f s reads %s", (job.start + len(job.audio)) / SAMPLE_RATE,
+                      reading or "nothing to tell")
             hint = (segmenter.hurry() if reading == "finished"
                     else segmenter.linger() if reading == "open" else segmenter.settle())
             events += self._handle(hint, now)
@@ -270,7 +274,10 @@ class StreamCore:
         """VAD mode: end a long utterance at the sentence end its speculative final and a later
         partial agree on, although the speaker went on (`PolicyOptions.sentence_cut_s`)."""
         cut = self.policy.take_cut() if self.options.mode == "vad" else None
-        return [] if cut is None else self._handle(self.segmentation.segmenter.cut(*cut), now)
+        if cut is None:
+            return []
+        log.debug("sentence cut at %.2f s", cut[0] / SAMPLE_RATE)
+        return self._handle(self.segmentation.segmenter.cut(*cut), now)
 
     def cancel(self) -> None:
         """Forget everything in flight or pending; emits nothing."""
