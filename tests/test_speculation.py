@@ -771,3 +771,19 @@ def test_a_pause_while_a_sentence_cut_is_pending_gets_its_own_speculation_after_
     second = policy.next_request(10.1)  # the second pause, speculated on the new utterance
     assert second is not None and second.speculative
     assert (second.start, second.start + len(second.audio)) == (cut[0], later)
+
+
+def test_a_pause_over_before_its_speculation_could_start_is_not_decoded() -> None:
+    # The speculation waits for the final before it (one final at a time); if speech resumes
+    # meanwhile, the pause is over: decoding it then would be a final of a past pause.
+    policy = StreamingPolicy(NO_PARTIALS)
+    end = spoken(policy, seconds=2.0)
+    policy.handle(SegmentEnded(end=end, speech_end=end, speech_windows=60), 3.0)
+    first = policy.next_request(3.0)
+    assert first is not None and first.kind == "final"
+    at = spoken(policy, seconds=9.0, start=end + SR)
+    policy.handle(SegmentPaused(at=at), 13.0)
+    assert policy.next_request(13.0) is None  # waits for the final before it
+    policy.handle(SegmentAudio(audio(0.5), speech=True), 13.5)  # the speaker goes on
+    policy.on_result(first.request_id, heard(first, "Before."), 13.6)
+    assert policy.next_request(13.6) is None

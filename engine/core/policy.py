@@ -460,6 +460,11 @@ class StreamingPolicy:
             return None
         return (_end_of(utt.spec), utt.spec_upto) if utt.spec_confirmed else None
 
+    def refuse_cut(self) -> None:
+        """The cut `take_cut` offered could not be made: let that speculation go."""
+        if self._active is not None:
+            self._drop_speculation(self._active)
+
     def _judge_cut(self, utt: _Utterance, partial: Job, text: str) -> None:
         """A partial of ``utt`` came back: if it heard past the pause of a speculation kept for
         a sentence cut, it confirms the cut or lets the speculation go (`take_cut`)."""
@@ -484,6 +489,8 @@ class StreamingPolicy:
         """A window of speech was appended: a speculation of the audio before it is stale,
         unless it may still mark a sentence end to cut a long utterance at (`take_cut`)."""
         utt.speech_upto = utt.start + utt.samples
+        if utt.spec_at is not None and utt.spec_at < utt.speech_upto:
+            utt.spec_at = None  # its pause is over before its decode could start
         if self._later_pause is not None and self._later_pause[0] < utt.speech_upto:
             self._later_pause = None
         if utt.spec is not None and not (

@@ -277,7 +277,10 @@ class StreamCore:
         if cut is None:
             return []
         log.debug("sentence cut at %.2f s", cut[0] / SAMPLE_RATE)
-        return self._handle(self.segmentation.segmenter.cut(*cut), now)
+        segment_events = self.segmentation.segmenter.cut(*cut)
+        if not segment_events:  # (the two agree on the utterance; never offered again anyway)
+            self.policy.refuse_cut()
+        return self._handle(segment_events, now)
 
     def cancel(self) -> None:
         """Forget everything in flight or pending; emits nothing."""
