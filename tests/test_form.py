@@ -104,7 +104,9 @@ def test_reads_open(text: str, open_: bool) -> None:
     ("He came home.", "He came home...", None),  # nothing after it yet
     ("He came home.", "He came home", None),
     ("And so he came home.", "so he came home. Then", True),  # words shifted by one
-    ("He came home.", "She went away to", None),  # not the same words: no verdict
+    ("He came home.", "She went away to", None),  # too short to tell
+    ("He came home.", "She went away to town", False),  # no sentence end near the place
+    ("I could hear.", "I could out here. We", True),  # heard differently: the place by count
     ("", "Anything at all", None),
 ])
 def test_ends_sentence_in(prefix: str, longer: str, ends: bool | None) -> None:

@@ -746,7 +746,7 @@ def test_a_fluent_reading_is_cut_at_its_sentence_ends(
     assert error_rate([whole[0].text], [text]) <= 0.1, (whole[0].text, text)
 
 
-def test_a_pause_while_a_sentence_cut_is_pending_gets_its_own_speculation_after_it() -> None:
+def test_a_pause_while_a_sentence_cut_waits_for_its_verdict_takes_its_place() -> None:
     policy = StreamingPolicy(PolicyOptions(max_in_flight=2))
     at = spoken(policy, seconds=9.0)
     silent(policy, 0.2, 9.2)
@@ -758,19 +758,19 @@ def test_a_pause_while_a_sentence_cut_is_pending_gets_its_own_speculation_after_
     assert policy.take_cut() is None  # no partial has heard past the pause yet
     later = at + int(1.0 * SR)
     silent(policy, 0.2, 10.0)
-    policy.handle(SegmentPaused(at=later), 10.0)  # a second pause while the first is pending
-    partial = policy.next_request(10.0)
-    assert partial is not None and partial.kind == "partial"
-    policy.on_result(partial.request_id, heard(partial, "This was the first. And"), 10.1)
-    cut = policy.take_cut()
-    assert cut == (at + int(0.2 * SR), at)
-    rest = audio(0.8)
-    events = policy.handle(SegmentEnded(end=cut[0], speech_end=cut[1], speech_windows=300), 10.1)
-    events += policy.handle(SegmentStarted(start=cut[0], audio=rest), 10.1)
-    assert [f.text for f in finals(events)] == ["This was the first."]
-    second = policy.next_request(10.1)  # the second pause, speculated on the new utterance
+    policy.handle(SegmentPaused(at=later), 10.0)  # a second pause before the verdict
+    second = policy.next_request(10.0)
     assert second is not None and second.speculative
-    assert (second.start, second.start + len(second.audio)) == (cut[0], later)
+    assert second.start + len(second.audio) == later
+    assert policy.take_cut() is None
+    # The newer pause is the candidate now: confirmed by a partial past it, the cut is there.
+    policy.on_result(second.request_id, heard(second, "This was the first. And then."), 10.1)
+    policy.handle(SegmentAudio(audio(0.6), speech=True), 10.6)
+    partial = policy.next_request(10.6)
+    assert partial is not None and partial.kind == "partial"
+    policy.on_result(partial.request_id,
+                     heard(partial, "This was the first. And then. More"), 10.8)
+    assert policy.take_cut() == (later, later - int(0.2 * SR))
 
 
 def test_a_pause_over_before_its_speculation_could_start_is_not_decoded() -> None:

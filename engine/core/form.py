@@ -54,21 +54,26 @@ def ends_sentence_in(prefix: str, longer: str) -> bool | None:
     """Does ``longer`` (a decode of the same audio and more) end a sentence where ``prefix``
     (a decode that stopped at a pause) ends? Whisper ends whatever audio it is given with a
     period, so ``prefix`` alone cannot tell a sentence end from a breath; a decode that heard
-    what came next punctuates the pause as the sentence reads. True or False once ``longer``
-    has a word after the place where ``prefix``'s last two words are (within two words of the
-    same position, as the two decodes may split a word differently); None: it does not reach
-    past them (yet), or does not have them."""
+    what came next punctuates the pause as the sentence reads. The place in ``longer`` is where
+    ``prefix``'s last two words are, else its last word (within two words of the same
+    position, as two decodes may split a word differently), else, when the two heard the last
+    words differently ("could hear." / "could out here. We"), the same word count give or
+    take one. True or False once ``longer`` has a word after that place; None: it does not
+    reach past it (yet), or ``prefix`` has no words."""
     short, long_ = prefix.split(), longer.split()
-    keys = [_key(w) for w in short[-2:]]
-    if not keys or not all(keys):
+    if not short or not _key(short[-1]):
         return None
-    for last in sorted(range(len(short) - 3, len(short) + 2), key=lambda i: abs(i - len(short) + 1)):
-        first = last - len(keys) + 1
-        if first < 0 or last + 1 >= len(long_):
-            continue
-        if [_key(w) for w in long_[first:last + 1]] == keys:
-            return reads_finished(" ".join(long_[:last + 1]))
-    return None
+    end = len(short) - 1  # where prefix's last word would be in longer
+    for size in (2, 1):
+        keys = [_key(w) for w in short[-size:]]
+        for last in sorted(range(end - 2, end + 3), key=lambda i: abs(i - end)):
+            first = last - size + 1
+            if first >= 0 and last + 1 < len(long_) and \
+                    [_key(w) for w in long_[first:last + 1]] == keys:
+                return reads_finished(" ".join(long_[:last + 1]))
+    if end + 2 >= len(long_):
+        return None
+    return any(reads_finished(" ".join(long_[:i + 1])) for i in range(max(0, end - 1), end + 2))
 
 
 def _key(word: str) -> str:

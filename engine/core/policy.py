@@ -65,8 +65,10 @@ from engine.types import (
 
 EARLY_END_S = 0.8  # the last word ending this long before the speech did: words were dropped
 # A partial that heard this much past a sentence cut's pause without saying whether a sentence
-# ends there (take_cut): the cut is given up.
-CUT_VERDICT_S = 2.0
+# ends there (take_cut): the cut is given up. One that heard less than CUT_HEARD_S past it
+# cannot tell yet (no word after the pause), so the verdict's partial waits for that much.
+CUT_VERDICT_S = 4.0
+CUT_HEARD_S = 0.5
 PROMPT_CHARS_PER_S = 40  # about 10 tokens per second of audio
 MAX_BACKOFF = 8.0
 
@@ -240,9 +242,6 @@ class StreamingPolicy:
         self._next_partial_at = 0.0
         self._backoff = 1.0
         self.last_lag_ms = 0.0
-        # A pause (sample, soft) reported while a speculation kept for a sentence cut was
-        # still pending: it gets its own once that one is cut or let go.
-        self._later_pause: tuple[int, bool] | None = None
 
     @property
     def idle(self) -> bool:
@@ -348,7 +347,6 @@ class StreamingPolicy:
         self._active = None
         self._finals.clear()
         self._in_flight.clear()
-        self._later_pause = None
 
     # -- utterance lifecycle -------------------------------------------------------------
 
@@ -361,9 +359,6 @@ class StreamingPolicy:
                          speech=event.speech,
                          speech_upto=event.start + len(event.audio) if event.speech else 0)
         self._next_utterance += 1
-        pause, self._later_pause = self._later_pause, None
-        if pause is not None and pause[0] > utt.start:  # the rest of a sentence cut (take_cut)
-            utt.spec_at, utt.spec_soft = pause
         self._append(utt, event.audio, now)
         self._active = utt
         events.append(SpeechStarted(utterance_id=utt.id, at=event.start))
@@ -417,10 +412,12 @@ class StreamingPolicy:
         utt = self._active
         if utt is None or not self.options.speculative_finals:
             return
+        if utt.spec is not None and _resumed(utt):
+            # One kept for a sentence cut still waits for its verdict (take_cut): the newer
+            # pause takes its place.
+            self._drop_speculation(utt)
         if utt.spec is None:
             utt.spec_at, utt.spec_soft = at, soft
-        elif _resumed(utt):  # one kept for a sentence cut is pending (take_cut)
-            self._later_pause = (at, soft)
 
     def reading(self) -> Literal["finished", "open"] | None:
         """How the speculative final of the utterance in flight reads, once it is back:
@@ -465,6 +462,14 @@ class StreamingPolicy:
         if self._active is not None:
             self._drop_speculation(self._active)
 
+    def _verdict_due(self, utt: _Utterance) -> bool:
+        """A speculation kept for a sentence cut is back, unconfirmed, and the utterance has
+        audio far enough past its pause for a partial to tell (`_judge_cut`)."""
+        spec = utt.spec
+        return (spec is not None and utt.spec_result is not None and not utt.spec_confirmed
+                and _resumed(utt)
+                and utt.start + utt.samples - _end_of(spec) >= CUT_HEARD_S * SAMPLE_RATE)
+
     def _judge_cut(self, utt: _Utterance, partial: Job, text: str) -> None:
         """A partial of ``utt`` came back: if it heard past the pause of a speculation kept for
         a sentence cut, it confirms the cut or lets the speculation go (`take_cut`)."""
@@ -491,8 +496,6 @@ class StreamingPolicy:
         utt.speech_upto = utt.start + utt.samples
         if utt.spec_at is not None and utt.spec_at < utt.speech_upto:
             utt.spec_at = None  # its pause is over before its decode could start
-        if self._later_pause is not None and self._later_pause[0] < utt.speech_upto:
-            self._later_pause = None
         if utt.spec is not None and not (
                 self._may_cut(utt.spec, utt)
                 and (utt.spec_result is None or self._reads(utt.spec_result) == "finished")):
@@ -509,8 +512,6 @@ class StreamingPolicy:
             utt.attempts, utt.retry = 0, Rung.ACCEPT
         utt.spec, utt.spec_result, utt.spec_at = None, None, None
         utt.spec_confirmed = False
-        if self._later_pause is not None and utt is self._active:
-            (utt.spec_at, utt.spec_soft), self._later_pause = self._later_pause, None
 
     def _final_in_flight(self) -> bool:
         return any(job.kind == "final" and (not job.speculative or job is utt.spec)
@@ -542,7 +543,10 @@ class StreamingPolicy:
         return (
             o.partials
             and utt.speech
-            and now >= self._next_partial_at
+            # A sentence cut waiting for its verdict does not wait out the partial interval
+            # or a slow machine's backoff: on this CPU a long utterance's partial takes the
+            # padded window (~0.5-1 s), and the cut is only worth it while it is early.
+            and (now >= self._next_partial_at or self._verdict_due(utt))
             and utt.samples >= o.min_partial_audio_s * SAMPLE_RATE
             and utt.samples - utt.partial_samples >= SAMPLE_RATE * (
                 o.min_new_audio_s if utt.heard.strip() else o.first_words_step_s)
