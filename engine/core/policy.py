@@ -216,6 +216,8 @@ class _Utterance:
     spec_result: Transcript | None = None  # ... once it is back, before the utterance ended
     spec_upto: int = 0  # speech_upto when it was issued (speech may resume after it: take_cut)
     spec_confirmed: bool = False  # a partial past its pause ends a sentence there (take_cut)
+    spec_text: str = ""  # spec_result's spoken text, and how it reads (`reading`)
+    spec_reads: Literal["finished", "open"] | None = None
     decoded_at: float = 0.0  # when the result its final is made of came back
     decode_ms: float = 0.0
 
@@ -321,6 +323,11 @@ class StreamingPolicy:
         utt.decoded_at, utt.decode_ms = now, transcript.decode_ms
         if utt is self._active:  # speculative, the end not confirmed yet: keep it till then
             utt.spec_result = transcript
+            # Read once: a speculation kept for a sentence cut is asked on every window.
+            utt.spec_text = " ".join(
+                s.text for s in _spoken(transcript.segments, self.options.quality)).strip()
+            utt.spec_reads = ("finished" if reads_finished(utt.spec_text)
+                              else "open" if reads_open(utt.spec_text) else None)
             return [metrics]
         return [metrics, *self._final_result(request, utt, transcript, now)]
 
@@ -427,7 +434,7 @@ class StreamingPolicy:
         utt = self._active
         if utt is None or utt.spec is None or utt.spec_result is None or _resumed(utt):
             return None
-        return self._reads(utt.spec_result)
+        return utt.spec_reads
 
     def discarded(self, job: Job) -> bool:
         """A speculative final thrown away (speech resumed): its result will be ignored, so a
@@ -452,7 +459,7 @@ class StreamingPolicy:
         utt = self._active
         if utt is None or utt.spec is None or utt.spec_result is None or not _resumed(utt):
             return None
-        if self._reads(utt.spec_result) != "finished":
+        if utt.spec_reads != "finished":
             self._drop_speculation(utt)
             return None
         return (_end_of(utt.spec), utt.spec_upto) if utt.spec_confirmed else None
@@ -477,18 +484,11 @@ class StreamingPolicy:
         if (spec is None or utt.spec_result is None or utt.spec_confirmed
                 or _end_of(partial) <= _end_of(spec)):
             return
-        said = " ".join(s.text for s in _spoken(utt.spec_result.segments, self.options.quality))
-        verdict = ends_sentence_in(said, text)
+        verdict = ends_sentence_in(utt.spec_text, text)
         if verdict:
             utt.spec_confirmed = True
         elif verdict is False or _end_of(partial) - _end_of(spec) >= CUT_VERDICT_S * SAMPLE_RATE:
             self._drop_speculation(utt)
-
-    def _reads(self, transcript: Transcript) -> Literal["finished", "open"] | None:
-        text = " ".join(s.text for s in _spoken(transcript.segments, self.options.quality)).strip()
-        if reads_finished(text):
-            return "finished"
-        return "open" if reads_open(text) else None
 
     def _spoke(self, utt: _Utterance) -> None:
         """A window of speech was appended: a speculation of the audio before it is stale,
@@ -498,7 +498,7 @@ class StreamingPolicy:
             utt.spec_at = None  # its pause is over before its decode could start
         if utt.spec is not None and not (
                 self._may_cut(utt.spec, utt)
-                and (utt.spec_result is None or self._reads(utt.spec_result) == "finished")):
+                and (utt.spec_result is None or utt.spec_reads == "finished")):
             self._drop_speculation(utt)
 
     def _may_cut(self, spec: Job, utt: _Utterance) -> bool:
@@ -511,7 +511,7 @@ class StreamingPolicy:
         if utt.spec is not None:
             utt.attempts, utt.retry = 0, Rung.ACCEPT
         utt.spec, utt.spec_result, utt.spec_at = None, None, None
-        utt.spec_confirmed = False
+        utt.spec_confirmed, utt.spec_text, utt.spec_reads = False, "", None
 
     def _final_in_flight(self) -> bool:
         return any(job.kind == "final" and (not job.speculative or job is utt.spec)

@@ -273,12 +273,12 @@ class StreamCore:
     def _sentence_cut(self, now: float) -> list[Event]:
         """VAD mode: end a long utterance at the sentence end its speculative final and a later
         partial agree on, although the speaker went on (`PolicyOptions.sentence_cut_s`)."""
-        cut = self.policy.take_cut() if self.options.mode == "vad" else None
+        cut = self.policy.take_cut()  # (never in push-to-talk: sentence_cut_s is 0 there)
         if cut is None:
             return []
         log.debug("sentence cut at %.2f s", cut[0] / SAMPLE_RATE)
         segment_events = self.segmentation.segmenter.cut(*cut)
-        if not segment_events:  # (the two agree on the utterance; never offered again anyway)
+        if not segment_events:  # (not expected: both hold the same utterance)
             self.policy.refuse_cut()
         return self._handle(segment_events, now)
 
