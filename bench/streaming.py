@@ -271,12 +271,14 @@ def run_continuous(entries: list[Any], fast: Recording, offline: SequentialRunne
     if not entries:
         return None
     refs, hyps, hyps_off, lags, after, lengths = [], [], [], [], [], []
+    pieces: list[list[str]] = []
     for item in entries:
         source = FileSource(item.path, realtime=realtime, lead_silence_s=0.5, tail_silence_s=1.5)
         got = stream(fast, source)
         finals = [f for f in got.finals if f.text]
         refs.append(item.text)
         hyps.append(" ".join(f.text for f in finals))
+        pieces.append([f.text for f in finals])
         hyps_off.append(offline.decode(load_audio(item.path), DecodeOptions()).text)
         for f in finals:
             emitted = dict(f.stages)["emitted"]
@@ -292,7 +294,7 @@ def run_continuous(entries: list[Any], fast: Recording, offline: SequentialRunne
             "wer_offline": round(error_rate(refs, hyps_off), 4),
             "formatted_wer_streaming": round(formatted_error_rate(refs, hyps), 4),
             "formatted_wer_offline": round(formatted_error_rate(refs, hyps_off), 4),
-            "text": hyps}
+            "text": hyps, "finals_text": pieces}
 
 
 def padded_rtts(chunks: list[tuple[Audio, DecodeOptions]],

@@ -7,7 +7,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.core.form import ends_sentence_in, ensure_form, has_form, reads_finished, reads_open
+from engine.core.form import (
+    ends_marked,
+    ends_sentence_in,
+    ensure_form,
+    has_form,
+    reads_finished,
+    reads_open,
+    starts_lower,
+)
 from engine.types import Word
 
 
@@ -61,6 +69,22 @@ def test_voice_activity_pieces_keep_their_end() -> None:
     assert ensure_form("and so my fellow Americans ask not", end=False)[0] == (
         "And so my fellow Americans ask not")
     assert ensure_form("ask what you can do.", end=False)[0] == "Ask what you can do."
+
+
+def test_a_piece_that_goes_on_with_an_open_sentence_keeps_its_first_letter() -> None:
+    words = (Word(" ask", 0, 10), Word(" not", 10, 20))
+    assert ensure_form("ask not", words, start=False) == (
+        "ask not.", (Word(" ask", 0, 10), Word(" not.", 10, 20)))
+    assert ensure_form("ask not what", end=False, start=False)[0] == "ask not what"
+    assert ensure_form("Ask not.", start=False)[0] == "Ask not."  # Whisper's capital stays
+
+
+def test_starts_lower_and_ends_marked() -> None:
+    assert starts_lower("ask not") and starts_lower(" 'and so'") and not starts_lower("Ask")
+    assert not starts_lower("1961 was") and not starts_lower("東京") and not starts_lower("")
+    for marked in ("Ask not.", "Well,", "As follows:", "And then -", "Wait…", "So;"):
+        assert ends_marked(marked), marked
+    assert not ends_marked("ask not") and not ends_marked("") and not ends_marked("1961")
 
 
 @pytest.mark.parametrize("text, finished", [

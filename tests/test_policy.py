@@ -538,6 +538,50 @@ def test_a_final_that_lost_its_form_is_decoded_again_with_the_style_prompt() -> 
     assert policy.prompt.prompt(3.5) == "Earlier text, with form. " + formed
 
 
+def _final_of(policy: StreamingPolicy, text: str, *, start: int, now: float) -> tuple[Job, str]:
+    """One 3 s utterance from ``start`` (samples), decoded as ``text``: its request, its final."""
+    started(policy, start=start, seconds=3.0, now=now)
+    end = start + 3 * SR
+    policy.handle(SegmentEnded(end, end, 50), now)
+    request = policy.next_request(now)
+    assert request is not None and request.kind == "final"
+    events = policy.on_result(request.request_id, transcript(text, seconds=3.0), now + 0.2)
+    finals = [e.text for e in events if isinstance(e, FinalText)]
+    assert len(finals) == 1, "decoded once: no restyle retry"
+    return request, finals[0]
+
+
+def test_a_final_that_goes_on_with_an_open_sentence_keeps_its_lower_case_start() -> None:
+    """A pause longer than the wait cut a sentence at its comma (VAD mode): the next piece is
+    decoded with the open piece as its prompt and keeps Whisper's lower-case start; it is
+    neither capitalised nor taken for a lost form. After a piece that ends a sentence, or
+    once the prompt has forgotten the open one, a lower-case start is a lost form again."""
+    policy = StreamingPolicy(PolicyOptions(partials=False, language="en", end_sentences=False))
+    _, first = _final_of(policy, "And so, my fellow Americans,", start=SR, now=4.0)
+    request, second = _final_of(policy, "ask not what your country can do for you.",
+                                start=5 * SR, now=8.0)
+    assert (first, second) == ("And so, my fellow Americans,",
+                               "ask not what your country can do for you.")
+    assert request.options.prompt == "And so, my fellow Americans,"
+    # The sentence ended: a lower-case start is Whisper losing its form (restyle, capital).
+    started(policy, start=9 * SR, seconds=3.0, now=12.0)
+    policy.handle(SegmentEnded(12 * SR, 12 * SR, 50), 12.0)
+    request = policy.next_request(12.0)
+    assert request is not None
+    assert policy.on_result(request.request_id, transcript("ask again", seconds=3.0), 12.2) \
+        and policy.next_request(12.2) is not None  # the restyle retry
+    # An open piece, then a long silence: the prompt's memory is gone, so is the sentence.
+    policy = StreamingPolicy(PolicyOptions(partials=False, language="en", end_sentences=False))
+    _final_of(policy, "Well,", start=SR, now=4.0)
+    gap = int(PolicyOptions().prompt.reset_after_s + 1) * SR
+    started(policy, start=4 * SR + gap, seconds=3.0, now=30.0)
+    policy.handle(SegmentEnded(7 * SR + gap, 7 * SR + gap, 50), 30.0)
+    request = policy.next_request(30.0)
+    assert request is not None and request.options.prompt == STYLE_ANCHORS["en"]
+    policy.on_result(request.request_id, transcript("ask again", seconds=3.0), 30.2)
+    assert policy.next_request(30.2) is not None  # the restyle retry
+
+
 def test_a_final_still_without_form_is_repaired_once_and_kept_out_of_the_prompt() -> None:
     policy = StreamingPolicy(PolicyOptions(partials=False, language="en"))
     _ended(policy)

@@ -111,7 +111,7 @@ def test_a_caller_can_ask_for_a_shorter_prompt() -> None:
 @pytest.mark.parametrize("text", [
     "and so my fellow Americans ask not what your country can do for you",
     "Concord returned to its place amidst the tents",
-    "Well,", "and then -",
+    "and then -", "and so my fellow americans,",
 ])
 def test_text_that_lost_its_form_never_becomes_the_prompt(text: str) -> None:
     """Whisper copies its prompt's style: one unpunctuated final as the prompt made every later
@@ -129,6 +129,18 @@ def test_text_that_ends_a_sentence_is_kept(text: str) -> None:
     tracker = PromptTracker(PromptOptions(style_anchor=False))
     assert tracker.add(text, at=0.0)
     assert tracker.prompt(0.0) == text
+
+
+def test_a_sentence_cut_at_a_comma_is_kept_so_the_next_decode_goes_on_with_it() -> None:
+    """A pause cut "And so, my fellow Americans," from the rest: as the prompt it lets Whisper
+    go on with the sentence ("ask not ..."), which is then kept too."""
+    tracker = PromptTracker(PromptOptions(style_anchor=False))
+    assert tracker.add("And so, my fellow Americans,", at=0.0)
+    assert tracker.add("ask not what your country can do for you,", at=1.0)
+    assert tracker.add("ask what you can do for your country.", at=2.0)
+    assert not tracker.add("and then -", at=3.0)  # lower case after a finished sentence
+    assert tracker.prompt(3.0) == ("And so, my fellow Americans, ask not what your country "
+                                   "can do for you, ask what you can do for your country.")
 
 
 def test_the_style_anchor_prompts_a_known_language_with_no_history() -> None:

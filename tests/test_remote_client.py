@@ -9,6 +9,7 @@ import pytest
 
 from engine.core.segmenter import SegmenterOptions
 from engine.errors import EngineError
+from engine.events import Event, FinalText
 from engine.remote.buffer import AudioBuffer, SendLog
 from engine.remote.client import Endpoint, RemoteLiveEngine, RemoteOptions, Timing
 
@@ -101,6 +102,26 @@ def test_urls_and_options_are_validated() -> None:
         RemoteOptions(mode="always")
     with pytest.raises(ValueError):
         RemoteOptions(language="e5")
+
+
+def test_finals_get_sentence_form_unless_they_go_on_with_an_open_sentence() -> None:
+    """Any server's finals reach the user capitalised (a WhisperLive server's too), except one
+    that goes on with the sentence the last final left open: our server's policy keeps that
+    one's lower-case start, and the client must not undo it (engine.core.form)."""
+    events: list[Event] = []
+    engine = RemoteLiveEngine(events.append, url="ws://127.0.0.1:1")
+    timing = Timing(rtt_ms=100.0, server_ms=None, decode_ms=50.0, audio_ms=3000.0)
+    sr = 16000
+    for uid, (text, start) in enumerate([("and so, my fellow Americans,", 0),
+                                         ("ask not what your country can do,", 4 * sr),
+                                         ("ask what you can do.", 8 * sr),
+                                         ("for your country.", 12 * sr),
+                                         ("well,", 16 * sr),
+                                         ("much later", 60 * sr)]):
+        engine.on_final(uid, text, (), start, start + 3 * sr, timing)
+    assert [e.text for e in events if isinstance(e, FinalText)] == [
+        "And so, my fellow Americans,", "ask not what your country can do,",
+        "ask what you can do.", "For your country.", "Well,", "Much later"]
 
 
 def test_api_key_lives_in_the_keyring(monkeypatch: pytest.MonkeyPatch) -> None:

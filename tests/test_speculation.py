@@ -16,6 +16,7 @@ import pytest
 from engine.asr.fake import ScriptedRunner
 from engine.audio.decode import load_audio
 from engine.audio.sources import FileSource
+from engine.core.form import reads_open
 from engine.core.policy import Job, PolicyOptions, StreamingPolicy
 from engine.core.segmenter import (
     SegmentAudio,
@@ -495,6 +496,28 @@ def test_a_pause_after_a_finished_sentence_is_taken_for_the_end(
     reference = next(e.text for e in manifest if e.path.name == "timit-ldc93s1.wav")
     # No word lost or doubled (tiny.en writes "dog suit" and the like either way).
     assert error_rate([f"{reference} {reference}"], [" ".join(texts[400])]) <= 0.35, texts
+
+
+@pytest.mark.model
+def test_a_sentence_cut_at_a_long_pause_goes_on_in_lower_case(
+        shared_audio: Path, tiny_transcriber: Runner) -> None:
+    from engine.asr.ct2_decoder import Ct2Runner
+
+    # The reading's second sentence, "For although the Chinese took impressions ... by a
+    # similar process produced the block books, which were the immediate predecessors of the
+    # true printed book", with its pause after "books," stretched to 2 s (past the longest
+    # wait): two utterances. Whisper ends the first "books..." (the sentence goes on) and,
+    # with that piece as its prompt, writes the second "which were ...". Before, that
+    # lower-case start was taken for a lost form: decoded again with only the style prompt,
+    # it read "Which were the immediate predecessors of the true printed book?".
+    runner = Ct2Runner(tiny_transcriber.model)  # type: ignore[attr-defined]
+    reading = load_audio(shared_audio / "long-ljspeech-LJ001-0001-0032.wav")
+    pause = int(23.82 * SR)  # between "books," and "which" (faster-whisper's word times)
+    data = np.concatenate([reading[12 * SR:pause], np.zeros(2 * SR, np.float32),
+                           reading[pause:int(27.5 * SR)], np.zeros(int(1.5 * SR), np.float32)])
+    first, second = vad_finals(runner, data, SegmenterOptions())
+    assert first.startswith("For although") and reads_open(first), (first, second)
+    assert second.startswith("which were the immediate predecessors"), (first, second)
 
 
 # -- the live engine -----------------------------------------------------------------------

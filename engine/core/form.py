@@ -5,7 +5,9 @@ prompt, a short window of unpadded audio): then a whole utterance comes back as
 "and so my fellow americans ask not ...". `ensure_form` is the last guard every final passes
 through (local, server, files): a cased first letter is capitalised and a missing sentence end
 becomes a period, on the text and on its last word alike. It never touches what Whisper did
-write (commas, inner case) and leaves scripts without case or a known sentence end alone.
+write (commas, inner case) and leaves scripts without case or a known sentence end alone. A
+final that goes on with the sentence the previous final left open ("... my fellow Americans,"
+then a pause, then "ask not ...") keeps its lower-case start.
 """
 
 from __future__ import annotations
@@ -39,6 +41,21 @@ def reads_finished(text: str) -> bool:
 # Marks Whisper ends a piece with when the thought goes on: a trailing "..." (a voice that
 # pauses mid-sentence), a comma, a colon, a semicolon or a dash.
 OPEN_ENDS = ("...", "\u2026", ",", ";", ":", "-", "\u2013", "\u2014")
+
+
+def ends_marked(text: str) -> bool:
+    """Whether Whisper punctuated where ``text`` stops: a sentence end (`has_form`) or a mark
+    of a sentence that goes on (a comma, colon, semicolon or dash; `OPEN_ENDS`)."""
+    stripped = text.rstrip().rstrip(CLOSERS)
+    return has_form(text) or (bool(stripped) and stripped.endswith(OPEN_ENDS))
+
+
+def starts_lower(text: str) -> bool:
+    """The text starts with a lower-case letter that has a capital ("ask not", "and so my
+    fellow americans": how a whole utterance comes back when Whisper loses its form, and how a
+    piece that goes on with an open sentence rightly starts)."""
+    first = next((c for c in text if c.isalnum()), "")
+    return first.islower() and first.upper() != first
 
 
 def reads_open(text: str) -> bool:
@@ -91,11 +108,14 @@ def _capitalisable(char: str) -> bool:
     return char.islower() and len(upper) == 1 and upper.lower() == char
 
 
-def ensure_form(text: str, words: Sequence[Word] = (), *, end: bool = True
+def ensure_form(text: str, words: Sequence[Word] = (), *, end: bool = True, start: bool = True
                 ) -> tuple[str, tuple[Word, ...]]:
-    """``text`` (and its ``words``) with a capital first letter and (``end``) a sentence end.
-    Voice-activity finals pass ``end=False``: the VAD cuts a sentence at its pauses, and a
-    piece ends where Whisper ended it ("And so my fellow Americans ask not").
+    """``text`` (and its ``words``) with (``start``) a capital first letter and (``end``) a
+    sentence end. Voice-activity finals pass ``end=False``: the VAD cuts a sentence at its
+    pauses, and a piece ends where Whisper ended it ("And so my fellow Americans ask not").
+    A text that goes on with a sentence the text before it left open (`reads_open`: "And so,
+    my fellow Americans," then "ask not what ...") passes ``start=False``: its first letter
+    stays as Whisper wrote it.
 
     Only cased scripts get either: "ask not" -> "Ask not.", "東京" stays as it is. A text ending
     in a comma or dash is left open; a trailing closing quote keeps its place ("he said 'no'" ->
@@ -105,7 +125,7 @@ def ensure_form(text: str, words: Sequence[Word] = (), *, end: bool = True
     if not text:
         return text, words
     first = next((i for i, c in enumerate(text) if c.isalnum()), None)
-    if first is not None and _capitalisable(text[first]):
+    if start and first is not None and _capitalisable(text[first]):
         text = text[:first] + text[first].upper() + text[first + 1:]
         if words:
             words = (_capitalised(words[0]), *words[1:])

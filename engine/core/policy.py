@@ -32,7 +32,13 @@ import numpy as np
 
 from engine.core import hotwords, ladder
 from engine.core.agreement import LocalAgreement, tokens
-from engine.core.form import ends_sentence_in, ensure_form, reads_finished, reads_open
+from engine.core.form import (
+    ends_sentence_in,
+    ensure_form,
+    reads_finished,
+    reads_open,
+    starts_lower,
+)
 from engine.core.ladder import LIVE, LOOP_FLAGS, QualityThresholds, Rung, word_loop
 from engine.core.prompt import PromptOptions, PromptTracker
 from engine.core.segmenter import (
@@ -244,6 +250,9 @@ class StreamingPolicy:
         self._next_partial_at = 0.0
         self._backoff = 1.0
         self.last_lag_ms = 0.0
+        # Where the last final that left its sentence open ("... fellow Americans,") ended
+        # (samples), or None: the next final goes on with that sentence (`_goes_on`).
+        self._open_end: int | None = None
 
     @property
     def idle(self) -> bool:
@@ -659,8 +668,9 @@ class StreamingPolicy:
             self._finals.appendleft(utt)
             return []
         text = "".join(s.text for s in kept).strip()
-        if (utt.attempts == 1 and not self._finals and o.retry_on_loop and _lost_case(text)
-                and not utt.soft and self.prompt.anchor() is not None):
+        goes_on = self._goes_on(utt)
+        if (utt.attempts == 1 and not self._finals and o.retry_on_loop and starts_lower(text)
+                and not goes_on and not utt.soft and self.prompt.anchor() is not None):
             # Whisper lost its case, and with it the punctuation (steered by the window or the
             # prompt): decode once more on the padded window with only the style prompt, which
             # restores both; the repair (ensure_form below) is the last resort, as it can't
@@ -680,8 +690,17 @@ class StreamingPolicy:
         # The prompt takes Whisper's text only if it kept its form (engine.core.prompt); the
         # user always gets a capitalised, ended sentence (engine.core.form).
         self.prompt.add(text, at=now, flags=quality, language=transcript.language)
-        text, words = ensure_form(text, words, end=o.end_sentences)
+        text, words = ensure_form(text, words, end=o.end_sentences, start=not goes_on)
+        if text:
+            self._open_end = utt.end if reads_open(text) else None
         return [self._final_text(utt, text, words, request, now, transcript.language)]
+
+    def _goes_on(self, utt: _Utterance) -> bool:
+        """``utt`` follows, within the prompt's memory, a final that left its sentence open
+        (a VAD pause cut "And so, my fellow Americans," from "ask not ..."): its lower-case
+        start is right, neither a lost form to restyle nor a letter to capitalise."""
+        return (self._open_end is not None and utt.start - self._open_end
+                <= self.options.prompt.reset_after_s * SAMPLE_RATE)
 
     def _final_text(self, utt: _Utterance, text: str, words: tuple[Word, ...],
                     request: Job | None, now: float, language: str | None) -> FinalText:
@@ -752,13 +771,6 @@ def _final_flags(request: Job, transcript: Transcript, kept: list[Segment], spee
         if f != "logprob"]
     words = [w for s in kept for w in s.words]
     return (*flags, *sorted(_early_end(words, request, speech_end)))
-
-
-def _lost_case(text: str) -> bool:
-    """The text starts with a lower-case letter that has a capital (whole utterances come back
-    as "and so my fellow americans ask not ..." when Whisper loses its form)."""
-    first = next((c for c in text if c.isalnum()), "")
-    return first.islower() and first.upper() != first
 
 
 def _early_end(words: list[Word], request: Job, speech_end: int) -> set[str]:

@@ -10,7 +10,10 @@ with auto-detection the history resets whenever the detected language changes.
 Whisper copies its prompt's style: text without case and punctuation as the prompt gives text
 without case and punctuation back, and that text becomes the next prompt (one unpunctuated
 final made every later dictation of a session unpunctuated). So only text that kept its form
-(`has_form`: it ends a sentence) is kept. With no history yet, a decode of a known language
+is kept: it ends a sentence (`has_form`), or it ends with the comma, colon or dash Whisper
+writes where a pause cut a sentence that goes on ("And so, my fellow Americans,") and starts
+as a sentence does or goes on with an open one: the next decode then goes on with it too ("ask
+not ...", where with only the text before it Whisper wrote "Ask not ..."). With no history yet, a decode of a known language
 gets a short punctuated sentence in that language as its prompt (`STYLE_ANCHORS`): tiny.en
 without a prompt writes the JFK clip without a comma or period; with "Okay, here it is." it
 writes "And so, my fellow Americans ask not ..., ask what you can do for your country." (on the
@@ -23,7 +26,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from engine.core.form import has_form
+from engine.core.form import ends_marked, has_form, starts_lower
 
 # A short, punctuated sentence per language: the prompt when there is no history yet. Each was
 # measured (see the module docstring); add a language only with figures.
@@ -70,7 +73,7 @@ class PromptTracker:
         if self.language is None and language != self._last_language:
             self.reset()
         self._last_language = language  # (also for text without form: it picks the anchor)
-        if not has_form(text):
+        if not self._kept_form(text):
             return False
         self._texts.append(text)
         self._chars += len(text) + 1
@@ -78,6 +81,16 @@ class PromptTracker:
             self._chars -= len(self._texts.popleft()) + 1
         self._last_at = at
         return True
+
+    def _kept_form(self, text: str) -> bool:
+        """A sentence end, or an open end (a comma, colon or dash where a pause cut the
+        sentence) on a text that starts as a sentence does or goes on with an open one."""
+        if has_form(text):
+            return True
+        return ends_marked(text) and (not starts_lower(text) or self._goes_on())
+
+    def _goes_on(self) -> bool:
+        return bool(self._texts) and not has_form(self._texts[-1])
 
     def prompt(self, now: float, max_chars: int | None = None, *, anchor: bool = True
                ) -> str | None:
