@@ -582,6 +582,56 @@ def test_a_final_that_goes_on_with_an_open_sentence_keeps_its_lower_case_start()
     assert policy.next_request(30.2) is not None  # the restyle retry
 
 
+_W = ["Word0", *(f"word{i}" for i in range(1, 20))]
+WORDS = " ".join(_W) + "."  # what the partial heard
+SKIPPED = " ".join(_W[:10]) + "."  # a final that skipped half of it
+
+
+def _heard_then_ended(policy: StreamingPolicy, heard: str) -> None:
+    """A 6 s utterance whose last partial (4 s in) read ``heard``; then it ends."""
+    started(policy, seconds=4.0, now=4.0)
+    partial = policy.next_request(4.0)
+    assert partial is not None and partial.kind == "partial"
+    policy.on_result(partial.request_id, transcript(heard, seconds=4.0), 4.1)
+    policy.handle(SegmentAudio(audio(2.0)), 6.0)
+    policy.handle(SegmentEnded(16000 + 6 * SR, 16000 + 6 * SR, 150), 6.0)
+
+
+@pytest.mark.parametrize(("again", "final"), [(WORDS, WORDS), ("Word0 word1.", SKIPPED)])
+def test_a_final_that_drops_words_its_partial_heard_is_decoded_as_the_partials_are(
+        again: str, final: str) -> None:
+    """Whisper can skip a sentence of a long window (prompted or not) that the partials,
+    greedy and without a prompt, read: such a final is decoded once more their way, and that
+    text stands if it reads more (one replay only)."""
+    policy = StreamingPolicy(PolicyOptions(language="en", speculative_finals=False))
+    _heard_then_ended(policy, WORDS)
+    first = policy.next_request(6.0)
+    assert first is not None and first.kind == "final" and first.options.prompt
+    assert [type(e) for e in policy.on_result(
+        first.request_id, transcript(SKIPPED, seconds=6.0), 6.3)] == [Metrics]
+    replay = policy.next_request(6.3)
+    assert replay is not None and replay.kind == "final" and len(replay.audio) == 6 * SR
+    o = replay.options
+    assert (o.prompt, o.hotwords, o.beam_size, o.temperatures) == (None, None, 1, (0.0,))
+    assert o.word_timestamps and o.short_context and not o.short_fallback
+    events = policy.on_result(replay.request_id, transcript(again, seconds=6.0), 6.5)
+    assert [e.text for e in events if isinstance(e, FinalText)] == [final]
+    assert policy.next_request(6.5) is None and policy.idle
+
+
+@pytest.mark.parametrize(("heard", "final"), [
+    (WORDS, " ".join(_W[:16]) + "."),  # 4 words fewer: partials over-read a little, too
+    (SKIPPED + " " + SKIPPED, SKIPPED),  # the partial said it twice: no new words
+])
+def test_a_final_without_many_new_words_of_its_partial_stands(heard: str, final: str) -> None:
+    policy = StreamingPolicy(PolicyOptions(language="en", speculative_finals=False))
+    _heard_then_ended(policy, heard)
+    first = policy.next_request(6.0)
+    assert first is not None
+    events = policy.on_result(first.request_id, transcript(final, seconds=6.0), 6.3)
+    assert [e.text for e in events if isinstance(e, FinalText)] == [final]
+
+
 def test_a_final_still_without_form_is_repaired_once_and_kept_out_of_the_prompt() -> None:
     policy = StreamingPolicy(PolicyOptions(partials=False, language="en"))
     _ended(policy)

@@ -520,6 +520,32 @@ def test_a_sentence_cut_at_a_long_pause_goes_on_in_lower_case(
     assert second.startswith("which were the immediate predecessors"), (first, second)
 
 
+@pytest.mark.model
+def test_a_final_that_skips_a_sentence_its_partials_heard_is_decoded_again(
+        shared_audio: Path, manifest: list[ManifestEntry], tiny_transcriber: Runner,
+        caplog: pytest.LogCaptureFixture) -> None:
+    from engine.asr.ct2_decoder import Ct2Runner
+    from engine.vad import load_scorer
+
+    # Three real sentences 0.25 s apart (one utterance), the middle one from another voice and
+    # microphone (TIMIT): every decode of the final (short window with the style prompt,
+    # padded window without) skips it, while the partials, greedy and without a prompt, read
+    # it. The final is decoded once more their way and has all three.
+    runner = Ct2Runner(tiny_transcriber.model)  # type: ignore[attr-defined]
+    names = ["arctic-aew-a0002.wav", "timit-ldc93s1.wav", "arctic-axb-a0006.wav"]
+    gap = np.zeros(SR // 4, np.float32)
+    data = np.concatenate([gap, *(np.concatenate([trimmed(load_audio(shared_audio / n)), gap])
+                                  for n in names), np.zeros(int(1.5 * SR), np.float32)])
+    core = StreamCore(StreamOptions(mode="vad", policy=PolicyOptions().for_model(runner.info)),
+                      load_scorer())
+    with caplog.at_level("DEBUG", logger="engine.core.policy"):
+        texts = stream_finals(core, runner, data)
+    assert any("replayed" in r.getMessage() for r in caplog.records), texts
+    reference = " ".join(next(e.text for e in manifest if e.path.name == n) for n in names)
+    assert "greasy wash" in normalize(" ".join(texts)), texts
+    assert error_rate([reference], [" ".join(texts)]) <= 0.3, texts
+
+
 # -- the live engine -----------------------------------------------------------------------
 
 

@@ -23,6 +23,7 @@ lag recovers) and finals are decoded greedily while others wait; the lag is repo
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ from typing import Literal
 import numpy as np
 
 from engine.core import hotwords, ladder
-from engine.core.agreement import LocalAgreement, tokens
+from engine.core.agreement import LocalAgreement, comparable, tokens
 from engine.core.form import (
     ends_sentence_in,
     ensure_form,
@@ -69,7 +70,13 @@ from engine.types import (
     Word,
 )
 
+log = logging.getLogger(__name__)
+
 EARLY_END_S = 0.8  # the last word ending this long before the speech did: words were dropped
+# A final missing this many different words the utterance's last partial heard in part of the
+# same audio, with under DROPPED_SHARE of the partial's word count, dropped words (`_dropped`).
+DROPPED_MIN_WORDS = 6
+DROPPED_SHARE = 0.75
 # A partial that heard this much past a sentence cut's pause without saying whether a sentence
 # ends there (take_cut): the cut is given up. One that heard less than CUT_HEARD_S past it
 # cannot tell yet (no word after the pause), so the verdict's partial waits for that much.
@@ -214,6 +221,11 @@ class _Utterance:
     restyle: bool = False  # the next attempt is the style retry (see _final_result)
     soft: bool = False  # only the segmenter's soft path heard speech (see soft_no_speech)
     heard: str = ""  # the latest partial's text: which vocabulary terms go first
+    heard_text: str = ""  # ... as decoded, and the audio it was decoded from (samples)
+    heard_samples: int = 0
+    replay: bool = False  # the next attempt decodes as the partials do (see _final_result)
+    replayed: bool = False
+    skipping: tuple[Job, Transcript] | None = None  # the final that dropped words, meanwhile
     speech_upto: int = 0  # stream sample after the last audio a window called speech
     ended_at: float = 0.0  # when the segmenter (or a flush) closed it
     spec_at: int | None = None  # speculate once the audio reaches this sample
@@ -597,6 +609,7 @@ class StreamingPolicy:
         self._judge_cut(utt, request, text)
         committed, tentative = utt.agreement.update(tokens(text))
         utt.heard = f"{committed} {tentative}"
+        utt.heard_text, utt.heard_samples = text, len(request.audio)
         if not utt.heard.strip():
             # No word yet (the first try is early, on little speech): ask again as soon as
             # first_words_step_s more has come, not a whole interval later, so the first words
@@ -634,6 +647,13 @@ class StreamingPolicy:
         if restyle:  # the padded window, the first attempt's search, the style prompt alone
             prompt, beam, short = self.prompt.anchor(), True, False
             careful = utt.soft or seconds > o.greedy_final_max_s
+        if utt.replay:  # decoded as the partials that heard the words the final dropped
+            utt.replay, utt.replayed = False, True
+            return self._issue(utt, "final", DecodeOptions(
+                language=o.language, task=o.task, word_timestamps=True,
+                beam_size=o.partial_beam_size, temperatures=(0.0,),
+                short_context=o.short_context and seconds <= o.short_context_max_s,
+                short_fallback=False), now, arrived_at=utt.speech_end_at, samples=samples)
         # A retry on the padded window goes without prompt and vocabulary alike (a recited
         # list is retried without it).
         options = DecodeOptions(
@@ -651,6 +671,12 @@ class StreamingPolicy:
     def _final_result(self, request: Job, utt: _Utterance, transcript: Transcript,
                       now: float) -> list[Event]:
         o = self.options
+        if utt.skipping is not None:
+            # The replay (below): its text stands only if it has more words than the decode
+            # it replays (a partial's own misreading can ask for a replay that reads no more).
+            (first, skipped), utt.skipping = utt.skipping, None
+            if len(skipped.text.split()) >= len(transcript.text.split()):
+                request, transcript = first, skipped
         kept = [s for s in _spoken(transcript.segments, o.quality)
                 if not (utt.soft and s.no_speech_prob > o.soft_no_speech)]
         flags = _final_flags(request, transcript, kept, utt.speech_end, o.quality)
@@ -668,6 +694,16 @@ class StreamingPolicy:
             self._finals.appendleft(utt)
             return []
         text = "".join(s.text for s in kept).strip()
+        if not utt.replayed and _dropped(text, utt, request):
+            # Whisper skipped part of the audio (a long window jumps a sentence; a voice that
+            # changes, as when a second microphone takes over): a retry on the padded window
+            # without prompt skipped the same words, while the partials, greedy, without a
+            # prompt, read them. One more decode their way; it stands if it reads more.
+            log.debug("final of utterance %d: %d words, its last partial %d: replayed",
+                      utt.id, len(text.split()), len(utt.heard_text.split()))
+            utt.replay, utt.skipping = True, (request, transcript)
+            self._finals.appendleft(utt)
+            return []
         goes_on = self._goes_on(utt)
         if (utt.attempts == 1 and not self._finals and o.retry_on_loop and starts_lower(text)
                 and not goes_on and not utt.soft and self.prompt.anchor() is not None):
@@ -771,6 +807,20 @@ def _final_flags(request: Job, transcript: Transcript, kept: list[Segment], spee
         if f != "logprob"]
     words = [w for s in kept for w in s.words]
     return (*flags, *sorted(_early_end(words, request, speech_end)))
+
+
+def _dropped(text: str, utt: _Utterance, request: Job) -> bool:
+    """The utterance's last partial heard many words the final does not have, in audio whose
+    speech the final's audio holds: the final dropped some (`DROPPED_MIN_WORDS` different
+    words, and the final under `DROPPED_SHARE` of the partial's length; a partial that said a
+    sentence twice adds no new words). A partial that heard speech past the final's audio, as
+    past a sentence cut's pause, says nothing of it."""
+    final_end = request.start + len(request.audio)
+    if utt.heard_samples > len(request.audio) and utt.speech_end > final_end:
+        return False
+    heard, said = utt.heard_text.split(), text.split()
+    missing = {comparable(w) for w in heard} - {comparable(w) for w in said} - {""}
+    return len(missing) >= DROPPED_MIN_WORDS and len(said) < DROPPED_SHARE * len(heard)
 
 
 def _early_end(words: list[Word], request: Job, speech_end: int) -> set[str]:
