@@ -8,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from engine.core.form import (
+    OpenSentence,
     ends_marked,
     ends_sentence_in,
     ensure_form,
@@ -77,6 +78,17 @@ def test_a_piece_that_goes_on_with_an_open_sentence_keeps_its_first_letter() -> 
         "ask not.", (Word(" ask", 0, 10), Word(" not.", 10, 20)))
     assert ensure_form("ask not what", end=False, start=False)[0] == "ask not what"
     assert ensure_form("Ask not.", start=False)[0] == "Ask not."  # Whisper's capital stays
+
+
+def test_open_sentence_tracks_whether_the_next_final_goes_on() -> None:
+    sentence = OpenSentence(within=100)
+    assert not sentence.goes_on(0)  # nothing yet
+    sentence.ended("And so, my fellow Americans,", end=50)
+    assert sentence.goes_on(150) and not sentence.goes_on(151)  # within 100 samples only
+    sentence.ended("", end=60)  # an empty final (noise) changes nothing
+    assert sentence.goes_on(150)
+    sentence.ended("ask not what your country can do for you.", end=200)
+    assert not sentence.goes_on(210)
 
 
 def test_starts_lower_and_ends_marked() -> None:

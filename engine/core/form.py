@@ -93,6 +93,28 @@ def ends_sentence_in(prefix: str, longer: str) -> bool | None:
     return any(reads_finished(" ".join(long_[:i + 1])) for i in range(max(0, end - 1), end + 2))
 
 
+class OpenSentence:
+    """Whether the next final goes on with the sentence the last one left open (`reads_open`:
+    "And so, my fellow Americans," then a pause, then "ask not ..."): then its lower-case start
+    is right (``ensure_form(start=False)``). ``within`` samples of the last one's end at most
+    (past that, a new sentence whatever came before). One per stream: the policy's finals and
+    the remote client's (any server's) follow the same rule."""
+
+    def __init__(self, within: int) -> None:
+        self.within = within
+        self._end: int | None = None  # where the last final that left its sentence open ended
+
+    def goes_on(self, start: int) -> bool:
+        """Does a final starting at sample ``start`` go on with an open sentence?"""
+        return self._end is not None and start - self._end <= self.within
+
+    def ended(self, text: str, end: int) -> None:
+        """A final ``text`` (as the user gets it) ending at sample ``end``; empty ones change
+        nothing (noise between two pieces does not end a sentence)."""
+        if text:
+            self._end = end if reads_open(text) else None
+
+
 def _key(word: str) -> str:
     return "".join(c for c in word.lower() if c.isalnum())
 

@@ -34,6 +34,7 @@ import numpy as np
 from engine.core import hotwords, ladder
 from engine.core.agreement import LocalAgreement, comparable, tokens
 from engine.core.form import (
+    OpenSentence,
     ends_sentence_in,
     ensure_form,
     reads_finished,
@@ -221,8 +222,7 @@ class _Utterance:
     restyle: bool = False  # the next attempt is the style retry (see _final_result)
     soft: bool = False  # only the segmenter's soft path heard speech (see soft_no_speech)
     heard: str = ""  # the latest partial's text: which vocabulary terms go first
-    heard_text: str = ""  # ... as decoded, and the audio it was decoded from (samples)
-    heard_samples: int = 0
+    heard_samples: int = 0  # ... and the audio it was decoded from (`_dropped`)
     replay: bool = False  # the next attempt decodes as the partials do (see _final_result)
     replayed: bool = False
     skipping: tuple[Job, Transcript] | None = None  # the final that dropped words, meanwhile
@@ -262,9 +262,9 @@ class StreamingPolicy:
         self._next_partial_at = 0.0
         self._backoff = 1.0
         self.last_lag_ms = 0.0
-        # Where the last final that left its sentence open ("... fellow Americans,") ended
-        # (samples), or None: the next final goes on with that sentence (`_goes_on`).
-        self._open_end: int | None = None
+        # The next final may go on with a sentence the last one left open: within the
+        # prompt's memory, as the prompt carries that sentence.
+        self._open = OpenSentence(int(self.options.prompt.reset_after_s * SAMPLE_RATE))
 
     @property
     def idle(self) -> bool:
@@ -609,7 +609,7 @@ class StreamingPolicy:
         self._judge_cut(utt, request, text)
         committed, tentative = utt.agreement.update(tokens(text))
         utt.heard = f"{committed} {tentative}"
-        utt.heard_text, utt.heard_samples = text, len(request.audio)
+        utt.heard_samples = len(request.audio)
         if not utt.heard.strip():
             # No word yet (the first try is early, on little speech): ask again as soon as
             # first_words_step_s more has come, not a whole interval later, so the first words
@@ -624,6 +624,14 @@ class StreamingPolicy:
     def _final_request(self, utt: _Utterance, now: float, samples: int | None = None) -> Job:
         o = self.options
         utt.attempts += 1
+        seconds = (utt.samples if samples is None else samples) / SAMPLE_RATE
+        if utt.replay:  # decoded as the partials that heard the words the final dropped
+            utt.replay, utt.replayed = False, True
+            return self._issue(utt, "final", DecodeOptions(
+                language=o.language, task=o.task, word_timestamps=True,
+                beam_size=o.partial_beam_size, temperatures=(0.0,),
+                short_context=o.short_context and seconds <= o.short_context_max_s,
+                short_fallback=False), now, arrived_at=utt.speech_end_at, samples=samples)
         first = utt.attempts == 1
         # Behind (more finals waiting): greedy decoding is cheaper, so the backlog shrinks
         # instead of growing without bound. (A slow partial only backs partials off.)
@@ -631,7 +639,6 @@ class StreamingPolicy:
         # A short window has a small token budget, and CTranslate2 crashes when the prompt
         # does not fit in it: keep the prompt in proportion to the audio.
         # The vocabulary takes its share of that room first.
-        seconds = (utt.samples if samples is None else samples) / SAMPLE_RATE
         vocabulary, left = hotwords.share(self._terms(utt), max(1, int(PROMPT_CHARS_PER_S * seconds)))
         # No style prompt for audio the VAD doubted (a hum): it would talk Whisper into words.
         prompt = self.prompt.prompt(now, left, anchor=not utt.soft) if left is not None else None
@@ -647,13 +654,6 @@ class StreamingPolicy:
         if restyle:  # the padded window, the first attempt's search, the style prompt alone
             prompt, beam, short = self.prompt.anchor(), True, False
             careful = utt.soft or seconds > o.greedy_final_max_s
-        if utt.replay:  # decoded as the partials that heard the words the final dropped
-            utt.replay, utt.replayed = False, True
-            return self._issue(utt, "final", DecodeOptions(
-                language=o.language, task=o.task, word_timestamps=True,
-                beam_size=o.partial_beam_size, temperatures=(0.0,),
-                short_context=o.short_context and seconds <= o.short_context_max_s,
-                short_fallback=False), now, arrived_at=utt.speech_end_at, samples=samples)
         # A retry on the padded window goes without prompt and vocabulary alike (a recited
         # list is retried without it).
         options = DecodeOptions(
@@ -700,11 +700,13 @@ class StreamingPolicy:
             # without prompt skipped the same words, while the partials, greedy, without a
             # prompt, read them. One more decode their way; it stands if it reads more.
             log.debug("final of utterance %d: %d words, its last partial %d: replayed",
-                      utt.id, len(text.split()), len(utt.heard_text.split()))
+                      utt.id, len(text.split()), len(utt.heard.split()))
             utt.replay, utt.skipping = True, (request, transcript)
             self._finals.appendleft(utt)
             return []
-        goes_on = self._goes_on(utt)
+        # A piece that goes on with the sentence the last final left open starts in lower
+        # case: neither a lost form to restyle nor a letter to capitalise.
+        goes_on = self._open.goes_on(utt.start)
         if (utt.attempts == 1 and not self._finals and o.retry_on_loop and starts_lower(text)
                 and not goes_on and not utt.soft and self.prompt.anchor() is not None):
             # Whisper lost its case, and with it the punctuation (steered by the window or the
@@ -727,16 +729,8 @@ class StreamingPolicy:
         # user always gets a capitalised, ended sentence (engine.core.form).
         self.prompt.add(text, at=now, flags=quality, language=transcript.language)
         text, words = ensure_form(text, words, end=o.end_sentences, start=not goes_on)
-        if text:
-            self._open_end = utt.end if reads_open(text) else None
+        self._open.ended(text, utt.end)
         return [self._final_text(utt, text, words, request, now, transcript.language)]
-
-    def _goes_on(self, utt: _Utterance) -> bool:
-        """``utt`` follows, within the prompt's memory, a final that left its sentence open
-        (a VAD pause cut "And so, my fellow Americans," from "ask not ..."): its lower-case
-        start is right, neither a lost form to restyle nor a letter to capitalise."""
-        return (self._open_end is not None and utt.start - self._open_end
-                <= self.options.prompt.reset_after_s * SAMPLE_RATE)
 
     def _final_text(self, utt: _Utterance, text: str, words: tuple[Word, ...],
                     request: Job | None, now: float, language: str | None) -> FinalText:
@@ -818,7 +812,7 @@ def _dropped(text: str, utt: _Utterance, request: Job) -> bool:
     final_end = request.start + len(request.audio)
     if utt.heard_samples > len(request.audio) and utt.speech_end > final_end:
         return False
-    heard, said = utt.heard_text.split(), text.split()
+    heard, said = utt.heard.split(), text.split()
     missing = {comparable(w) for w in heard} - {comparable(w) for w in said} - {""}
     return len(missing) >= DROPPED_MIN_WORDS and len(said) < DROPPED_SHARE * len(heard)
 

@@ -28,7 +28,7 @@ from collections.abc import Callable
 import numpy as np
 
 from engine.audio.sources import AudioSource
-from engine.core.form import ensure_form, reads_open
+from engine.core.form import OpenSentence, ensure_form
 from engine.core.prompt import PromptOptions
 from engine.core.protocol import float_to_pcm16
 from engine.core.segmenter import SegmentEnded, SegmenterOptions, SegmentEvent, SegmentPaused
@@ -89,7 +89,8 @@ class RemoteLiveEngine:
         self._utterances: dict[tuple[int, int], int] = {}
         self._next_utterance = 1
         self._last_final_end = 0
-        self._open_end: int | None = None  # the last final left its sentence open, ending here
+        # The policy's rule for a final that goes on with an open sentence (engine.core.form).
+        self._open = OpenSentence(int(PromptOptions().reset_after_s * SAMPLE_RATE))
         self._started_utterances: set[int] = set()
 
     # -- LiveEngine ----------------------------------------------------------------------
@@ -268,13 +269,10 @@ class RemoteLiveEngine:
             words = tuple(w for w in words if w.end > self._last_final_end)
             text = "".join(w.text for w in words).strip()
         # Any server's finals (a WhisperLive server's too) reach the user with sentence form;
-        # one that goes on with a sentence the last final left open keeps its first letter
-        # (the policy's rule: engine.core.form.ensure_form).
-        goes_on = (self._open_end is not None
-                   and start - self._open_end <= PromptOptions().reset_after_s * SAMPLE_RATE)
-        text, words = ensure_form(text, words, end=self._gate is not None, start=not goes_on)
-        if text:
-            self._open_end = end if reads_open(text) else None
+        # one that goes on with a sentence the last final left open keeps its first letter.
+        text, words = ensure_form(text, words, end=self._gate is not None,
+                                  start=not self._open.goes_on(start))
+        self._open.ended(text, end)
         self._last_final_end = end
         if uid not in self._started_utterances:
             self._emit(SpeechStarted(utterance_id=uid, at=start))
