@@ -209,8 +209,8 @@ def from_mapping_report(data: dict[str, Any]) -> tuple[Settings, list[str]]:
             try:
                 settings = replace(settings, **{name: value})
                 continue
-            except ValueError as exc:
-                problem = str(exc)
+            except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+                problem = str(exc) or type(exc).__name__  # a value the app cannot use
         problems.append(f"{name} = {value!r} is invalid ({problem}); using {default!r}")
     return settings, problems
 
@@ -235,11 +235,13 @@ def read_settings(path: Path | None = None) -> SettingsLoad:
         return SettingsLoad(Settings())
     try:
         data = _toml_loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
+    except (OSError, ValueError, RecursionError) as exc:  # a UnicodeDecodeError is a ValueError;
+        # tomllib recurses into nested arrays and tables
         return SettingsLoad(Settings(), (f"could not read {path} ({exc}); using defaults",))
     try:
         settings, problems = from_mapping_report(data)
-    except (ValueError, TypeError) as exc:  # a newer version, or a version that is not a number
+    except (ValueError, TypeError, OverflowError) as exc:  # a newer version, or a version
+        # that is not a number (``inf`` too)
         return SettingsLoad(Settings(), (f"{path}: {exc}; using defaults",),
                             newer=_is_newer(data))
     return SettingsLoad(settings, tuple(problems))

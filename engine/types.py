@@ -173,12 +173,15 @@ class DecodeRequest:
 
 @dataclass(frozen=True)
 class ModelInfo:
-    """What the status line shows: model name, device and compute type."""
+    """What the status line shows: model name, device and compute type. ``languages``: the
+    language codes the loaded model decodes (("en",) for an English-only one); () when the
+    backend does not say, and then any code is tried."""
 
     name: str
     device: str
     compute_type: str
     multilingual: bool
+    languages: tuple[str, ...] = ()
 
 
 @runtime_checkable

@@ -233,11 +233,13 @@ def _read_rules(path: Path | None) -> Rules:
     return parse_rules(path.read_text(encoding="utf-8"))
 
 
-def with_rules(transcript: Transcript, rules: Rules) -> Transcript:
-    """The transcript's text with the replacement rules applied (word timings as decoded)."""
+def with_rules(transcript: Transcript, rules: Rules,
+               problems: list[RuleError] | None = None) -> Transcript:
+    """The transcript's text with the replacement rules applied (word timings as decoded); a
+    rule that runs too long or grows a text too much is skipped there (``problems``)."""
     if not rules:
         return transcript
-    segments = tuple(dataclasses.replace(s, text=apply_rules(s.text, rules))
+    segments = tuple(dataclasses.replace(s, text=apply_rules(s.text, rules, problems))
                      for s in transcript.segments)
     return dataclasses.replace(transcript, segments=segments)
 
@@ -262,7 +264,11 @@ def _transcribe_all(args: argparse.Namespace, decoders: Decoders, options: Decod
             with _progress_bar(Path(name).name, audio.expected_samples,
                                show_progress) as progress:
                 transcript = transcribe(audio, decoders, options, progress)
-            text = render(with_rules(transcript, getattr(args, "rules", ())), args.format)
+            problems: list[RuleError] = []
+            text = render(with_rules(transcript, getattr(args, "rules", ()), problems),
+                          args.format)
+            for problem in dict.fromkeys(str(p) for p in problems):  # once each, in order
+                _warn(f"{name}: {problem}")
             if args.output_dir is None:
                 _print_result(name, text, len(args.files) > 1, printed)
                 printed += 1
@@ -353,6 +359,10 @@ def _terminal_size() -> tuple[int, int]:
 
 def _error(message: str) -> None:
     print(f"sottovoce: error: {' '.join(message.split())}", file=sys.stderr)
+
+
+def _warn(message: str) -> None:
+    print(f"sottovoce: warning: {' '.join(message.split())}", file=sys.stderr)
 
 
 def _usage_error(message: str) -> int:

@@ -67,8 +67,9 @@ class FasterWhisperModel:
         spec = self._spec or (self._model_arg if isinstance(self._model_arg, ModelSpec) else None)
         name = spec.name if spec else str(self._model_arg or "tiny.en")
         device = self._device or DeviceChoice(self._device_arg, self._compute_arg, "not loaded")
+        languages = tuple(self._whisper.supported_languages) if self._whisper else ()
         return ModelInfo(name=name, device=device.device, compute_type=device.compute_type,
-                         multilingual=not name.endswith(".en"))
+                         multilingual=not name.endswith(".en"), languages=languages)
 
     @property
     def loaded(self) -> bool:

@@ -256,6 +256,7 @@ def _hello(data: dict[str, Any]) -> Hello:
     language = _str(data, "language", optional=True, max_len=8)
     if language is not None and not language.isalpha():
         raise _Malformed(BAD_MESSAGE, "'language' must be an ISO 639-1 code")
+    language = language.lower() if language is not None else None  # Whisper's codes
     options = data.get("options", {})
     if not isinstance(options, dict):
         raise _Malformed(BAD_MESSAGE, "'options' must be an object")

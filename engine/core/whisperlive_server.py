@@ -108,6 +108,8 @@ def parse_options(text: str) -> WlOptions | ProtocolViolation:
         return _options(data)
     except (ValueError, RecursionError) as exc:
         return ProtocolViolation("bad_message", f"WhisperLive options: {exc}")
+    except TypeError as exc:  # a safety net: every option's type is checked in `_options`
+        return ProtocolViolation("bad_message", f"WhisperLive options: wrong type ({exc})")
 
 
 def _options(data: dict[str, Any]) -> WlOptions:
@@ -116,13 +118,14 @@ def _options(data: dict[str, Any]) -> WlOptions:
         raise ValueError("'uid' must be a string of 1-128 characters")
     warnings: list[str] = []
     language = _text(data, "language", 16)
-    task = data.get("task") or "transcribe"
+    language = language.lower() if language else None  # Whisper's codes are lower case
+    task = _text(data, "task", 64) or "transcribe"
     if task not in ("transcribe", "translate"):
         warnings.append(f"task {task!r} is unknown: transcribing")
         task = "transcribe"
-    audio_format = data.get("audio_format") or "float32"
+    audio_format = _text(data, "audio_format", 64) or "float32"
     if audio_format not in AUDIO_FORMATS:
-        raise ValueError(f"unsupported audio_format {audio_format!r}")
+        raise ValueError(f"unsupported audio_format {audio_format!r} (float32, int16 or uint8)")
     use_vad = data.get("use_vad", True) is not False
     if not use_vad:
         warnings.append("use_vad=false is ignored: this server always cuts speech with its VAD")

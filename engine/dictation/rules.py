@@ -16,20 +16,35 @@ replacement; a replacement that has capitals of its own ("Kubernetes") is kept a
 Regular expressions are whole-word too, case-sensitive unless flagged ``i`` (then case-aware like
 plain rules); ``\\1`` in the replacement is the first group.
 Rules apply in order, each to the result of the ones before.
+
+Hostile or careless rules cannot hang dictation or flood it: patterns run on the ``regex``
+engine with a time budget (`RULE_TIMEOUT_S` per rule, `RULES_BUDGET_S` per text: a pattern
+that backtracks catastrophically, ``/(\\w+,?\\s?)+!/``, is stopped), and a rule set may grow a
+text to at most `max_length` of it (24 lines of ``word => word word`` would make 16 million
+words). A rule stopped either way leaves the text as it was before that rule; the others still
+apply, and the caller is told which rule was skipped and why (`apply_rules`'s ``problems``).
+A pattern the engine cannot compile at all (``x{1,99999999999}``, groups nested 2000 deep) is
+a `RuleError` naming its line, like any other bad line.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-import re
+import time
 from dataclasses import dataclass, field
+
+import regex
 
 log = logging.getLogger(__name__)
 
 ARROW = "=>"
-REGEX_LINE = re.compile(r"^/(?P<pattern>.*)/(?P<flags>[A-Za-z]*)\s*=>(?P<replacement>.*)$")
+REGEX_LINE = regex.compile(r"^/(?P<pattern>.*)/(?P<flags>[A-Za-z]*)\s*=>(?P<replacement>.*)$")
 REGEX_FLAGS = "i"
+RULE_TIMEOUT_S = 0.1  # one rule on one text: plenty for any sane pattern on a dictated text
+RULES_BUDGET_S = 0.5  # the whole rule set on one text
+GROWTH_FACTOR = 4  # a rule set may make a text at most this many times longer...
+GROWTH_CHARS = 2000  # ...or this many characters longer, whichever is more
 
 
 class RuleError(ValueError):
@@ -41,6 +56,10 @@ class RuleError(ValueError):
         self.problem = problem
 
 
+class _TooLong(Exception):
+    """Raised inside a substitution once the text outgrows `max_length`."""
+
+
 @dataclass(frozen=True)
 class Rule:
     """One line: the spellings it replaces (or one regular expression) and the replacement."""
@@ -50,30 +69,44 @@ class Rule:
     regex: bool = False
     flags: str = ""
     line: int = field(default=0, compare=False)
-    pattern: re.Pattern[str] = field(init=False, repr=False, compare=False)
+    pattern: regex.Pattern[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.regex:
             source = self.spellings[0]
-            case = re.IGNORECASE if "i" in self.flags else 0
+            case = regex.IGNORECASE if "i" in self.flags else 0
         else:
-            source = "|".join(re.escape(s) for s in sorted(self.spellings, key=len, reverse=True))
-            case = re.IGNORECASE
+            source = "|".join(regex.escape(s) for s in sorted(self.spellings, key=len,
+                                                              reverse=True))
+            case = regex.IGNORECASE
         # Whole words: no word character may touch the match on either side.
-        compiled = re.compile(rf"(?<!\w)(?:{source})(?!\w)", case)
+        compiled = regex.compile(rf"(?<!\w)(?:{source})(?!\w)", case)
         object.__setattr__(self, "pattern", compiled)
 
     @property
     def case_aware(self) -> bool:
         return not self.regex or "i" in self.flags
 
-    def apply(self, text: str) -> str:
-        return self.pattern.sub(self._replace, text)
+    def apply(self, text: str, *, timeout: float = RULE_TIMEOUT_S,
+              limit: int | None = None) -> str:
+        """``text`` with this rule applied. Raises TimeoutError past ``timeout`` seconds and
+        `_TooLong` once the result would pass ``limit`` characters."""
+        grown = len(text)
 
-    def _replace(self, match: re.Match[str]) -> str:
+        def replace(match: regex.Match[str]) -> str:
+            nonlocal grown
+            new = self._replace(match)
+            grown += len(new) - (match.end() - match.start())
+            if limit is not None and grown > limit:
+                raise _TooLong
+            return new
+
+        return self.pattern.sub(replace, text, timeout=timeout)
+
+    def _replace(self, match: regex.Match[str]) -> str:
         try:
             new = match.expand(self.replacement) if self.regex else self.replacement
-        except (re.error, IndexError):  # a template parse_rules could not vet: leave the text
+        except (regex.error, IndexError):  # a template parse_rules could not vet: leave it
             return match.group(0)
         return follow_case(match.group(0), new) if self.case_aware else new
 
@@ -119,28 +152,7 @@ def _parse_line(line: str, number: int) -> Rule:
     if ARROW not in line:
         raise RuleError(number, f"no '{ARROW}' in {line!r} (write: spelling => replacement)")
     if line.startswith("/"):
-        match = REGEX_LINE.match(line)
-        if match is None:
-            raise RuleError(number, f"a regular expression is written /pattern/ => "
-                                    f"replacement (got {line!r})")
-        pattern, flags = match["pattern"], match["flags"]
-        unknown = sorted(set(flags) - set(REGEX_FLAGS))
-        if unknown:
-            raise RuleError(number, f"unknown flag {''.join(unknown)!r} after /{pattern}/ "
-                                    f"(only i: ignore case)")
-        if not pattern:
-            raise RuleError(number, "the regular expression is empty")
-        try:
-            re.compile(pattern)  # alone first: the error's position is in the user's pattern
-            rule = Rule((pattern,), match["replacement"].strip(), regex=True, flags=flags,
-                        line=number)
-        except re.error as exc:
-            raise RuleError(number, f"bad regular expression /{pattern}/: {exc}") from None
-        _check_groups(rule, number)
-        if rule.pattern.search("") is not None:
-            raise RuleError(number, f"/{pattern}/ matches empty text (it would insert "
-                                    f"the replacement everywhere)")
-        return rule
+        return _parse_regex(line, number)
     left, _, right = line.partition(ARROW)
     spellings = tuple(s.strip() for s in left.split("|"))
     if not all(spellings):
@@ -148,8 +160,42 @@ def _parse_line(line: str, number: int) -> Rule:
     return Rule(spellings, right.strip(), line=number)
 
 
+def _parse_regex(line: str, number: int) -> Rule:
+    match = REGEX_LINE.match(line)
+    if match is None:
+        raise RuleError(number, f"a regular expression is written /pattern/ => "
+                                f"replacement (got {line!r})")
+    pattern, flags = match["pattern"], match["flags"]
+    unknown = sorted(set(flags) - set(REGEX_FLAGS))
+    if unknown:
+        raise RuleError(number, f"unknown flag {''.join(unknown)!r} after /{pattern}/ "
+                                f"(only i: ignore case)")
+    if not pattern:
+        raise RuleError(number, "the regular expression is empty")
+    try:
+        regex.compile(pattern)  # alone first: the error's position is in the user's pattern
+        rule = Rule((pattern,), match["replacement"].strip(), regex=True, flags=flags,
+                    line=number)
+        matches_empty = rule.pattern.search("", timeout=RULE_TIMEOUT_S) is not None
+    except regex.error as exc:
+        raise RuleError(number, f"bad regular expression /{pattern}/: {exc}") from None
+    except (OverflowError, RecursionError, MemoryError, TimeoutError) as exc:
+        # A repeat count past the engine's range, groups nested too deep for its parser...
+        raise RuleError(number, f"the regular expression /{_short(pattern)}/ is too large "
+                                f"or too deep to use ({type(exc).__name__})") from None
+    _check_groups(rule, number)
+    if matches_empty:
+        raise RuleError(number, f"/{pattern}/ matches empty text (it would insert "
+                                f"the replacement everywhere)")
+    return rule
+
+
+def _short(pattern: str, limit: int = 40) -> str:
+    return pattern if len(pattern) <= limit else pattern[:limit] + "…"
+
+
 def _check_groups(rule: Rule, number: int) -> None:
-    for ref in re.finditer(r"\\(\d+)|\\g<(\w+)>", rule.replacement):
+    for ref in regex.finditer(r"\\(\d+)|\\g<(\w+)>", rule.replacement):
         name = ref[1] or ref[2]
         known = (int(name) <= rule.pattern.groups if name.isdigit()
                  else name in rule.pattern.groupindex)
@@ -163,10 +209,42 @@ def format_rules(rules: Rules) -> str:
     return "\n".join(rule.to_line() for rule in rules)
 
 
-def apply_rules(text: str, rules: Rules) -> str:
+def max_length(text: str) -> int:
+    """The longest a rule set may make ``text`` (see the module docstring)."""
+    return max(GROWTH_FACTOR * len(text), len(text) + GROWTH_CHARS)
+
+
+def apply_rules(text: str, rules: Rules, problems: list[RuleError] | None = None, *,
+                budget_s: float = RULES_BUDGET_S) -> str:
+    """``text`` with ``rules`` applied in order. A rule that runs past its time or would grow
+    the text past `max_length` is skipped (the text stays as the rules before it left it);
+    each skip is appended to ``problems`` when given (the caller tells the user), else logged."""
+    limit = max_length(text)
+    deadline = time.monotonic() + budget_s
     for rule in rules:
-        text = rule.apply(text)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            _report(RuleError(rule.line, f"this rule and those after it were skipped: the "
+                                         f"rules took over {budget_s:g} s on this text"),
+                    problems)
+            break
+        try:
+            text = rule.apply(text, timeout=min(RULE_TIMEOUT_S, left), limit=limit)
+        except TimeoutError:
+            _report(RuleError(rule.line, f"skipped: it took over {RULE_TIMEOUT_S:g} s on a "
+                                         f"text of {len(text)} characters"), problems)
+        except _TooLong:
+            _report(RuleError(rule.line, f"skipped: the rules would make this text over "
+                                         f"{limit} characters long (at most {GROWTH_FACTOR}x "
+                                         f"its length, or {GROWTH_CHARS} more)"), problems)
     return text
+
+
+def _report(error: RuleError, problems: list[RuleError] | None) -> None:
+    if problems is None:
+        log.warning("%s", error)
+    else:
+        problems.append(error)
 
 
 @functools.lru_cache(maxsize=8)

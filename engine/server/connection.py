@@ -24,7 +24,7 @@ from engine.core.policy import Job
 from engine.errors import EngineError
 from engine.server.metrics import ServerMetrics
 from engine.server.scheduler import BatchScheduler, Ticket
-from engine.server.session import ServerSession, SessionOptions
+from engine.server.session import ServerSession, SessionOptions, language_problem
 from engine.types import SpeechScorer, Transcript
 
 log = logging.getLogger(__name__)
@@ -78,7 +78,8 @@ class Connection:
                  idle_timeout_s: float, audio_bucket: TokenBucket, frame_bucket: TokenBucket,
                  model: str, counters: dict[str, int],
                  first_frame: str | bytes | None = None,
-                 metrics: ServerMetrics | None = None) -> None:
+                 metrics: ServerMetrics | None = None,
+                 languages: tuple[str, ...] = ()) -> None:
         self._ws = ws
         self._first_frame = first_frame  # read by the server to tell the protocols apart
         self._scheduler = scheduler
@@ -90,6 +91,7 @@ class Connection:
         self._audio_bucket = audio_bucket
         self._frame_bucket = frame_bucket
         self._model = model
+        self._languages = languages  # what the model decodes (ModelInfo.languages)
         self._counters = counters
         self._protocol = p.ServerConnection()
         self._session: ServerSession | None = None
@@ -176,9 +178,17 @@ class Connection:
         return self._protocol.receive_text(frame)
 
     async def _on_hello(self, hello: p.Hello) -> None:
+        self._check_session(hello)
         await self._send([p.Ready(session_id=hello.session_id, model=self._model,
                                   offset=hello.offset)])
         self._start_session(hello)
+
+    def _check_session(self, hello: p.Hello) -> None:
+        """Refuse, before ``ready``, a session the model cannot serve (its language): that
+        client gets ``bad_message`` and the close, and no decode of another session fails."""
+        problem = language_problem(hello.language, self._model, self._languages)
+        if problem is not None:
+            raise _Closing(p.BAD_MESSAGE, problem, CLOSE_POLICY)
 
     def _encode(self, message: p.ServerMessage) -> list[str]:
         return [p.encode_server(message)]

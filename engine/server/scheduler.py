@@ -21,6 +21,9 @@ first, since every item of a call is encoded at the length of the longest. Promp
 a batch are decoded without their prompt (`without_prompts` says why); a lone request keeps
 it.
 
+Failures: a batch whose decode raises is decoded again request by request, so a request that
+cannot be decoded fails alone (its session is told) and the others of its batch get their text.
+
 Queue bound and overflow policy: each session has at most one request in flight, so the queue
 never holds more than the session limit; ``queue_size`` is set above that, and a submit that
 still finds it full fails that one request with `TranscriptionError` (the session reports an
@@ -259,11 +262,18 @@ class BatchScheduler:
             if len(results) != len(batch):
                 raise TranscriptionError("runner returned a wrong number of results")
         except Exception as exc:  # noqa: BLE001 - the thread's top: fail the batch, keep serving
-            log.exception("batch of %d failed", len(batch))
-            self.stats.errors += len(batch)
+            if len(batch) > 1:
+                # One bad request (a language the model refuses...) must not fail the others:
+                # each is decoded alone, and only the one that fails alone fails.
+                log.warning("batch of %d failed (%s); decoding its requests one by one",
+                            len(batch), exc)
+                for ticket in batch:
+                    self._decode([ticket])
+                return
+            log.exception("request failed")
+            self.stats.errors += 1
             error = exc if isinstance(exc, EngineError) else TranscriptionError(str(exc))
-            for ticket in batch:
-                _deliver(ticket, _set_exception, error)
+            _deliver(batch[0], _set_exception, error)
             return
         self._count(batch, results, started, self._clock() - started)
         for ticket, result in zip(batch, results, strict=True):

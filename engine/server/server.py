@@ -319,8 +319,8 @@ class TranscriptionServer:
                                      depth=o.burst_audio_s * 32_000, clock=self._clock),
             frame_bucket=TokenBucket(rate=o.rate_frames_per_s, depth=o.rate_frames_per_s * 2,
                                      clock=self._clock),
-            model=self.runner.info.name, counters=self.counters, metrics=self.prometheus,
-            first_frame=first)
+            model=self.runner.info.name, languages=self.runner.info.languages,
+            counters=self.counters, metrics=self.prometheus, first_frame=first)
         connection: Connection
         if is_whisperlive_options(first):
             self.counters["whisperlive"] += 1

@@ -175,6 +175,19 @@ class ServerSession:
         return out
 
 
+def language_problem(language: str | None, model: str, languages: tuple[str, ...]) -> str | None:
+    """Why a session cannot have ``language`` on the loaded model (``languages``: the codes it
+    decodes, () when unknown), or None. Checked when the session starts, so a language the
+    model would refuse fails that session alone, with this message, and never a batch."""
+    if language is None or not languages or language in languages:
+        return None
+    if languages == ("en",):
+        return (f"language {language!r} is not available: the model {model!r} is English-only "
+                f"(send \"en\", or null)")
+    return (f"language {language!r} is not one the model {model!r} knows: send an ISO 639-1 "
+            f"code such as \"en\", \"de\" or \"fr\", or null to detect it")
+
+
 def _final(event: FinalText, transcript: Transcript | None, trigger: int,
            server_ms: float) -> p.Final:
     return p.Final(

@@ -81,6 +81,7 @@ class WhisperLiveConnection(Connection):
     async def _on_hello(self, hello: p.Hello) -> None:
         options = self._options
         assert options is not None
+        self._check_session(hello)
         warnings = list(options.warnings)
         session_options = self._session_options
         if options.model and options.model != self._model:
