@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 COMMANDS = ("toggle", "ptt press", "ptt release", "status", "copy", "paste-last")
 CLIENT_TIMEOUT_S = 3.0
 MAX_LINE = 256
+MAX_REPLY = 4 * MAX_LINE  # an error reply echoes the command (repr'd): a little longer
 
 
 class ControlError(RuntimeError):
@@ -121,13 +122,25 @@ def send_command(command: str, path: Path | None = None) -> str:
 
 
 def _read_line(sock: socket.socket) -> str:
+    """The reply line: printable UTF-8 text starting "ok" or "error", ended by a newline
+    within `MAX_REPLY` bytes. Anything else (a peer that is not the app, a reply cut short)
+    raises ControlError instead of passing junk on as the app's answer."""
     data = b""
-    while b"\n" not in data and len(data) < MAX_LINE:
-        chunk = sock.recv(MAX_LINE)
+    while b"\n" not in data and len(data) < MAX_REPLY:
+        chunk = sock.recv(MAX_REPLY)
         if not chunk:
             break
         data += chunk
-    return data.decode(errors="replace").strip()
+    line, newline, _ = data.partition(b"\n")
+    try:
+        reply = line.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        reply = ""
+    if not newline or not reply.isprintable() or reply.split(" ", 1)[0] not in ("ok", "error"):
+        raise ControlError(f"the program at the control socket sent no valid reply "
+                           f"({len(data)} bytes{'' if newline else ', no end of line'}): is it "
+                           "Sottovoce?")
+    return reply
 
 
 class ControlServer(QObject):

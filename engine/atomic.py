@@ -29,6 +29,9 @@ class OutputWriteError(EngineError):
     """An output file could not be written; the target was left as it was."""
 
 
+# A file name is at most 255 bytes: the temporary name (".", the target's name, ".", 8 hex
+# digits, ".tmp") keeps at most this much of the target's name.
+TMP_NAME_BYTES = 255 - 14
 PRIVATE_FILE = 0o600
 PRIVATE_DIR = 0o700
 
@@ -43,7 +46,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *,
     """
     target = Path(path)
     folder = target.parent
-    tmp = folder / f".{target.name}.{secrets.token_hex(4)}.tmp"
+    tmp = folder / f".{_cut(target.name, TMP_NAME_BYTES)}.{secrets.token_hex(4)}.tmp"
     mode = PRIVATE_FILE if private else _mode_for(target)
     try:
         # O_EXCL: never follow or reuse a file someone else created under our temp name.
@@ -105,6 +108,11 @@ def _restrict(path: Path, mode: int) -> None:
             os.chmod(path, mode)
     except OSError as exc:
         log.warning("could not make %s private: %s", path, exc)
+
+
+def _cut(name: str, limit: int) -> str:
+    """``name`` cut to ``limit`` bytes of UTF-8, on a character boundary."""
+    return name.encode("utf-8", "surrogateescape")[:limit].decode("utf-8", "ignore")
 
 
 def _write_all(fd: int, data: bytes) -> None:

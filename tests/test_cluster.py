@@ -31,7 +31,7 @@ def test_listing_walks_folders_keeps_their_layout_and_names_collisions(tmp_path:
     assert [(i.path.relative_to(tmp_path).as_posix(), i.output.relative_to(out).as_posix())
             for i in items] == [
         ("in/a.wav", "a.srt"), ("in/b.flac", "b.srt"), ("in/sub/a.mp3", "sub/a.srt"),
-        ("in/sub/c.MKV", "sub/c.srt"), ("elsewhere/a.ogg", "a-2.srt")]
+        ("in/sub/c.MKV", "sub/c.srt"), ("elsewhere/a.ogg", "a.ogg.srt")]
     assert list_inputs([src, lone], out, "srt") == items  # a rerun maps the same way
     assert ".flac" in MEDIA_SUFFIXES and ".txt" not in MEDIA_SUFFIXES
 

@@ -1,7 +1,9 @@
 """`sottovoce transcribe FILE...`: transcribe audio/video files to TXT, SRT, WebVTT or JSON.
 
 Each file is decoded (any format PyAV reads, any rate and channel count), transcribed, and
-written atomically to ``-o DIR`` as ``<name>.<format>``, or printed to stdout without ``-o``.
+written atomically to ``-o DIR`` as ``<name>.<format>`` (never over an input; clashes and
+over-long names as `engine.outputs` says; the folder is checked before any work), or printed to
+stdout without ``-o``.
 A file that cannot be read gets a one-line error naming it and the others are still done.
 Exit status: 0 all done, 1 some file failed (or the model could not load), 2 usage error.
 
@@ -31,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from engine.asr.sequential import SequentialRunner
-from engine.atomic import atomic_write_text
+from engine.atomic import OutputWriteError, atomic_write_text
 from engine.audio.decode import AudioReader, open_audio
 from engine.core.export import FORMATS, render
 from engine.dictation.rules import RuleError, Rules, apply_rules, parse_rules
@@ -39,6 +41,7 @@ from engine.errors import AudioDecodeError, EngineError
 from engine.files import FileOptions, Progress, transcribe_file, uses_sequential
 from engine.longform import long_form_backend
 from engine.models import DEFAULT_MODEL
+from engine.outputs import check_folder, output_path
 from engine.types import SAMPLE_RATE, Audio, DecodeOptions, Runner, Transcript
 from engine.vocabulary import load as load_vocabulary
 
@@ -110,6 +113,12 @@ def run(args: argparse.Namespace) -> int:
         return _usage_error(str(exc))
     if args.output_dir is not None and args.output_dir.exists() and not args.output_dir.is_dir():
         return _usage_error(f"-o {args.output_dir}: exists and is not a directory")
+    if args.output_dir is not None:
+        try:  # before any work: a folder that cannot be written costs nothing but this
+            check_folder(args.output_dir)
+        except OutputWriteError as exc:
+            _error(str(exc))
+            return 1
     model = getattr(args, "model", None) or DEFAULT_MODEL
     rules_file = getattr(args, "replacements", None)
     if getattr(args, "cluster", None):
@@ -252,7 +261,8 @@ def _transcribe_all(args: argparse.Namespace, decoders: Decoders, options: Decod
                     show_progress: bool) -> int:
     """Transcribe every file in turn; returns how many failed."""
     failed = printed = 0
-    used_names: set[str] = set()
+    used: set[Path] = set()
+    inputs = {Path(os.path.abspath(name)).resolve() for name in args.files}
     for name in args.files:
         try:
             audio = open_audio(name)  # decoded piece by piece: memory bounded by length
@@ -273,7 +283,9 @@ def _transcribe_all(args: argparse.Namespace, decoders: Decoders, options: Decod
                 _print_result(name, text, len(args.files) > 1, printed)
                 printed += 1
             else:
-                target = _output_path(args.output_dir, Path(name), args.format, used_names)
+                target = output_path(args.output_dir, Path(name), args.format,
+                                     lambda p: p in used or p.resolve() in inputs)
+                used.add(target)
                 atomic_write_text(target, text)
                 log.info("wrote %s", target)
         except AudioDecodeError as exc:  # found while decoding the file: it names the file
@@ -302,20 +314,6 @@ def _print_result(name: str, text: str, with_header: bool, printed_before: int) 
         sys.stdout.write(("\n" if printed_before else "") + f"==> {name} <==\n")
     sys.stdout.write(text)
     sys.stdout.flush()
-
-
-def _output_path(folder: Path, source: Path, fmt: str, used: set[str]) -> Path:
-    """``folder/<stem>.<fmt>``; a second input with the same stem gets ``<stem>-2`` and so on."""
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise EngineError(f"cannot create output folder {folder}: {exc.strerror}") from exc
-    stem, n = source.stem, 1
-    while f"{stem}.{fmt}" in used:
-        n += 1
-        stem = f"{source.stem}-{n}"
-    used.add(f"{stem}.{fmt}")
-    return folder / f"{stem}.{fmt}"
 
 
 @contextmanager

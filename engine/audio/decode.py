@@ -5,6 +5,10 @@ Before decoding, the container is probed: a file with no audio stream (a silent 
 recording) is refused with that reason, and the duration its header declares is kept, so a file
 that ends early (truncated by a crash or a partial download) is transcribed with a warning
 instead of silently.
+
+Stereo whose channels cancel out (the right one the left inverted, a wiring or export
+mistake) would mix down to silence and an empty transcript: the first stretch loud enough to
+tell decides, and such a file has its right channel flipped back before the mix, with a warning.
 """
 
 from __future__ import annotations
@@ -37,6 +41,10 @@ MIN_RATE = 1_000
 MAX_RATE = 768_000
 MAX_CHANNELS = 64
 PIECE_S = 30.0  # audio decoded and handed on at a time
+# Stereo channels this anti-correlated cancel when mixed to mono (-1: one is the other
+# inverted); judged once a stretch has both channels above ANTI_PHASE_MIN_RMS (about -50 dBFS).
+ANTI_PHASE_CORRELATION = -0.9
+ANTI_PHASE_MIN_RMS = 10 ** (-50 / 20)
 
 
 def load_audio(path: str | os.PathLike[str]) -> Audio:
@@ -144,8 +152,8 @@ class AudioReader:
             stream = container.streams.audio[0]
             _check_header(self.path, stream.rate, stream.channels)
             group = min(500_000, max(1024, int(self._piece_s * (stream.rate or SAMPLE_RATE))))
-            for frame in _resampled(_grouped(_valid(container.decode(audio=0)), group),
-                                    resampler):
+            frames = _in_phase(_grouped(_valid(container.decode(audio=0)), group), self.path)
+            for frame in _resampled(frames, resampler):
                 pcm = frame.to_ndarray().reshape(-1)
                 held.append(pcm)
                 count += len(pcm)
@@ -193,6 +201,66 @@ def _grouped(frames: Iterator[Any], samples: int) -> Iterator[Any]:
             yield fifo.read()
     if fifo.samples > 0:
         yield fifo.read()
+
+
+def _in_phase(frames: Iterator[Any], path: Path) -> Iterator[Any]:
+    """The frames, with the right channel of anti-phase stereo flipped (module docstring)."""
+    flip: bool | None = None  # undecided until a stretch is loud enough to tell
+    for frame in frames:
+        if flip is False or len(frame.layout.channels) != 2:
+            yield frame
+            continue
+        data = frame.to_ndarray()
+        right = data[1] if frame.format.is_planar else data[0, 1::2]
+        left = data[0] if frame.format.is_planar else data[0, 0::2]
+        if flip is None:
+            flip = _anti_phase(_as_float(left), _as_float(right))
+            if flip:
+                log.warning("%s: the two channels cancel out when mixed to mono (the right is "
+                            "the left inverted); transcribing with the right channel flipped "
+                            "back", path)
+        if not flip:
+            yield frame
+            continue
+        right[...] = _inverted(right)
+        yield _frame_like(data, frame)
+
+
+def _as_float(samples: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
+    """Samples of any PCM type as floats around 0, full scale about 1."""
+    if samples.dtype.kind == "u":
+        middle = (np.iinfo(samples.dtype).max + 1) / 2
+        return (samples.astype(np.float64) - middle) / middle
+    if samples.dtype.kind == "i":
+        return samples.astype(np.float64) / (np.iinfo(samples.dtype).max + 1)
+    return samples.astype(np.float64)
+
+
+def _anti_phase(left: npt.NDArray[np.float64], right: npt.NDArray[np.float64]) -> bool | None:
+    """Whether the channels cancel out; None while too quiet to tell."""
+    left_power, right_power = float(np.mean(left * left)), float(np.mean(right * right))
+    if min(left_power, right_power) < ANTI_PHASE_MIN_RMS ** 2:
+        return None
+    correlation = float(np.mean(left * right)) / np.sqrt(left_power * right_power)
+    return correlation < ANTI_PHASE_CORRELATION
+
+
+def _inverted(samples: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    if samples.dtype.kind == "u":
+        return np.iinfo(samples.dtype).max - samples
+    if samples.dtype.kind == "i":
+        info = np.iinfo(samples.dtype)
+        return np.clip(-samples.astype(np.int64), info.min, info.max).astype(samples.dtype)
+    return -samples
+
+
+def _frame_like(data: npt.NDArray[Any], like: Any) -> Any:
+    """A PyAV audio frame holding ``data``, in the format, layout and rate of ``like``."""
+    import av
+
+    frame = av.AudioFrame.from_ndarray(data, format=like.format.name, layout=like.layout.name)
+    frame.sample_rate = like.sample_rate
+    return frame
 
 
 def _resampled(frames: Iterator[Any], resampler: Any) -> Iterator[Any]:

@@ -23,6 +23,7 @@ from engine.cluster.inputs import ClusterInput, is_done, list_inputs, probe_seco
 from engine.cluster.progress import Bar, Board, Tally
 from engine.cluster.remote import ActorLayout, DecodeActor, FileJob, transcribe_one
 from engine.errors import EngineError
+from engine.outputs import Manifest, check_folder
 from engine.types import DecodeOptions
 
 log = logging.getLogger(__name__)
@@ -51,15 +52,29 @@ class ClusterOptions:
 
 
 def run_cluster(sources: Sequence[str], opts: ClusterOptions) -> int:
-    """Transcribe ``sources`` on the cluster; returns the exit status (0, or 1 if any failed)."""
-    items = list_inputs(sources, opts.out_dir, opts.fmt)
+    """Transcribe ``sources`` on the cluster; returns the exit status (0, or 1 if any failed).
+
+    Before any work (and before connecting): the output folder is checked, its manifest
+    (`engine.outputs.Manifest`) says which output is whose and is saved with the new inputs,
+    and the summary is written; any of these failing raises EngineError and costs nothing.
+    The summary's last state is "done", "interrupted" (Ctrl-C) or "failed"."""
+    check_folder(opts.out_dir)
+    manifest = Manifest.load(opts.out_dir)
+    items = list_inputs(sources, opts.out_dir, opts.fmt, manifest)
+    manifest.save()
     todo = [i for i in items if not is_done(i)]
     tally = Tally(total_s=0.0)
     tally.skipped = [{"input": i.key, "output": str(i.output)} for i in items if is_done(i)]
     summary = opts.summary or opts.out_dir / SUMMARY_NAME
     extra: dict[str, Any] = {"inputs": len(items)}
-    if todo:
-        _run(todo, opts, tally, summary, extra)
+    _write_summary(summary, tally.summary("running", extra), strict=True)
+    try:
+        if todo:
+            _run(todo, opts, tally, summary, extra)
+    except BaseException as exc:  # Ctrl-C included: the summary says what was done
+        _write_summary(summary, tally.summary(
+            "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed", extra))
+        raise
     _write_summary(summary, tally.summary("done", extra))
     log.info("cluster run: %d done, %d skipped, %d errors", len(tally.done), len(tally.skipped),
              len(tally.errors))
@@ -230,16 +245,16 @@ def _collect(ref: Any, item: ClusterInput, seconds: float | None, tally: Tally) 
     try:
         result = ray.get(ref)
     except RayError as exc:  # the task failed after its retries (a worker kept dying...)
-        tally.errors.append({**entry, "error": f"task failed: {type(exc).__name__}: {exc}"})
+        tally.failed(entry, f"task failed: {type(exc).__name__}: {exc}", seconds)
         return
     if result["status"] != "ok":
-        tally.errors.append({**entry, "error": result["error"]})
+        tally.failed(entry, result["error"], seconds)
         return
     try:
         item.output.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(item.output, result["text"])
     except (EngineError, OSError) as exc:
-        tally.errors.append({**entry, "error": str(exc)})
+        tally.failed(entry, str(exc), seconds)
         return
     tally.finished_s += seconds if seconds is not None else result["seconds"]
     tally.done.append({**entry, "output": str(item.output), "audio_s": round(result["seconds"], 2),
@@ -254,9 +269,14 @@ def _ray() -> Any:
     return ray
 
 
-def _write_summary(path: Path, doc: dict[str, Any]) -> None:
+def _write_summary(path: Path, doc: dict[str, Any], strict: bool = False) -> None:
+    """Write the summary; a failure is logged (``strict``: raised as EngineError, before any
+    work)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, json.dumps(doc, indent=1) + "\n")
     except (EngineError, OSError) as exc:
+        if strict:
+            raise EngineError(f"cannot write the summary {path} ({exc}); nothing was "
+                              "transcribed") from exc
         log.warning("could not write the summary %s: %s", path, exc)

@@ -2,7 +2,10 @@
 
 No Ray here: the listing and the resume rule are plain functions (tested without a cluster).
 Outputs are only ever written atomically (`engine.atomic`), so an output that exists is
-complete: a rerun skips exactly the inputs whose output exists.
+complete: a rerun skips exactly the inputs whose output exists. Which output is whose is kept in
+the output folder (`engine.outputs.Manifest`), so an input added later, even one that sorts
+first or shares a stem (``talk.flac`` beside ``talk.wav``), never takes an earlier input's
+output.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from engine.outputs import Manifest
 
 # Audio and video containers PyAV reads; a directory's other files (notes, images) are ignored.
 MEDIA_SUFFIXES = frozenset({
@@ -31,25 +36,21 @@ class ClusterInput:
         return str(self.path)
 
 
-def list_inputs(sources: Iterable[str | os.PathLike[str]], out_dir: Path, fmt: str
-                ) -> list[ClusterInput]:
+def list_inputs(sources: Iterable[str | os.PathLike[str]], out_dir: Path, fmt: str,
+                manifest: Manifest | None = None) -> list[ClusterInput]:
     """Every input file under ``sources`` (files as given; directories walked, sorted, media
     files only) with its output path: a directory's files keep their relative folders under
-    ``out_dir``; a file given by name lands at ``out_dir/<stem>.<fmt>``, as the local CLI writes
-    it. A second input with the same output gets ``<stem>-2`` and so on (in listing order, so a
-    rerun maps every input to the same output)."""
+    ``out_dir``; a file given by name lands in ``out_dir``, as the local CLI writes it
+    (``<stem>.<fmt>``; on a clash ``<name>.<fmt>``, then ``<stem>-2.<fmt>``...). ``manifest``:
+    the output folder's (`Manifest.load`), which keeps an input's output from run to run and
+    learns the new ones (save it before any work)."""
+    manifest = manifest or Manifest(out_dir)
+    sources = [Path(s) for s in sources]
+    files = [(path, out_dir / path.relative_to(root).parent) for root in sources
+             for path in (_walk(root) if root.is_dir() else [root])]
     used: set[Path] = set()
-    found: list[ClusterInput] = []
-    for source in sources:
-        root = Path(source)
-        if root.is_dir():
-            for path in _walk(root):
-                rel = path.relative_to(root)
-                found.append(ClusterInput(path, _unique(out_dir / rel.parent, path.stem, fmt,
-                                                        used)))
-        else:
-            found.append(ClusterInput(root, _unique(out_dir, root.stem, fmt, used)))
-    return found
+    return [ClusterInput(path, manifest.assign(folder, path, fmt, used))
+            for path, folder in files]
 
 
 def output_path(item: ClusterInput) -> Path:
@@ -68,15 +69,6 @@ def _walk(root: Path) -> list[Path]:
         paths.extend(Path(folder) / f for f in files
                      if not f.startswith(".") and Path(f).suffix.lower() in MEDIA_SUFFIXES)
     return sorted(paths)
-
-
-def _unique(folder: Path, stem: str, fmt: str, used: set[Path]) -> Path:
-    candidate, n = folder / f"{stem}.{fmt}", 1
-    while candidate in used:
-        n += 1
-        candidate = folder / f"{stem}-{n}.{fmt}"
-    used.add(candidate)
-    return candidate
 
 
 def probe_seconds(path: Path) -> float | None:

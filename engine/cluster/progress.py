@@ -43,22 +43,31 @@ class Tally:
     errors: list[dict[str, Any]] = field(default_factory=list)
     finished_s: float = 0.0  # audio seconds of finished files
     partial_s: float = 0.0  # of files in flight, from the board
+    failed_s: float = 0.0  # of files that failed: never to be done, not waited for
 
     @property
     def done_s(self) -> float:
         return min(self.total_s, self.finished_s + self.partial_s) if self.total_s else 0.0
 
-    def rates(self) -> dict[str, float | None]:
+    def failed(self, entry: dict[str, Any], error: str, seconds: float | None) -> None:
+        self.errors.append({**entry, "error": error})
+        self.failed_s += seconds or 0.0
+
+    def rates(self, running: bool = True) -> dict[str, float | None]:
+        """Elapsed time and speed; the ETA only while ``running`` and measurable."""
         elapsed = time.monotonic() - self.started
         speed = self.done_s / elapsed if elapsed > 0 else 0.0  # audio seconds per second
-        eta = (self.total_s - self.done_s) / speed if speed > 0 else None
+        left = max(0.0, self.total_s - self.failed_s - self.done_s)
+        eta = left / speed if running and speed > 0 else None
         return {"elapsed_s": round(elapsed, 2), "audio_hours_per_hour": round(speed, 2),
                 "eta_s": None if eta is None else round(eta, 1)}
 
     def summary(self, state: str, extra: dict[str, Any]) -> dict[str, Any]:
+        """``state``: "running", or how the run ended ("done", "interrupted", "failed": no
+        ETA then)."""
         return {
             "state": state, "audio_s_total": round(self.total_s, 2),
-            "audio_s_done": round(self.done_s, 2), **self.rates(),
+            "audio_s_done": round(self.done_s, 2), **self.rates(state == "running"),
             "counts": {"done": len(self.done), "skipped": len(self.skipped),
                        "errors": len(self.errors)},
             "done": self.done, "skipped": self.skipped, "errors": self.errors, **extra,
