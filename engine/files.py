@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from engine.core.ladder import QualityThresholds, is_silent
+from engine.core.ladder import QualityThresholds, drops, is_silent
 from engine.core.ladder import check as check_text
 from engine.longform.chunking import Chunk
 from engine.longform.pipeline import (
@@ -234,7 +234,10 @@ class FileTranscription:
             for segment in segments:
                 if not self._keep(segment):
                     continue
-                segment = _flagged(segment, limits)
+                segment = _flagged(segment, limits, total)
+                if drops(segment.flags):
+                    self._drop_short(segment, total)
+                    continue
                 self._segments.append(segment)
                 yield segment
                 yield Progress(min(segment.end, total), total)
@@ -244,6 +247,13 @@ class FileTranscription:
             yield Progress(total, total)
         finally:
             self.info.elapsed_s = time.perf_counter() - started
+
+    def _drop_short(self, segment: Segment, total: int) -> None:
+        self.info.counts["dropped_short_segments"] = (
+            self.info.counts.get("dropped_short_segments", 0) + 1)
+        log.warning("dropped %r at %.1f s: %.2f s of audio cannot hold that many words (a "
+                    "known Whisper invention on a snippet)", segment.text.strip(),
+                    segment.start_s, (min(segment.end, total) - segment.start) / SAMPLE_RATE)
 
     def _keep(self, segment: Segment) -> bool:
         offset, audio = self._section  # the segment lies in the section being decoded
@@ -287,10 +297,12 @@ def _decode_wave(run: FileRun, runner: Runner, size: int, streams: int,
     release_free_memory()  # the wave's native buffers: bounded RSS on long files
 
 
-def _flagged(segment: Segment, limits: QualityThresholds) -> Segment:
+def _flagged(segment: Segment, limits: QualityThresholds, total: int) -> Segment:
     """The sequential loop's segments get the hallucination checks' flags (the pipeline
-    judges whole chunks instead, `engine.longform.retry`)."""
-    flags = check_text(segment.text, segment.end_s - segment.start_s,
+    judges whole chunks instead, `engine.longform.retry`). Their length is the audio's, up to
+    its ``total`` samples (Whisper's timestamps give a 0.1 s file a 1 s segment)."""
+    seconds = max(0, min(segment.end, total) - segment.start) / SAMPLE_RATE
+    flags = check_text(segment.text, seconds,
                        avg_logprob=segment.avg_logprob, no_speech_prob=segment.no_speech_prob,
                        thresholds=limits)
     if not flags:

@@ -242,7 +242,7 @@ def _anti_phase(left: npt.NDArray[np.float64], right: npt.NDArray[np.float64]) -
     if min(left_power, right_power) < ANTI_PHASE_MIN_RMS ** 2:
         return None
     correlation = float(np.mean(left * right)) / np.sqrt(left_power * right_power)
-    return correlation < ANTI_PHASE_CORRELATION
+    return bool(correlation < ANTI_PHASE_CORRELATION)
 
 
 def _inverted(samples: npt.NDArray[Any]) -> npt.NDArray[Any]:

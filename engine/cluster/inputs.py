@@ -45,8 +45,8 @@ def list_inputs(sources: Iterable[str | os.PathLike[str]], out_dir: Path, fmt: s
     the output folder's (`Manifest.load`), which keeps an input's output from run to run and
     learns the new ones (save it before any work)."""
     manifest = manifest or Manifest(out_dir)
-    sources = [Path(s) for s in sources]
-    files = [(path, out_dir / path.relative_to(root).parent) for root in sources
+    roots = [Path(s) for s in sources]
+    files = [(path, out_dir / path.relative_to(root).parent) for root in roots
              for path in (_walk(root) if root.is_dir() else [root])]
     used: set[Path] = set()
     return [ClusterInput(path, manifest.assign(folder, path, fmt, used))

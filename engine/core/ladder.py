@@ -74,8 +74,8 @@ from engine.types import DecodeOptions
 
 __all__ = [
     "CONFIDENCE_FLAGS", "LIVE", "LONG_FORM", "LOOP_FLAGS", "SHORT_PATH", "SILENCE_FLAGS",
-    "Ladder", "QualityThresholds", "Rung", "check", "is_greedy", "is_no_speech", "is_silent",
-    "next_rung",
+    "Ladder", "QualityThresholds", "Rung", "check", "drops", "is_greedy", "is_no_speech",
+    "is_silent", "next_rung",
     "prompt_echo", "word_loop",
 ]
 
@@ -96,6 +96,10 @@ NO_SPEECH_STRICT = 0.8
 LOGPROB_STRICT = -0.5
 # -60 dBFS RMS: below any speech in the shared corpus (whispered speech there is about -55 dBFS).
 SILENCE_RMS = 10 ** (-60 / 20)
+# Audio this short holds a syllable or two: Whisper fills a 0.1 s snippet with "Thank you." or
+# "Thank you very much." (flags: "logprob" or "no_speech" or none). More words than twice the
+# fastest speaking rate allows (max_wpm), and at least 2, fail "too_short": dropped, no retry.
+TOO_SHORT_S = 0.5
 
 
 class Rung(Enum):
@@ -149,7 +153,8 @@ def check(
 ) -> tuple[str, ...]:
     """Names of the checks ``text`` (decoded from ``seconds`` of audio) fails; () = plausible.
 
-    Flags: "compression", "wpm_high"/"wpm_low", "repeats", "word_loop" (only with
+    Flags: "compression", "wpm_high"/"wpm_low", "too_short" (more words than audio under
+    `TOO_SHORT_S` can hold), "repeats", "word_loop" (only with
     ``word_loops``), "prompt_echo" (text recited from ``prompt``, or the vocabulary list
     ``hotwords`` recited: `engine.core.hotwords.recites`) (loops),
     "no_speech" (the model says silence), "logprob" (Whisper's -1.0 rule), "low_confidence" (only
@@ -193,6 +198,8 @@ def next_rung(flags: Sequence[str], tried: Sequence[Rung], *, seconds: float, gr
     failed = set(flags)
     if not failed:
         return Rung.ACCEPT
+    if "too_short" in failed:
+        return Rung.DROP  # no window or temperature reads more words out of the audio
     if len(tried) < ladder.max_retries:
         for rung in ladder.rungs:
             if rung not in tried and _fits(rung, failed, seconds, greedy, ladder):
@@ -200,6 +207,12 @@ def next_rung(flags: Sequence[str], tried: Sequence[Rung], *, seconds: float, gr
     if failed <= {"low_confidence"}:
         return Rung.ACCEPT
     return Rung.DROP if failed <= SILENCE_FLAGS else Rung.FLAG
+
+
+def drops(flags: Sequence[str]) -> bool:
+    """Text to throw away: it fails only "this is not speech" checks, or it holds more words
+    than its audio could (``too_short``); other failures keep the text, flagged."""
+    return bool(flags) and (set(flags) <= SILENCE_FLAGS or "too_short" in flags)
 
 
 def _fits(rung: Rung, failed: set[str], seconds: float, greedy: bool, ladder: Ladder) -> bool:
@@ -244,7 +257,10 @@ def _rate_flags(text: str, seconds: float, t: QualityThresholds) -> list[str]:
         if wpm > t.max_wpm:
             return ["wpm_high"]
         return ["wpm_low"] if wpm < t.min_wpm else []
-    if len(words_of(text)) > max(4.0, seconds * t.max_wpm / 60.0 * 2):
+    words, most = len(words_of(text)), seconds * t.max_wpm / 60.0 * 2
+    if seconds < TOO_SHORT_S and words > max(1.0, most):
+        return ["too_short"]
+    if words > max(4.0, most):
         return ["wpm_high"]
     return []
 

@@ -35,6 +35,7 @@ import time
 from dataclasses import dataclass, field
 
 import regex
+from regex import Match, Pattern  # the names: Rule's ``regex`` field shadows the module there
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +70,7 @@ class Rule:
     regex: bool = False
     flags: str = ""
     line: int = field(default=0, compare=False)
-    pattern: regex.Pattern[str] = field(init=False, repr=False, compare=False)
+    pattern: Pattern[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.regex:
@@ -93,7 +94,7 @@ class Rule:
         `_TooLong` once the result would pass ``limit`` characters."""
         grown = len(text)
 
-        def replace(match: regex.Match[str]) -> str:
+        def replace(match: Match[str]) -> str:
             nonlocal grown
             new = self._replace(match)
             grown += len(new) - (match.end() - match.start())
@@ -103,7 +104,7 @@ class Rule:
 
         return self.pattern.sub(replace, text, timeout=timeout)
 
-    def _replace(self, match: regex.Match[str]) -> str:
+    def _replace(self, match: Match[str]) -> str:
         try:
             new = match.expand(self.replacement) if self.regex else self.replacement
         except (regex.error, IndexError):  # a template parse_rules could not vet: leave it

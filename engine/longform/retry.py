@@ -150,10 +150,10 @@ def hotter_options(options: DecodeOptions, policy: RetryPolicy) -> DecodeOptions
 def give_up(transcript: Transcript, flags: tuple[str, ...]) -> tuple[Transcript, bool]:
     """The transcript to keep after the last rung, and whether its text was dropped.
 
-    Text failing only "this is not speech" checks is dropped (returned empty); anything else is
-    kept with the flags, for a person to judge.
+    Text failing only "this is not speech" checks, or too long for its audio, is dropped
+    (returned empty); anything else is kept with the flags, for a person to judge.
     """
-    if flags and set(flags) <= SILENCE_FLAGS:
+    if ladder.drops(flags):
         return dataclasses.replace(transcript, segments=()), True
     return transcript, False
 
