@@ -5,7 +5,8 @@ The controller owns the session: it creates the live engine from the settings (t
 injectable factory, so tests can hand in a fake), routes engine events from the bridge to the
 windows, turns hotkey presses into utterances, and sends each dictated final into the focused
 app. Everything here runs on the GUI thread; the engine and the hotkey listener call in through
-queued signals.
+queued signals, and each final's text pipeline (replacement rules, spoken commands) runs on the
+text worker's thread (`app.dictation_text.TextWorker`) and comes back the same way.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 from PySide6.QtWidgets import QApplication
 
 from app.dictation import Dictation
-from app.dictation_text import dictated, shown_final
+from app.dictation_text import Dictated, TextWorker, shown_final
 from app.engine_factory import EngineConfig, EngineFactory, make_engine
 from app.hotkeys import GlobalHotkey, HotkeyUnavailableError
 from app.import_flow import ImportFlow, RunnerFactory, import_runner
@@ -30,7 +31,6 @@ from app.latency_trace import breakdown, describe
 from app.session import Session
 from app.settings import ENGINE_FIELDS, Settings, save_settings, with_changes
 from engine.atomic import OutputWriteError
-from engine.dictation import Dictation as TextPipeline
 from engine.dictation import Insertion
 from engine.events import Event, EventSink, FinalText, LiveEngine, Metrics, PartialText
 from engine.vocabulary import parse as parse_vocabulary
@@ -72,7 +72,7 @@ class Controller(ImportHost):
         self.talking = False
         self._hotkey: GlobalHotkey | None = None
         self.session = Session()
-        self.text = TextPipeline()  # joining, replacement rules, spoken commands
+        self.text = TextWorker(self)  # rules, commands, joining: off the GUI thread
         self.bridge = EngineBridge(self)
         self.window = MainWindow()
         self.captions = CaptionWindow(settings.caption_lines, settings.caption_font_pt)
@@ -95,6 +95,7 @@ class Controller(ImportHost):
         b.state_changed.connect(self._on_state)
         b.partial_text.connect(self._on_partial)
         b.final_text.connect(self._on_final)
+        self.text.done.connect(self._on_dictated)
         b.level_changed.connect(lambda rms, _peak, _end: w.set_level(rms))
         b.metrics.connect(self._on_metrics)
         b.failed.connect(self._on_failed)
@@ -262,20 +263,19 @@ class Controller(ImportHost):
                  event.utterance_id, event.latency_ms, event.after_speech_end_ms, event.text)
         released = [("release", self._released_at)] if self._released_at is not None else []
         self._released_at = None
-        self._stages = [*released, *event.stages, ("received", received)]
         # In push-to-talk mode every final was dictated on purpose and goes into the focused
         # app, as that app's profile says (app.dictation); in captions mode text only shows
-        # on screen (replacement rules, no commands).
-        if self.engine_config().mode == "ptt":
-            target = self.dictation.target()
-            out = dictated(self.text, event, self.settings, insert=True,
-                           target=target.window_class, style=target.style,
-                           commands=target.commands)
-            self._show_final(event, out)
-            if self.dictation.insert(out, target):
-                return  # the breakdown is shown when the insertion is done
-        else:
-            self._show_final(event, dictated(self.text, event, self.settings, insert=False))
+        # on screen (replacement rules, no commands). The text pipeline runs on the text
+        # worker's thread; `_on_dictated` takes it from there.
+        target = self.dictation.target() if self.engine_config().mode == "ptt" else None
+        self.text.submit(event, self.settings, target,
+                         [*released, *event.stages, ("received", received)])
+
+    def _on_dictated(self, done: Dictated) -> None:
+        self._stages = [*done.stages, ("dictated", time.monotonic())]
+        self._show_final(done.final, done.out)
+        if done.target is not None and self.dictation.insert(done.out, done.target):
+            return  # the breakdown is shown when the insertion is done
         self._show_breakdown()
 
     def _show_final(self, event: FinalText, out: Insertion) -> None:
@@ -388,6 +388,7 @@ class Controller(ImportHost):
 
     @Slot()
     def quit(self) -> None:
+        self.text.drain()  # finals still in the text pipeline are shown and kept first
         if self._hotkey is not None:
             self._hotkey.stop()
         self.dictation.shutdown()

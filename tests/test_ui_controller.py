@@ -119,7 +119,7 @@ def test_dictation_is_pasted_into_the_focused_field_and_clipboard_restored(qtbot
     # Where the time went, from the key release to the paste keys, in the meter's tooltip.
     steps = [name for name, _ in controller.window.latency.breakdown]
     assert steps[0] == "release"
-    assert steps[-4:] == ["received", "inject_start", "clipboard_set", "keys_sent"]
+    assert steps[-5:] == ["received", "dictated", "inject_start", "clipboard_set", "keys_sent"]
     assert "keys sent" in controller.window.latency.toolTip()
     qtbot.waitUntil(
         lambda: QGuiApplication.clipboard().text() == "the user's own clipboard", timeout=5000)

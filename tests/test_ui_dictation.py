@@ -114,7 +114,7 @@ def test_the_settings_dialog_refuses_a_bad_rule_naming_its_line(qtbot, tmp_path)
     assert dialog.result_settings() is None
     assert dialog.error_label.text() == (
         "replacement rules, line 3: bad regular expression /colo(u?r/: "
-        "missing ), unterminated subpattern at position 4")
+        "missing ) at position 8")
     dialog.text_page.replacements.edit.setPlainText("gonna => going to\n/colou?r/i => colour")
     dialog.accept()
     result = dialog.result_settings()
@@ -128,7 +128,7 @@ def test_scratch_that_only_takes_back_its_own_transcript_line(qtbot, make_contro
 
     controller, _ = make_controller(script=("Hello there.", "Scratch that."))
     handled = []  # connected after the controller's own slot: runs once that has run
-    controller.bridge.final_text.connect(handled.append)
+    controller.text.done.connect(handled.append)
     controller.start_engine()
     controller.on_ptt("press")
     controller.on_ptt("release")
