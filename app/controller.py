@@ -273,6 +273,9 @@ class Controller(ImportHost):
 
     def _on_dictated(self, done: Dictated) -> None:
         self._stages = [*done.stages, ("dictated", time.monotonic())]
+        for problem in done.out.problems:  # a replacement rule skipped: the user's to fix
+            log.warning("%s", problem)
+            self.window.show_message(problem, 20000)
         self._show_final(done.final, done.out)
         if done.target is not None and self.dictation.insert(done.out, done.target):
             return  # the breakdown is shown when the insertion is done

@@ -21,7 +21,7 @@ from PySide6.QtCore import QCoreApplication, QObject, Signal
 from app.profiles import DictationTarget
 from app.settings import Settings
 from engine.dictation import Dictation, Insertion
-from engine.dictation.rules import rules_or_none
+from engine.dictation.rules import RuleError, rules_or_none
 from engine.events import FinalText
 from ui.qt_compat import emit
 
@@ -37,7 +37,9 @@ def dictated(dictation: Dictation, final: FinalText, settings: Settings, *, inse
     dictation.remember_capitals(line.strip() for line in settings.vocabulary.splitlines()
                                 if not line.strip().startswith("["))
     if not insert:
-        return Insertion(shown=dictation.caption(final.text, rules, final.language))
+        problems: list[RuleError] = []
+        shown = dictation.caption(final.text, rules, final.language, problems)
+        return Insertion(shown=shown, problems=tuple(str(p) for p in problems))
     return dictation.insertion(
         final.text, rules=rules, target=target, language=final.language,
         style=settings.text_style if style is None else style,

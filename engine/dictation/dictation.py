@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from engine.dictation.commands import parse, render
 from engine.dictation.format import STYLES, join, learn_capitals, tidy
-from engine.dictation.rules import Rules, apply_rules
+from engine.dictation.rules import RuleError, Rules, apply_rules
 
 IDLE_RESET_S = 300.0
 MEMORY = 50  # utterances per target that "scratch that" can remove, one after another
@@ -39,12 +39,14 @@ class Insertion:
       was only a command).
     unshown: the shown texts of the earlier utterances "scratch that" removed, newest first
       (the caller drops them from its transcript where they are still its last lines).
+    problems: replacement rules skipped on this text, in words (too slow, too much growth).
     """
 
     text: str = ""
     delete_chars: int = 0
     shown: str = ""
     unshown: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()
 
     @property
     def empty(self) -> bool:
@@ -106,7 +108,8 @@ class Dictation:
             scratch, dictated_end = parsed.scratch, parsed.ends_with_mark
         else:
             spoken, scratch, dictated_end = text, 0, False
-        spoken = apply_rules(spoken, rules)
+        problems: list[RuleError] = []
+        spoken = apply_rules(spoken, rules, problems)
         delete, unshown = self._scratch(scratch)
         joined = join(self._target.before(), spoken, style, self._capitals, language,
                       dictated_end)
@@ -118,11 +121,14 @@ class Dictation:
         if joined.text or shown:
             self._target.entries.append(_Entry(joined.text, shown))
             del self._target.entries[:-MEMORY]
-        return Insertion(joined.text, delete + joined.delete_chars, shown, unshown)
+        return Insertion(joined.text, delete + joined.delete_chars, shown, unshown,
+                         tuple(str(p) for p in problems))
 
-    def caption(self, text: str, rules: Rules = (), language: str | None = None) -> str:
-        """Captions mode: the text with the replacement rules, nothing inserted, no commands."""
-        return " ".join(tidy(apply_rules(text, rules), language).split())
+    def caption(self, text: str, rules: Rules = (), language: str | None = None,
+                problems: list[RuleError] | None = None) -> str:
+        """Captions mode: the text with the replacement rules, nothing inserted, no commands
+        (rules skipped on it go to ``problems``, see `apply_rules`)."""
+        return " ".join(tidy(apply_rules(text, rules, problems), language).split())
 
     def _scratch(self, count: int) -> tuple[int, tuple[str, ...]]:
         delete, unshown = 0, []
