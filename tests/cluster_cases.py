@@ -142,3 +142,48 @@ def test_a_worker_node_killed_mid_run_loses_nothing(
     assert outputs(out) == reference
     retried = doc["file_task_starts"] - (len(CLIPS) + 1) + sum(d["failovers"] for d in doc["done"])
     assert retried > 0, "the node's death cost nothing: it was not killed mid-work"
+
+
+def test_a_rerun_with_a_new_file_of_the_same_stem_misfiles_nothing(
+        cluster: Any, inputs: Path, reference: dict[str, str], tmp_path: Path) -> None:
+    """Issue 30, case 3: talk.wav transcribed, then talk.flac (other speech, sorting first)
+    added and the same command run again. Before: talk.flac was "skipped" as talk.txt (the
+    wav's words), talk.wav redone as talk-2.txt, exit 0; the new file never transcribed."""
+    folder, out = tmp_path / "talks", tmp_path / "out"
+    folder.mkdir()
+    shutil.copy(inputs / f"{CLIPS[0]}.flac", folder / "talk.wav")
+    first = cli("--cluster", cluster.address, folder, "-o", out, "--format", "srt")
+    assert first.returncode == 0, first.stdout + first.stderr
+    shutil.copy(inputs / f"{CLIPS[1]}.flac", folder / "talk.flac")
+    again = cli("--cluster", cluster.address, folder, "-o", out, "--format", "srt")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert outputs(out) == {"talk.srt": reference[f"{CLIPS[0]}.srt"],
+                            "talk.flac.srt": reference[f"{CLIPS[1]}.srt"]}
+    doc = summary(out)
+    assert doc["state"] == "done" and doc["eta_s"] is None
+    assert [(d["input"], d["output"]) for d in doc["done"]] == [
+        (str(folder / "talk.flac"), str(out / "talk.flac.srt"))]
+    assert [s["output"] for s in doc["skipped"]] == [str(out / "talk.srt")]
+
+
+def test_an_interrupted_run_says_so_and_counts_every_output(
+        cluster: Any, inputs: Path, tmp_path: Path) -> None:
+    """Issue 30, case 11. Before: after Ctrl-C the summary kept "state": "running" with an
+    ETA and counted fewer done than the outputs on disk."""
+    import signal
+
+    out = tmp_path / "out"
+    run = cli("--cluster", cluster.address, "--actors", "2", inputs, "-o", out, "--format",
+              "srt", wait=False)
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and run.poll() is None and not list(out.glob("*.srt")):
+        time.sleep(0.2)
+    assert run.poll() is None, "the run ended before it could be interrupted"
+    run.send_signal(signal.SIGINT)
+    log, _ = run.communicate(timeout=300)
+    assert run.returncode == 130, log
+    assert "interrupted (finished outputs are kept; rerun to resume)" in log
+    doc = summary(out)
+    assert doc["state"] == "interrupted" and doc["eta_s"] is None
+    written = sorted(str(p) for p in out.glob("*.srt"))
+    assert sorted(d["output"] for d in doc["done"]) == written and written

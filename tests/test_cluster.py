@@ -115,4 +115,4 @@ def test_ray_cluster_cases_in_a_loopback_only_network() -> None:
                        if not any(noise in line for noise in ("network_util", "Token auth")))
     print(report)
     assert run.returncode == 0, report[-4000:] + run.stderr[-2000:]
-    assert "2 passed" in report
+    assert "4 passed" in report
