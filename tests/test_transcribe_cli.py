@@ -100,7 +100,8 @@ def test_every_format_from_many_containers_parses_back(
     stereo44.parent.mkdir()
     sox(jfk_wav, "-r", "44100", "-c", "2", stereo44)
     inputs = {
-        # Same stem twice: the second output becomes jfk-2.txt instead of overwriting.
+        # Same stem twice: the second output is named from its full name (jfk.wav.txt)
+        # instead of overwriting.
         "txt": [tmp_path / "in" / "jfk.flac", tmp_path / "in" / "8k" / "jfk.wav"],
         "srt": [stereo44, transcode(stereo44, tmp_path / "in" / "jfk.mp4", "aac", True)],
         "vtt": [tmp_path / "in" / "jfk.ogg"],
@@ -115,9 +116,9 @@ def test_every_format_from_many_containers_parses_back(
         rc, out, err = run_cli(capsys, "--format", fmt, "-o", str(out_dir), *map(str, files))
         assert (rc, out, err) == (0, "", ""), err
     assert sorted(p.name for p in out_dir.iterdir()) == [
-        "jfk-2.txt", "jfk-44k-stereo.srt", "jfk.json", "jfk.srt", "jfk.txt", "jfk.vtt"]
+        "jfk-44k-stereo.srt", "jfk.json", "jfk.srt", "jfk.txt", "jfk.vtt", "jfk.wav.txt"]
     duration = 11 * SAMPLE_RATE
-    for name in ("jfk.txt", "jfk-2.txt"):
+    for name in ("jfk.txt", "jfk.wav.txt"):
         assert_jfk(parse_txt((out_dir / name).read_text()))
     for name in ("jfk.srt", "jfk-44k-stereo.srt"):
         cues = parse_srt((out_dir / name).read_text())
