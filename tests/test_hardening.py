@@ -262,6 +262,24 @@ def test_the_summary_of_an_ended_run_has_no_eta() -> None:
 # -- case 10: 0.1 s of speech --------------------------------------------------------------
 
 
+@pytest.mark.parametrize(("text", "seconds", "flags"), [
+    ("Thank you.", 0.1, ("too_short",)),
+    ("Thank you very much.", 0.3, ("too_short",)),
+    ("Okay.", 0.1, ()),  # one word fits anywhere
+    ("Go ahead.", 0.2, ()),  # two words in 0.2 s: fast, not impossible
+    ("Have a good day.", 0.5, ()),  # from 0.5 s the usual rate checks judge
+])
+def test_more_words_than_a_snippet_can_hold_is_dropped_without_retry(
+        text: str, seconds: float, flags: tuple[str, ...]) -> None:
+    from engine.core.ladder import LIVE, LONG_FORM, Rung, check, drops, next_rung
+
+    assert check(text, seconds) == flags
+    for ladder in (LIVE, LONG_FORM):
+        rung = next_rung([*flags, "logprob"], [], seconds=seconds, greedy=True, ladder=ladder)
+        assert (rung is Rung.DROP) == bool(flags)
+    assert drops(flags) == bool(flags)
+
+
 @pytest.mark.model
 @pytest.mark.parametrize(("clip", "skip_s"), [("arctic-axb-a0006", 0.0),
                                               ("cmusphinx-goforward", 0.3)])
