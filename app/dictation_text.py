@@ -72,9 +72,13 @@ class TextWorker(QObject):
         super().__init__(parent)
         self.pipeline = Dictation()  # joining, replacement rules, spoken commands
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sottovoce-text")
+        self._drained = False
 
     def submit(self, final: FinalText, settings: Settings, target: DictationTarget | None,
                stages: Sequence[tuple[str, float]] = ()) -> None:
+        if self._drained:  # quitting: a last final (the engine's flush) is handled here
+            self._run(final, settings, target, tuple(stages))
+            return
         self._pool.submit(self._run, final, settings, target, tuple(stages))
 
     def _run(self, final: FinalText, settings: Settings, target: DictationTarget | None,
@@ -94,5 +98,6 @@ class TextWorker(QObject):
 
     def drain(self) -> None:
         """Finish what was submitted and deliver it (before quitting: no final is lost)."""
+        self._drained = True
         self._pool.shutdown(wait=True)
         QCoreApplication.processEvents()
