@@ -39,7 +39,7 @@ def settings_problem_message(problems: tuple[str, ...]) -> str:
     for problem in problems:
         log.warning("settings: %s", problem)
     more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-    return f"Settings problem: {problems[0]}{more}; run `sottovoce doctor` for details"
+    return f"Settings problem: {problems[0]}{more}; the log has each"
 
 
 def run_gui(args: argparse.Namespace) -> int:
@@ -59,7 +59,8 @@ def run_gui(args: argparse.Namespace) -> int:
     from app.control import ControlError, ControlServer
     from app.controller import Controller, LaunchOptions
     from app.dialogs import DialogActions
-    from app.settings import read_settings
+    from app.settings import read_settings, set_aside
+    from engine.atomic import OutputWriteError
     from ui.tray import Tray, apply_stylesheet, load_icon
 
     qt_app = QApplication.instance() or QApplication(sys.argv[:1])
@@ -73,6 +74,15 @@ def run_gui(args: argparse.Namespace) -> int:
                             exit_after_input=bool(getattr(args, "exit_after_input", False)),
                             model=getattr(args, "model", None))
     loaded = read_settings()
+    problems = loaded.problems
+    try:
+        kept = set_aside(loaded)
+    except OutputWriteError as exc:
+        problems = (*problems, f"could not set the file aside: {exc}")
+    else:
+        if kept is not None:
+            problems = (*problems, f"the file was kept as {kept.name}; the settings in use "
+                                   "were saved in its place")
     controller = Controller(loaded.settings, options)
     DialogActions(controller).connect_window()
     control = ControlServer(controller.control_command, controller)
@@ -88,8 +98,8 @@ def run_gui(args: argparse.Namespace) -> int:
     _connect_tray(tray, controller)
     tray.show()
     controller.show()
-    if loaded.problems:  # after show(): visible in the status bar, not only in a log
-        controller.window.show_message(settings_problem_message(loaded.problems), 30000)
+    if problems:  # after show(): visible in the status bar, not only in a log
+        controller.window.show_message(settings_problem_message(problems), 30000)
     controller.start_engine()
     controller.start_hotkey()
     _quit_on_signals(controller)

@@ -6,7 +6,10 @@ Secrets (the remote API key) are never stored here; see engine.remote.secrets.
 A bad value (wrong type, out of range) falls back to its default alone, and the problem is
 reported (`read_settings().problems`: the app shows it, `sottovoce doctor` lists it). Saving never
 destroys a file the app could not fully read: a damaged one is kept as ``settings.toml.bad``
-first, and one from a newer Sottovoce is not overwritten at all (`SettingsFileError`).
+first, and one from a newer Sottovoce is not overwritten at all (`SettingsFileError`). The app
+does that at start (`set_aside`), so a file it cannot use is reported once and never stops it:
+any value that fails to validate (a ValueError, or an OverflowError or RecursionError from a
+replacement rule's expression) only costs that value.
 The file is private to the user (0600 in a 0700 folder).
 """
 
@@ -279,6 +282,19 @@ def save_settings(settings: Settings, path: Path | None = None) -> Path:
         backup = _keep_bad_copy(path)
         log.warning("settings: kept the file the app could not fully read as %s", backup)
     return atomic_write_text(path, tomli_w.dumps(asdict(settings)), private=True)
+
+
+def set_aside(loaded: SettingsLoad, path: Path | None = None) -> Path | None:
+    """At start: a file the app could not fully use (not one from a newer version) is kept as
+    ``<name>.bad`` and the settings the app uses are saved in its place, so its problems are
+    reported once and nothing in it is lost. Returns the kept copy (None: nothing to do);
+    raises OutputWriteError when it cannot be done (the app still starts)."""
+    path = path or settings_path()
+    if not loaded.damaged or loaded.newer or not path.is_file():
+        return None
+    backup = _keep_bad_copy(path)
+    save_settings(loaded.settings, path)
+    return backup
 
 
 def _keep_bad_copy(path: Path) -> Path:

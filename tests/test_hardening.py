@@ -113,9 +113,9 @@ def test_the_cli_refuses_such_a_rule_without_a_traceback(tmp_path: Path) -> None
 
 
 def test_a_settings_file_with_such_a_rule_is_set_aside_and_the_app_starts(tmp_path: Path) -> None:
-    from app.commands.doctor import WARN, check_config
+    from app.commands.doctor import OK, WARN, check_config
     from app.gui_main import settings_problem_message
-    from app.settings import Settings, read_settings, save_settings, settings_path
+    from app.settings import Settings, read_settings, set_aside, settings_path
 
     path = settings_path()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -128,9 +128,11 @@ def test_a_settings_file_with_such_a_rule_is_set_aside_and_the_app_starts(tmp_pa
     assert "replacements" in settings_problem_message(loaded.problems)
     result = check_config()  # before: FAIL Config check failed: OverflowError
     assert result.status == WARN and "repeat count too big" in result.detail
-    save_settings(loaded.settings)  # the first save keeps the file the app could not use
-    assert (path.parent / "settings.toml.bad").read_text() == original
-    assert read_settings().problems == ()
+    kept = set_aside(loaded)  # what the app does when it starts with such a file
+    assert kept == path.parent / "settings.toml.bad" and kept.read_text() == original
+    again = read_settings()
+    assert again.problems == () and again.settings == Settings(model="base")
+    assert check_config().status == OK
 
 
 # -- case 5, 6, 7: outputs ---------------------------------------------------------------
@@ -372,3 +374,31 @@ def test_the_app_applies_rules_off_the_gui_thread_and_says_which_was_skipped(
     assert on_gui_thread == [False]
     assert controller.window.statusBar().currentMessage() == (
         "replacement rules, line 1: skipped: it took over 0.1 s on a text of 67 characters")
+
+
+@pytest.mark.model
+@pytest.mark.skipif(not os.environ.get("DISPLAY"),
+                    reason="needs an X display: run under Xvfb (source .ci/desktop.sh)")
+def test_the_app_starts_with_a_settings_file_it_cannot_use(jfk_wav: Path, tmp_path: Path) -> None:
+    from desktop_driver import start_app
+
+    from app.settings import read_settings, settings_path
+
+    path = settings_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    original = 'version = 3\ncaption_lines = 3\nreplacements = "/x{1,99999999999}/ => y"\n'
+    path.write_text(original)
+    env = dict(os.environ, SOTTOVOCE_CONTROL_SOCKET=str(tmp_path / "control.sock"),
+               PYTHONUNBUFFERED="1")
+    app = start_app(env, "--input", str(jfk_wav), "--exit-after-input")
+    try:  # before: a traceback from read_settings, and no app
+        assert app.proc.wait(180) == 0, "\n".join(app.log)
+    finally:
+        app.stop()
+    log = "\n".join(app.log)
+    assert "Traceback" not in log and "app.controller: final 1" in log, log
+    assert "settings: replacements = '/x{1,99999999999}/ => y' is invalid" in log
+    assert "the file was kept as settings.toml.bad" in log
+    assert (path.parent / "settings.toml.bad").read_text() == original
+    again = read_settings()
+    assert again.problems == () and again.settings.caption_lines == 3
