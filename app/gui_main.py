@@ -90,6 +90,7 @@ def run_gui(args: argparse.Namespace) -> int:
     controller.show()
     if loaded.problems:  # after show(): visible in the status bar, not only in a log
         controller.window.show_message(settings_problem_message(loaded.problems), 30000)
+    controller.desktop.start()
     controller.start_engine()
     controller.start_hotkey()
     _quit_on_signals(controller)
