@@ -22,6 +22,7 @@ from app.inject import TextInjector
 from app.routes import (
     COMPOSITOR,
     PORTAL,
+    SWAY_CAPTION_RULES,
     WTYPE,
     YDOTOOL,
     Routes,
@@ -39,7 +40,6 @@ from ui.qt_compat import forwarder
 
 log = logging.getLogger(__name__)
 
-CAPTION_TITLE = "^Sottovoce captions$"
 TOKEN_FILE = "portal-restore-token"
 
 
@@ -72,8 +72,7 @@ def pin_captions_on_sway(env: dict[str, str] | None = None) -> bool:
     on every workspace) and never focused when it appears. Whether sway took them."""
     env = dict(os.environ if env is None else env)
     ok = True
-    for command in (f'no_focus [title="{CAPTION_TITLE}"]',
-                    f'for_window [title="{CAPTION_TITLE}"] floating enable, sticky enable'):
+    for command in SWAY_CAPTION_RULES:
         try:
             done = subprocess.run(["swaymsg", command], env=env, capture_output=True,
                                   text=True, timeout=5, check=False)

@@ -87,10 +87,10 @@ def run_gui(args: argparse.Namespace) -> int:
     tray = Tray(controller)
     _connect_tray(tray, controller)
     tray.show()
+    controller.desktop.start()  # before any window maps: sway's rules for the caption window
     controller.show()
     if loaded.problems:  # after show(): visible in the status bar, not only in a log
         controller.window.show_message(settings_problem_message(loaded.problems), 30000)
-    controller.desktop.start()
     controller.start_engine()
     controller.start_hotkey()
     _quit_on_signals(controller)

@@ -33,6 +33,11 @@ from app.portal import GLOBAL_SHORTCUTS, REMOTE_DESKTOP
 
 PYNPUT, PORTAL, COMPOSITOR = "pynput", "portal", "compositor"
 WTYPE, YDOTOOL = "wtype", "ydotool"
+CAPTIONS = '[title="^Sottovoce captions$"]'
+# Two rules, not one "floating enable, sticky enable": sway 1.7 drops the sticky flag of a
+# window that the same rule made floating while it maps.
+SWAY_CAPTION_RULES = (f"no_focus {CAPTIONS}", f"for_window {CAPTIONS} floating enable",
+                      f"for_window {CAPTIONS} sticky enable")
 
 
 @dataclass(frozen=True)
@@ -104,8 +109,7 @@ def compositor_lines(family: str, hotkey: str, command: str = "sottovoce") -> li
         chord = "+".join([*(names.get(m, m) for m in mods), key])
         return [f"bindsym {chord} exec {command} ptt press",
                 f"bindsym --release {chord} exec {command} ptt release",
-                'for_window [title="^Sottovoce captions$"] floating enable, sticky enable',
-                'no_focus [title="^Sottovoce captions$"]']
+                *SWAY_CAPTION_RULES]
     if family == HYPRLAND:
         names = {"ctrl": "CTRL", "alt": "ALT", "shift": "SHIFT", "cmd": "SUPER", "super": "SUPER"}
         chord = f"{' '.join(names.get(m, m.upper()) for m in mods)}, {key}"
