@@ -82,17 +82,34 @@ class PortalClient:
     def close(self) -> None:
         self.conn.close()
 
-    def listen(self, interface: str, member: str, path: str | None = OBJECT_PATH) -> deque[Any]:
-        """Queue this signal's messages from now on (each listened-to signal has its queue)."""
+    def listen(self, interface: str, member: str = "",
+               path: str | None = OBJECT_PATH) -> deque[Any]:
+        """Queue this interface's signals (those named `member` only, when given) from now on;
+        `wait` takes them from the queue."""
         jeepney = self._jeepney
-        keywords = {"type": "signal", "interface": interface, "member": member}
+        keywords = {"type": "signal", "interface": interface}
+        if member:
+            keywords["member"] = member
         if path:
             keywords["path"] = path
         rule = jeepney.MatchRule(**keywords)
         handle = self.conn.filter(rule, bufsize=256)
         self._call(jeepney.message_bus.AddMatch(rule))
-        self._filters[member] = handle.queue
+        self._filters[member or interface] = handle.queue
         return handle.queue  # type: ignore[no-any-return]
+
+    def header(self, message: Any, name: str) -> str:
+        """A header field of a message ("path", "member", ...) as text."""
+        return str(message.header.fields.get(getattr(self._jeepney.HeaderFields, name), ""))
+
+    def wait(self, queue: deque[Any], timeout: float) -> Any | None:
+        """The next message of a listened-to queue, or None after `timeout` seconds."""
+        if queue:
+            return queue.popleft()
+        try:
+            return self.conn.recv_until_filtered(queue, timeout=max(timeout, 0.0))
+        except TimeoutError:
+            return None
 
     def _call(self, message: Any, timeout: float = CALL_TIMEOUT_S) -> tuple[Any, ...]:
         from jeepney.wrappers import unwrap_msg
@@ -136,39 +153,18 @@ class PortalClient:
         *leading, options = args
         options = {**options, "handle_token": ("s", self.token())}
         handle = str(self.call(interface, method, signature, *leading, options)[0])
-        name = method
         deadline = time.monotonic() + timeout
-        queue = self._filters["Response"]
-        while True:
-            while queue:
-                message = queue.popleft()
-                if str(message.header.fields.get(self._path_field())) == handle:
-                    code, results = message.body
-                    if code == 1:
-                        raise ConsentRefused(f"{name}: declined in the portal's dialog")
-                    if code != 0:
-                        raise PortalError(f"{name}: the portal failed (response {code})")
-                    return unwrap(results)
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise PortalError(f"{name}: no response within {timeout:g} s")
-            try:
-                self.conn.recv_until_filtered(queue, timeout=left)
-            except TimeoutError:
-                continue
-
-    def _path_field(self) -> Any:
-        return self._jeepney.HeaderFields.path
-
-    def next_signal(self, member: str, timeout: float) -> Any | None:
-        """The next queued message of a signal being listened to, or None after `timeout`."""
-        queue = self._filters[member]
-        if not queue:
-            try:
-                self.conn.recv_until_filtered(queue, timeout=timeout)
-            except TimeoutError:
-                return None
-        return queue.popleft() if queue else None
+        responses = self._filters["Response"]
+        while (message := self.wait(responses, deadline - time.monotonic())) is not None:
+            if self.header(message, "path") != handle:
+                continue  # another request's answer
+            code, results = message.body
+            if code == 1:
+                raise ConsentRefused(f"{method}: declined in the portal's dialog")
+            if code != 0:
+                raise PortalError(f"{method}: the portal failed (response {code})")
+            return unwrap(results)
+        raise PortalError(f"{method}: no response within {timeout:g} s")
 
 
 def probe_portals(timeout: float = CALL_TIMEOUT_S) -> tuple[dict[str, int], bool]:
@@ -209,8 +205,7 @@ class ShortcutSession:
     def __init__(self, client: PortalClient) -> None:
         self.client = client
         self.handle = ""
-        self.activated = client.listen(GLOBAL_SHORTCUTS, "Activated")
-        self.deactivated = client.listen(GLOBAL_SHORTCUTS, "Deactivated")
+        self.signals = client.listen(GLOBAL_SHORTCUTS)  # Activated and Deactivated
 
     def bind(self, hotkey: str, description: str = "Push to talk (Sottovoce)") -> str:
         """Create the session and bind the shortcut; returns the trigger the desktop chose
@@ -235,18 +230,14 @@ class ShortcutSession:
     def next_event(self, timeout: float) -> str | None:
         """"activated" / "deactivated" for our shortcut, or None when nothing came in time."""
         deadline = time.monotonic() + timeout
-        while True:
-            for kind, queue in (("activated", self.activated),
-                                ("deactivated", self.deactivated)):
-                while queue:
-                    session, shortcut, *_ = queue.popleft().body
-                    if str(session) == self.handle and shortcut == self.SHORTCUT:
-                        return kind
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return None
-            with suppress(TimeoutError):
-                self.client.conn.recv_until_filtered(self.activated, timeout=left)
+        while (message := self.client.wait(self.signals, deadline - time.monotonic())):
+            member = self.client.header(message, "member")
+            if member not in ("Activated", "Deactivated"):
+                continue
+            session, shortcut, *_ = message.body
+            if str(session) == self.handle and shortcut == self.SHORTCUT:
+                return member.lower()
+        return None
 
 
 # -- RemoteDesktop -----------------------------------------------------------------------------
