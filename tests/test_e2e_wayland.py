@@ -39,6 +39,8 @@ from desktop_driver import (
 )
 from wayland_driver import SwaySession, missing_prerequisite
 
+from app.commands import doctor
+from app.desktop import DATA_CONTROL, VIRTUAL_KEYBOARD, WLROOTS, detect
 from app.portal import RemoteKeyboard
 from app.settings import Settings
 from app.wayland_inject import (
@@ -90,6 +92,17 @@ def field(sway: SwaySession, client_env: dict[str, str], tmp_path: Path):  # typ
         yield target, out
     finally:
         target.stop()
+
+
+def test_the_probe_and_the_doctor_on_sway(sway, client_env) -> None:
+    desktop = detect()
+    assert (desktop.kind, desktop.family) == ("wayland", WLROOTS)
+    assert {VIRTUAL_KEYBOARD, DATA_CONTROL} <= desktop.globals  # asked of sway itself
+    hotkey, insertion = doctor.check_hotkeys(), doctor.check_insertion()
+    print(doctor.format_report([hotkey, insertion]))
+    assert hotkey.status == doctor.WARN and "bindsym --release Ctrl+Mod1+space exec" in hotkey.hint
+    assert insertion.status == doctor.OK
+    assert insertion.detail.startswith("virtual keyboard (wtype): keys via wtype")
 
 
 def wait_for_length(target: LoggedProcess, length: int, timeout: float = 30) -> None:
