@@ -96,6 +96,18 @@ def compositor_family(env: Mapping[str, str]) -> str:
     return OTHER
 
 
+def qt_platform(env: Mapping[str, str]) -> str | None:
+    """The Qt platform plugin to ask for, None for Qt's own choice. GNOME's Wayland session
+    with XWayland gets "xcb": mutter keeps an X11 window above the others and unfocused when
+    asked (the caption window), while it gives a Wayland app no way to ask. Hotkey and text
+    routes follow the session, not the plugin. The user's own QT_QPA_PLATFORM always wins."""
+    if env.get("QT_QPA_PLATFORM") or not sys.platform.startswith("linux"):
+        return None
+    if session_kind(env) == XWAYLAND and compositor_family(env) == GNOME:
+        return "xcb"
+    return None
+
+
 def wayland_socket(env: Mapping[str, str]) -> str | None:
     """The compositor's socket path (WAYLAND_DISPLAY may be a name in XDG_RUNTIME_DIR or a
     full path)."""

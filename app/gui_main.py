@@ -50,6 +50,11 @@ def run_gui(args: argparse.Namespace) -> int:
     if input_path is not None and not input_path.is_file():
         print(f"sottovoce: --input file not found: {input_path}", file=sys.stderr)
         return 2
+    from app.desktop import qt_platform
+
+    platform = qt_platform(os.environ)
+    if platform:  # before Qt starts (app.desktop says why)
+        os.environ["QT_QPA_PLATFORM"] = platform
     try:
         from PySide6.QtWidgets import QApplication
     except ImportError:

@@ -27,6 +27,7 @@ from app.desktop import (
     VIRTUAL_KEYBOARD,
     WLROOTS,
     X11,
+    XWAYLAND,
     Desktop,
 )
 from app.portal import GLOBAL_SHORTCUTS, REMOTE_DESKTOP
@@ -143,3 +144,25 @@ def summary(routes: Routes, desktop: Desktop) -> tuple[str, str]:
         insert = "clipboard only: press Ctrl+V yourself"
     return (f"{hotkey}: {routes.hotkey_why} ({desktop.describe()})",
             f"{insert}: {routes.insert_why}")
+
+
+def caption_note(desktop: Desktop) -> tuple[bool, str]:
+    """Whether the caption window can stay on top without taking focus here, and how."""
+    if not desktop.wayland:
+        return True, "kept above the other windows, never focused (X11)"
+    if desktop.family == WLROOTS:
+        if "swaymsg" in desktop.tools:
+            return True, "sway rules set at start: floating, on every workspace, never focused"
+        return False, "add the compositor's rules shown under Hotkeys"
+    if desktop.family == GNOME:
+        if desktop.kind == XWAYLAND:
+            return True, "runs through XWayland: kept above, never focused"
+        return False, ("GNOME lets no Wayland window stay on top: other windows can cover it "
+                       "(with XWayland installed, Sottovoce uses it for this)")
+    if desktop.family == HYPRLAND:
+        return False, ("Hyprland keeps it on top only with windowrulev2 float, pin and nofocus "
+                       "(lines under Hotkeys)")
+    if desktop.family == KDE:
+        return False, ("KWin keeps it on top only with a window rule: Keep above, "
+                       "Accept focus: No")
+    return False, "this compositor decides; Qt asks it not to focus the window"

@@ -17,11 +17,21 @@ from app.desktop import (
     WLROOTS,
     Desktop,
     compositor_family,
+    qt_platform,
     session_kind,
 )
 from app.hotkeys import PRESS, RELEASE, ShortcutMachine
 from app.portal import GLOBAL_SHORTCUTS, REMOTE_DESKTOP, char_keysym, portal_trigger
-from app.routes import COMPOSITOR, PORTAL, PYNPUT, WTYPE, YDOTOOL, choose, compositor_lines
+from app.routes import (
+    COMPOSITOR,
+    PORTAL,
+    PYNPUT,
+    WTYPE,
+    YDOTOOL,
+    caption_note,
+    choose,
+    compositor_lines,
+)
 
 WLR_GLOBALS = frozenset({VIRTUAL_KEYBOARD, DATA_CONTROL, "zwlr_layer_shell_v1"})
 PORTALS = {GLOBAL_SHORTCUTS: 1, REMOTE_DESKTOP: 2}
@@ -49,6 +59,18 @@ def test_session_kind(env: dict[str, str], kind: str) -> None:
 ])
 def test_compositor_family(env: dict[str, str], family: str) -> None:
     assert compositor_family(env) == family
+
+
+def test_gnome_with_xwayland_runs_qt_through_it_for_the_caption_window() -> None:
+    gnome = {"WAYLAND_DISPLAY": "wayland-0", "DISPLAY": ":0", "XDG_CURRENT_DESKTOP": "GNOME"}
+    assert qt_platform(gnome) == "xcb"
+    assert qt_platform({**gnome, "QT_QPA_PLATFORM": "wayland"}) is None  # the user's choice
+    assert qt_platform({**gnome, "XDG_CURRENT_DESKTOP": "KDE"}) is None
+    assert qt_platform({"WAYLAND_DISPLAY": "wayland-0", "XDG_CURRENT_DESKTOP": "GNOME"}) is None
+    assert caption_note(Desktop("xwayland", GNOME))[0]
+    assert not caption_note(Desktop("wayland", GNOME))[0]
+    assert not caption_note(Desktop("wayland", KDE))[0]
+    assert caption_note(Desktop("wayland", WLROOTS, tools=frozenset({"swaymsg"})))[0]
 
 
 def test_gnome_gets_the_portals_and_never_wtype_without_the_protocol() -> None:

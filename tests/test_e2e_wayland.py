@@ -99,7 +99,9 @@ def test_the_probe_and_the_doctor_on_sway(sway, client_env) -> None:
     assert (desktop.kind, desktop.family) == ("wayland", WLROOTS)
     assert {VIRTUAL_KEYBOARD, DATA_CONTROL} <= desktop.globals  # asked of sway itself
     hotkey, insertion = doctor.check_hotkeys(), doctor.check_insertion()
-    print(doctor.format_report([hotkey, insertion]))
+    captions = doctor.check_captions()
+    print(doctor.format_report([hotkey, insertion, captions]))
+    assert captions.status == doctor.OK and "never focused" in captions.detail
     assert hotkey.status == doctor.WARN and "bindsym --release Ctrl+Mod1+space exec" in hotkey.hint
     assert insertion.status == doctor.OK
     assert insertion.detail.startswith("virtual keyboard (wtype): keys via wtype")

@@ -326,6 +326,17 @@ def check_insertion() -> CheckResult:
     return CheckResult("Text insertion", OK, line)
 
 
+def check_captions() -> CheckResult:
+    if not sys.platform.startswith("linux"):
+        return CheckResult("Caption window", OK, "always on top, never focused")
+    from app.routes import caption_note
+
+    desktop, _ = _desktop_routes()
+    ok, note = caption_note(desktop)
+    return CheckResult("Caption window", OK if ok else WARN, note,
+                       "" if ok else "captions still work; the window may be covered")
+
+
 def _desktop_routes() -> tuple[Any, Any]:
     from app.desktop import detect
     from app.routes import choose
@@ -430,6 +441,7 @@ CHECKS: tuple[tuple[str, Callable[[], CheckResult]], ...] = (
     ("Keyring", check_keyring),
     ("Hotkeys", check_hotkeys),
     ("Text insertion", check_insertion),
+    ("Caption window", check_captions),
     ("Model", check_model),
     ("Transcription", check_transcription),
     ("Config", check_config),
