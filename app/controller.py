@@ -376,6 +376,8 @@ class Controller(ImportHost):
             self.dictation.start_hotkey()
         if self.desktop.portal_hotkey is not None:
             self.desktop.portal_hotkey.machine.mode = new.hotkey_mode
+            if old.hotkey != new.hotkey:  # the desktop owns the keys: open its dialog
+                self.desktop.portal_hotkey.configure()
         if self.engine is not None and any(
                 getattr(old, f) != getattr(new, f) for f in ENGINE_FIELDS):
             self.stop_engine()

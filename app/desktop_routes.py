@@ -88,6 +88,7 @@ class DesktopRoutes(QObject):
     _action = Signal(str)  # from the portal hotkey's thread
     _bound = Signal(str)
     _failed = Signal(str)
+    _notice = Signal(str)
 
     def __init__(self, host: RoutesHost, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -99,6 +100,8 @@ class DesktopRoutes(QObject):
         self._action.connect(host.on_ptt)
         self._bound.connect(self._on_bound)
         self._failed.connect(self._on_failed)
+        self._notice.connect(lambda text: host.window.show_message(f"Shortcut portal: {text}",
+                                                                   20000))
 
     def start(self) -> Routes:
         """Probe and set up insertion; returns the routes chosen."""
@@ -138,7 +141,8 @@ class DesktopRoutes(QObject):
             self.portal_hotkey = PortalHotkey(s.hotkey, s.hotkey_mode,
                                               forwarder(self._action, 1),
                                               forwarder(self._bound, 1),
-                                              forwarder(self._failed, 1))
+                                              forwarder(self._failed, 1),
+                                              forwarder(self._notice, 1))
             self.portal_hotkey.start()
         else:
             lines = self.advice()

@@ -189,16 +189,25 @@ class PortalHotkey:
     """The push-to-talk shortcut through the GlobalShortcuts portal, on a thread of its own:
     it registers the app, binds the shortcut (the desktop may ask the user once) and turns
     Activated/Deactivated signals into `on_action("press" | "release")`. `on_bound(trigger)`
-    says which keys the desktop chose; `on_error(message)` when the portal refused or failed."""
+    says which keys the desktop chose; `on_error(message)` when the portal refused or failed
+    (the shortcut is off then); `on_notice(message)` when only a request failed."""
 
     def __init__(self, hotkey: str, mode: str, on_action: Callable[[str], None],
-                 on_bound: Callable[[str], None], on_error: Callable[[str], None]) -> None:
+                 on_bound: Callable[[str], None], on_error: Callable[[str], None],
+                 on_notice: Callable[[str], None] = log.warning) -> None:
         self._hotkey = hotkey
         self.machine = ShortcutMachine(mode)
         self._on_action, self._on_bound, self._on_error = on_action, on_bound, on_error
+        self._on_notice = on_notice  # a failed request; the shortcut itself still works
         self._stop = threading.Event()
+        self._configure = threading.Event()
         self._thread: threading.Thread | None = None
         self.session: Any = None
+
+    def configure(self) -> None:
+        """Ask the desktop to show its dialog for changing the keys (GlobalShortcuts version
+        2; older desktops change them in their own shortcut settings)."""
+        self._configure.set()
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="sottovoce-portal-hotkey",
@@ -226,6 +235,13 @@ class PortalHotkey:
             log.info("portal shortcut bound: %s", trigger or "(no keys set yet)")
             self._on_bound(trigger)
             while not self._stop.is_set():
+                if self._configure.is_set():
+                    self._configure.clear()
+                    try:
+                        self.session.configure()
+                    except PortalError as exc:
+                        self._on_notice(f"the desktop cannot change the keys here ({exc}); "
+                                        "change them in its keyboard shortcut settings")
                 event = self.session.next_event(0.5)
                 action = (self.machine.activated() if event == "activated" else
                           self.machine.deactivated() if event == "deactivated" else None)

@@ -149,6 +149,11 @@ def test_shortcut_press_and_release_from_the_portal(portal_bus: str,
         emit("Activated", "/org/freedesktop/portal/desktop/session/someone/else")
         with pytest.raises(queue.Empty):
             actions.get(timeout=0.5)  # another app's shortcut is not ours
+        hotkey.configure()  # Settings changed the keys: the desktop's dialog is asked for
+        deadline = time.monotonic() + 10
+        while not calls("ConfigureShortcuts") and time.monotonic() < deadline:
+            time.sleep(0.05)  # the request goes out from the hotkey's thread
+        assert [c[0] for c in calls("ConfigureShortcuts")] == [handle]
     finally:
         hotkey.stop()
     assert errors.empty()
