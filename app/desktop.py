@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 log = logging.getLogger(__name__)
 
 X11, XWAYLAND, WAYLAND, NONE = "x11", "xwayland", "wayland", "none"
+NATIVE = "native"  # Windows, macOS: pynput's own hooks, as on X11
 GNOME, KDE, WLROOTS, HYPRLAND, OTHER = "gnome", "kde", "wlroots", "hyprland", "other"
 VIRTUAL_KEYBOARD = "zwp_virtual_keyboard_manager_v1"
 DATA_CONTROL = "zwlr_data_control_manager_v1"
@@ -42,7 +43,8 @@ TOOLS = ("wtype", "wl-copy", "wl-paste", "ydotool", "swaymsg", "hyprctl")
 class Desktop:
     """The session and what was found to work in it.
 
-    kind: x11 | xwayland (a Wayland session whose apps may also use X11) | wayland | none.
+    kind: x11 | xwayland (a Wayland session whose apps may also use X11) | wayland | none |
+      native (Windows, macOS).
     family: the compositor on Wayland (gnome | kde | wlroots | hyprland | other), "" elsewhere.
     globals: the Wayland globals the compositor offers (empty when not asked or not Wayland).
     portals: portal interface name -> version, for those the session bus offers.
@@ -66,7 +68,8 @@ class Desktop:
 
     def describe(self) -> str:
         if not self.wayland:
-            return {X11: "X11 session", NONE: "no graphical session"}[self.kind]
+            return {X11: "X11 session", NONE: "no graphical session",
+                    NATIVE: f"{sys.platform} desktop"}[self.kind]
         name = {GNOME: "GNOME", KDE: "KDE Plasma", WLROOTS: "wlroots (sway, ...)",
                 HYPRLAND: "Hyprland", OTHER: "an unknown compositor"}[self.family]
         return f"Wayland session on {name}" + (" with XWayland" if self.kind == XWAYLAND else "")
@@ -157,7 +160,7 @@ def detect(env: Mapping[str, str] | None = None,
     something hangs); call once at start-up and when the user asks (doctor, settings)."""
     env = os.environ if env is None else env
     if not sys.platform.startswith("linux"):
-        return Desktop(X11 if sys.platform != "win32" else NONE)
+        return Desktop(NATIVE)
     kind = session_kind(env)
     tools = frozenset(t for t in TOOLS if shutil.which(t, path=env.get("PATH")))
     if kind not in (WAYLAND, XWAYLAND):

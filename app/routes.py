@@ -26,7 +26,6 @@ from app.desktop import (
     NONE,
     VIRTUAL_KEYBOARD,
     WLROOTS,
-    X11,
     XWAYLAND,
     Desktop,
 )
@@ -52,10 +51,10 @@ class Routes:
 
 def choose(desktop: Desktop, allow_ydotool: bool = False) -> Routes:
     if not desktop.wayland:
-        note = "X11 key grab (pynput)" if desktop.kind == X11 else "no graphical session"
-        return Routes(PYNPUT if desktop.kind == X11 else COMPOSITOR, note,
-                      (PYNPUT,) if desktop.kind != NONE else (), "X11 key events (pynput)",
-                      desktop.kind == X11)
+        grab = desktop.kind != NONE
+        return Routes(PYNPUT if grab else COMPOSITOR,
+                      "global key grab (pynput)" if grab else "no graphical session",
+                      (PYNPUT,) if grab else (), "key events (pynput)", grab)
     if desktop.portal(GLOBAL_SHORTCUTS):
         hotkey, hotkey_why = PORTAL, (f"GlobalShortcuts portal (version "
                                       f"{desktop.portal(GLOBAL_SHORTCUTS)})")
@@ -134,10 +133,10 @@ def compositor_lines(family: str, hotkey: str, command: str = "sottovoce") -> li
 
 def summary(routes: Routes, desktop: Desktop) -> tuple[str, str]:
     """One line for the hotkey route and one for the insertion route (doctor, settings)."""
-    hotkey = {PYNPUT: "global key grab (X11)", PORTAL: "desktop portal shortcut",
+    hotkey = {PYNPUT: "global key grab", PORTAL: "desktop portal shortcut",
               COMPOSITOR: "compositor key binding to the control commands"}[routes.hotkey]
     if routes.insert:
-        first = {PYNPUT: "X11 key events", WTYPE: "virtual keyboard (wtype)",
+        first = {PYNPUT: "key events", WTYPE: "virtual keyboard (wtype)",
                  PORTAL: "RemoteDesktop portal (asks once)", YDOTOOL: "ydotool (uinput)"}
         insert = first[routes.insert[0]]
     else:
@@ -149,7 +148,7 @@ def summary(routes: Routes, desktop: Desktop) -> tuple[str, str]:
 def caption_note(desktop: Desktop) -> tuple[bool, str]:
     """Whether the caption window can stay on top without taking focus here, and how."""
     if not desktop.wayland:
-        return True, "kept above the other windows, never focused (X11)"
+        return True, "kept above the other windows, never focused"
     if desktop.family == WLROOTS:
         if "swaymsg" in desktop.tools:
             return True, "sway rules set at start: floating, on every workspace, never focused"
