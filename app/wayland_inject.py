@@ -35,7 +35,8 @@ log = logging.getLogger(__name__)
 
 SETTLE_MS = 40  # measured on sway: 1 ms lost the first key 3 times in 8, 5 ms never
 TOOL_TIMEOUT_S = 15.0
-RESTORE_DELAY_S = 0.6  # as on X11 (app.inject.RESTORE_DELAY_MS)
+RESTORE_DELAY_S = 0.6
+CLIPBOARD_CONFIRM_S = 2.0  # as on X11 (app.inject.RESTORE_DELAY_MS)
 TEXT_TYPES = ("text/plain;charset=utf-8", "UTF8_STRING", "text/plain")
 CTRL, SHIFT, INSERT, BACKSPACE, V = 0xFFE3, 0xFFE1, 0xFF63, 0xFF08, 0x76
 
@@ -289,11 +290,19 @@ class WaylandInserter:
         return self._last_resort(job)
 
     def _put_on_clipboard(self, text: str) -> None:
+        """Put the text on the clipboard and make sure it is there before the paste keys go:
+        wl-copy hands the selection to a child it forks, and a paste that comes first gets
+        the old clipboard (seen on a busy machine)."""
         assert self.clipboard is not None
         if self._pasted is None:  # back-to-back pastes: the clipboard holds our own text
             self._saved = self.clipboard.read()
         self.clipboard.write_text(text)
         self._pasted = text
+        deadline = time.monotonic() + CLIPBOARD_CONFIRM_S
+        while self.clipboard.text() != text:  # each read is a wl-paste run: no busy loop
+            if time.monotonic() > deadline:
+                raise RouteError(f"the clipboard did not take the text within "
+                                 f"{CLIPBOARD_CONFIRM_S:g} s")
 
     def _restore(self) -> None:
         self._restore_at = None

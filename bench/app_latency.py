@@ -211,6 +211,9 @@ def run_mode(mode: str, runs: int, clips: list[Path], root: Path,
         _, rss_peak = app.rss_mib()
         command_ms = command_startup_ms(env) if sway else None
         keys.quit(app)
+    except AssertionError:
+        print("\n".join(["app log (last lines):", *app.log[-40:]]), file=sys.stderr)
+        raise
     finally:
         app.stop()
         target.stop()
