@@ -19,9 +19,12 @@ SUBCOMMAND_MODULES = (
     "app.commands.control",  # sottovoce toggle | ptt press|release | paste-last
     "app.commands.doctor",  # sottovoce doctor
 )
+# Run by compositor key bindings on every press and release: parse them without importing the
+# other commands' modules (numpy, Qt), so the release reaches the app sooner.
+CONTROL_COMMANDS = ("toggle", "ptt", "paste-last")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(modules: Sequence[str] = SUBCOMMAND_MODULES) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sottovoce",
         description="Dictation and live captions on Whisper. With no command, starts the app.",
@@ -33,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--exit-after-input", action="store_true",
                         help="(app) quit once --input is transcribed (smoke tests)")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module_name in SUBCOMMAND_MODULES:
+    for module_name in modules:
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
@@ -45,7 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    control = bool(argv) and argv[0] in CONTROL_COMMANDS
+    parser = build_parser(("app.commands.control",) if control else SUBCOMMAND_MODULES)
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.WARNING - 10 * min(args.verbose, 2),

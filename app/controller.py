@@ -20,6 +20,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal, Slot
 from PySide6.QtWidgets import QApplication
 
+from app.desktop_routes import DesktopRoutes
 from app.dictation import Dictation
 from app.dictation_text import Dictated, TextWorker, shown_final
 from app.engine_factory import EngineConfig, EngineFactory, make_engine
@@ -88,6 +89,7 @@ class Controller(ImportHost):
         self.imports = ImportFlow(self, runner_factory)  # File > Open file…
         self._connect()
         self.dictation = Dictation(self)  # paste-last, cues, hands-free, per-app profiles
+        self.desktop = DesktopRoutes(self, self)  # Wayland/X11 hotkey and insertion routes
 
     # -- setup ---------------------------------------------------------------------------------
     def _connect(self) -> None:
@@ -126,6 +128,8 @@ class Controller(ImportHost):
     def start_hotkey(self) -> None:
         if not self.options.enable_hotkey or self.options.input_path is not None:
             return
+        if self.desktop.start_hotkey():
+            return  # Wayland: the portal's shortcut or the compositor's binding
         self._hotkey = GlobalHotkey(self.settings.hotkey, self.settings.hotkey_mode,
                                     forwarder(self._hotkey_action, 1))
         try:
@@ -373,6 +377,10 @@ class Controller(ImportHost):
             self.start_hotkey()
         elif old.paste_last_hotkey != new.paste_last_hotkey and self._hotkey:
             self.dictation.start_hotkey()
+        if self.desktop.portal_hotkey is not None:
+            self.desktop.portal_hotkey.machine.mode = new.hotkey_mode
+            if old.hotkey != new.hotkey:  # the desktop owns the keys: open its dialog
+                self.desktop.portal_hotkey.configure()
         if self.engine is not None and any(
                 getattr(old, f) != getattr(new, f) for f in ENGINE_FIELDS):
             self.stop_engine()
@@ -394,6 +402,7 @@ class Controller(ImportHost):
         self.text.drain()  # finals still in the text pipeline are shown and kept first
         if self._hotkey is not None:
             self._hotkey.stop()
+        self.desktop.stop()
         self.dictation.shutdown()
         self.imports.shutdown()
         self.stop_engine()

@@ -40,15 +40,15 @@ FILTERS = {"txt": "Text (*.txt)", "srt": "SubRip subtitles (*.srt)",
            "vtt": "WebVTT subtitles (*.vtt)", "json": "JSON with word timings (*.json)"}
 
 
-def settings_dialog(settings: Settings, keyring: str,
-                    parent: QWidget | None = None) -> SettingsDialog[Settings]:
+def settings_dialog(settings: Settings, keyring: str, parent: QWidget | None = None,
+                    desktop: str = "") -> SettingsDialog[Settings]:
     """The settings dialog on these settings; Settings' own checks validate the edit."""
 
     def apply(values: FieldValues) -> Settings:
         changes: dict[str, Any] = dict(values)  # Settings.__post_init__ checks each value
         return replace(settings, **changes)
 
-    return SettingsDialog(settings, SETTINGS_CHOICES, apply, keyring, parent)
+    return SettingsDialog(settings, SETTINGS_CHOICES, apply, keyring, parent, desktop)
 
 
 def journal_sessions() -> list[tuple[str, Path, str]]:
@@ -155,7 +155,10 @@ class DialogActions(QObject):
         self.window.show_message(f"Reopened {path.name} ({len(finals)} utterances)", 5000)
 
     def show_settings(self) -> None:
-        dialog = settings_dialog(self.controller.settings, keyring_status(), self.window)
+        routes = self.controller.desktop
+        status = "\n".join([f"Hotkey: {routes.status_lines()[0]}",
+                            f"Text insertion: {routes.status_lines()[1]}", *routes.advice()])
+        dialog = settings_dialog(self.controller.settings, keyring_status(), self.window, status)
         if not dialog.exec() or dialog.result_settings() is None:
             return
         new = dialog.result_settings()

@@ -50,6 +50,11 @@ def run_gui(args: argparse.Namespace) -> int:
     if input_path is not None and not input_path.is_file():
         print(f"sottovoce: --input file not found: {input_path}", file=sys.stderr)
         return 2
+    from app.desktop import qt_platform
+
+    platform = qt_platform(os.environ)
+    if platform:  # before Qt starts (app.desktop says why)
+        os.environ["QT_QPA_PLATFORM"] = platform
     try:
         from PySide6.QtWidgets import QApplication
     except ImportError:
@@ -97,6 +102,7 @@ def run_gui(args: argparse.Namespace) -> int:
     tray = Tray(controller)
     _connect_tray(tray, controller)
     tray.show()
+    controller.desktop.start()  # before any window maps: sway's rules for the caption window
     controller.show()
     if problems:  # after show(): visible in the status bar, not only in a log
         controller.window.show_message(settings_problem_message(problems), 30000)

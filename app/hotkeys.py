@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any
 
@@ -157,6 +158,100 @@ class GlobalHotkey:
                 self._on_action(action)
             except Exception:  # noqa: BLE001 - top of the listener thread; keep listening
                 log.exception("hotkey callback failed")
+
+
+class ShortcutMachine:
+    """Portal shortcut events -> push-to-talk actions. hold: press on Activated, release on
+    Deactivated; a desktop that never reports the release (no Deactivated seen yet) gets toggle
+    behaviour, so a second Activated stops talking. toggle: each Activated flips."""
+
+    def __init__(self, mode: str = "hold") -> None:
+        self.mode = mode
+        self.talking = False
+        self.release_reported = False
+
+    def activated(self) -> str:
+        if self.talking and (self.mode == "toggle" or not self.release_reported):
+            self.talking = False
+            return RELEASE
+        self.talking = True
+        return PRESS
+
+    def deactivated(self) -> str | None:
+        self.release_reported = True
+        if self.mode == "hold" and self.talking:
+            self.talking = False
+            return RELEASE
+        return None
+
+
+class PortalHotkey:
+    """The push-to-talk shortcut through the GlobalShortcuts portal, on a thread of its own:
+    it registers the app, binds the shortcut (the desktop may ask the user once) and turns
+    Activated/Deactivated signals into `on_action("press" | "release")`. `on_bound(trigger)`
+    says which keys the desktop chose; `on_error(message)` when the portal refused or failed
+    (the shortcut is off then); `on_notice(message)` when only a request failed."""
+
+    def __init__(self, hotkey: str, mode: str, on_action: Callable[[str], None],
+                 on_bound: Callable[[str], None], on_error: Callable[[str], None],
+                 on_notice: Callable[[str], None] = log.warning) -> None:
+        self._hotkey = hotkey
+        self.machine = ShortcutMachine(mode)
+        self._on_action, self._on_bound, self._on_error = on_action, on_bound, on_error
+        self._on_notice = on_notice  # a failed request; the shortcut itself still works
+        self._stop = threading.Event()
+        self._configure = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.session: Any = None
+
+    def configure(self) -> None:
+        """Ask the desktop to show its dialog for changing the keys (GlobalShortcuts version
+        2; older desktops change them in their own shortcut settings)."""
+        self._configure.set()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="sottovoce-portal-hotkey",
+                                        daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(2.0)
+            self._thread = None
+
+    def _run(self) -> None:
+        from app.portal import PortalClient, PortalError, ShortcutSession
+
+        try:
+            client = PortalClient()
+        except PortalError as exc:
+            self._on_error(str(exc))
+            return
+        try:
+            client.register()
+            self.session = ShortcutSession(client)
+            trigger = self.session.bind(self._hotkey)
+            log.info("portal shortcut bound: %s", trigger or "(no keys set yet)")
+            self._on_bound(trigger)
+            while not self._stop.is_set():
+                if self._configure.is_set():
+                    self._configure.clear()
+                    try:
+                        self.session.configure()
+                    except PortalError as exc:
+                        self._on_notice(f"the desktop cannot change the keys here ({exc}); "
+                                        "change them in its keyboard shortcut settings")
+                event = self.session.next_event(0.5)
+                action = (self.machine.activated() if event == "activated" else
+                          self.machine.deactivated() if event == "deactivated" else None)
+                if action is not None:
+                    self._on_action(action)
+        except Exception as exc:  # noqa: BLE001 - top of the thread: report, never crash
+            log.warning("portal shortcut failed: %s", exc)
+            self._on_error(str(exc))
+        finally:
+            client.close()
 
 
 def _normalise(key: Any) -> Hashable:

@@ -4,6 +4,9 @@ paste: save the user's clipboard, put the text on it, press the paste keys (Ctrl
   Shift+Insert), and restore the saved clipboard once the target has had time to read it (unless
   something newer was copied meanwhile). Works on any keyboard layout and is fast for long text.
 type: synthesise the characters with pynput (for apps that block paste).
+On Wayland both go through app.wayland_inject instead (`use_wayland`): wl-copy for the
+clipboard and the virtual keyboard, the RemoteDesktop portal or ydotool for the keys, on a
+thread of its own, falling back route by route.
 
 `insert(text, delete_chars)` is the exact form dictation uses: backspace over `delete_chars`
 characters first ("scratch that", a dictated mark replacing the previous one), then insert the
@@ -27,6 +30,7 @@ from PySide6.QtCore import QMimeData, QObject, QTimer, Signal
 from PySide6.QtGui import QClipboard, QGuiApplication
 
 from app.hotkeys import HotkeyUnavailableError, pynput_keyboard
+from app.wayland_inject import Insertion, WaylandInserter
 from ui.qt_compat import emit, forwarder
 
 log = logging.getLogger(__name__)
@@ -62,6 +66,7 @@ class TextInjector(QObject):
         self.mode = mode
         self.paste_keys = paste_keys
         self._controller: Any = None
+        self.wayland: WaylandInserter | None = None
         self._saved: QMimeData | None = None
         self._pastes = 0  # pastes so far: the marker of the latest one
         self._restore_pending = False
@@ -70,6 +75,12 @@ class TextInjector(QObject):
 
     def configure(self, mode: str, paste_keys: str) -> None:
         self.mode, self.paste_keys = mode, paste_keys
+
+    def use_wayland(self, inserter: WaylandInserter | None) -> None:
+        """Insert through this (started) Wayland inserter from now on; None: back to X11."""
+        if self.wayland is not None:
+            self.wayland.stop()
+        self.wayland = inserter
 
     def inject(self, text: str, mode: str | None = None) -> None:
         """Insert ``text`` (stripped, with a trailing space) into the focused app."""
@@ -83,6 +94,10 @@ class TextInjector(QObject):
         if (not text and delete_chars <= 0) or mode == "off":
             return
         self.timings = [("inject_start", time.monotonic())]
+        if self.wayland is not None:
+            self.wayland.submit(Insertion(text, delete_chars, mode, self.paste_keys,
+                                          forwarder(self._typed, 2), self.timings))
+            return
         try:
             controller = self._keyboard_controller()
         except (HotkeyUnavailableError, ImportError, RuntimeError) as exc:

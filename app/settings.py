@@ -71,6 +71,8 @@ class Settings:
       sounds, sound_volume: start/stop cues on the output device (volume 0-100).
       auto_stop_s: hands-free (toggle mode) recording stops after this much silence (0: never).
       app_profiles: per-application behaviour, one line per window class (see app.profiles).
+      allow_ydotool: on Wayland, let ydotool (uinput, needs its root daemon) send keys when no
+        other route works; off unless the user turns it on.
     """
 
     version: int = SETTINGS_VERSION
@@ -98,6 +100,7 @@ class Settings:
     sound_volume: int = 40
     auto_stop_s: float = 2.0
     app_profiles: str = ""
+    allow_ydotool: bool = False
 
     def __post_init__(self) -> None:
         _one_of("backend", self.backend, BACKENDS)

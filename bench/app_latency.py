@@ -16,6 +16,12 @@ the peer in the same run) it starts the app cold and measures:
                start, clipboard set, paste keys sent or text typed) plus the bench's own
                "xdotool_returned" (its key-up command came back) and "visible" (the text
                complete in the target app), all in ms after the app saw the release
+On Wayland (`--sessions wayland`, or `x11 wayland` to compare in one run) the same app runs as a
+native Wayland client of a headless sway (tests/wayland_driver.py), the target field too; there
+is no key grab, so push-to-talk is what a sway binding sends, the control socket's `ptt press` /
+`ptt release` (sent here in-process: the bench's release time is when the release reached the
+socket; a binding that execs `sottovoce ptt release` adds that command's start-up, measured
+once and printed as "control command start-up"), and text goes in through wtype / wl-copy.
 Prints the tables (median and p95 over the runs, with the load average), writes JSON.
 """
 
@@ -26,6 +32,7 @@ import json
 import os
 import re
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -50,7 +57,10 @@ from desktop_driver import (  # noqa: E402
     window_id,
     xdotool,
 )
+from wayland_driver import SwaySession  # noqa: E402
+from wayland_driver import missing_prerequisite as missing_sway  # noqa: E402
 
+from app.control import send_command  # noqa: E402
 from app.latency_trace import parse  # noqa: E402
 
 TEST_AUDIO = REPO / "tests" / "audio"
@@ -61,6 +71,48 @@ DEFAULT_CLIPS = ("arctic-aew-a0001.flac", "arctic-aew-a0002.flac", "arctic-aew-a
                  "cmusphinx-goforward.flac", "timit-ldc93s1.flac", "mfa-thoughts.flac",
                  "speechrecognition-english-one-two-three.flac")
 MODES = ("paste", "type")
+SESSIONS = ("x11", "wayland")
+
+
+class X11Keys:
+    """Push-to-talk as a person does it on X11: the hotkey held with xdotool."""
+
+    def __init__(self) -> None:
+        self.target_wid = window_id(f"^{TARGET_TITLE}$")
+
+    def focus_target(self) -> None:
+        focus(self.target_wid)
+
+    def press(self) -> None:
+        xdotool("keydown", "ctrl+alt+space")
+
+    def release(self) -> None:
+        xdotool("keyup", "space", "alt", "ctrl")
+
+    def quit(self, app: LoggedProcess) -> None:
+        focus(window_id("^Sottovoce$"))
+        xdotool("key", "--clearmodifiers", "ctrl+q")
+        app.proc.wait(60)
+
+
+class WaylandKeys:
+    """Push-to-talk as a sway binding sends it: the control socket's ptt press / release."""
+
+    def __init__(self, sway: Any, socket: Path) -> None:
+        self.sway, self.socket = sway, socket
+
+    def focus_target(self) -> None:
+        self.sway.focus(TARGET_TITLE)
+
+    def press(self) -> None:
+        send_command("ptt press", self.socket)
+
+    def release(self) -> None:
+        send_command("ptt release", self.socket)
+
+    def quit(self, app: LoggedProcess) -> None:
+        app.proc.terminate()  # SIGTERM quits like File > Quit
+        app.proc.wait(60)
 
 
 def stats(values: list[float]) -> dict[str, float]:
@@ -75,25 +127,25 @@ def write_settings(config_dir: Path, mode: str) -> None:
         f'version = 2\ninject_mode = "{mode}"\nfirst_run_hint = false\n')
 
 
-def dictate_once(app: LoggedProcess, target: LoggedProcess, target_wid: str,
+def dictate_once(app: LoggedProcess, target: LoggedProcess, keys: Any,
                  clip: Path, before: int) -> tuple[float, float, int, dict[str, float]]:
     """One push-to-talk dictation into a field holding `before` characters: ms from key release
     to the complete text in the other app, ms from release to the app logging its final text
     (the engine's share), the field's new length and the breakdown (module docstring). The
     field is never cleared: extra key strokes between runs would only add ways to disturb the
     measurement."""
-    focus(target_wid)
+    keys.focus_target()
     target.drain()
-    xdotool("keydown", "ctrl+alt+space")
+    keys.press()
     app.next_matching("talking=True", 30)
     play(clip)
     time.sleep(0.4)  # release just after the last word, as a person does
-    xdotool("keyup", "space", "alt", "ctrl")
+    keys.release()
     released = time.monotonic()
     final_at, _ = app.next_matching("INFO app.controller: final", 60)
     inserted = app.next_matching("characters", 60)[1]  # "Pasted 41 characters"
     steps = read_breakdown(app)
-    expected = before + int(inserted.split()[-2])
+    expected = before + int(re.findall(r"(\d+) characters", inserted)[-1])
     while True:
         at, line = target.next_matching("text", 30)
         length = int(line.split()[2])
@@ -127,49 +179,69 @@ def breakdown_stats(rows: list[dict[str, float]]) -> dict[str, dict[str, float]]
     return dict(sorted(out.items(), key=lambda item: item[1]["median"]))
 
 
-def run_mode(mode: str, runs: int, clips: list[Path], root: Path) -> dict[str, Any]:
-    env = dict(os.environ, SOTTOVOCE_CONFIG_DIR=str(root / mode / "config"),
-               SOTTOVOCE_DATA_DIR=str(root / mode / "data"),
-               SOTTOVOCE_CONTROL_SOCKET=str(root / mode / "control.sock"), PYTHONUNBUFFERED="1")
-    write_settings(root / mode / "config", mode)
-    target = start_target(env, root / mode / "field.txt")
+def run_mode(mode: str, runs: int, clips: list[Path], root: Path,
+             sway: Any = None) -> dict[str, Any]:
+    """One cold start and `runs` dictations in one insertion mode; on Wayland when `sway` (a
+    tests/wayland_driver.SwaySession) is given."""
+    root = root / ("wayland" if sway else "x11") / mode
+    env = dict(os.environ, SOTTOVOCE_CONFIG_DIR=str(root / "config"),
+               SOTTOVOCE_DATA_DIR=str(root / "data"),
+               SOTTOVOCE_CONTROL_SOCKET=str(root / "control.sock"), PYTHONUNBUFFERED="1")
+    if sway is not None:
+        env = sway.env(env)
+    write_settings(root / "config", mode)
+    target = start_target(env, root / "field.txt")
     started = time.monotonic()
     app = start_app(env)
     try:
         app.wait_for("engine state listening", 180)
         cold_start_s = time.monotonic() - started
-        app.wait_for("global hotkey", 30)
+        app.wait_for("hotkey route" if sway else "global hotkey", 30)
         rss_ready, _ = app.rss_mib()
-        target_wid = window_id(f"^{TARGET_TITLE}$")
+        keys = WaylandKeys(sway, root / "control.sock") if sway else X11Keys()
         timings: list[tuple[float, float]] = []
         steps: list[dict[str, float]] = []
         length = 0
         for run in range(runs):
             clip = clips[run % len(clips)]
-            to_text, to_final, length, row = dictate_once(app, target, target_wid, clip, length)
+            to_text, to_final, length, row = dictate_once(app, target, keys, clip, length)
             timings.append((to_text, to_final))
             if row:
                 steps.append(row)
         _, rss_peak = app.rss_mib()
-        focus(window_id("^Sottovoce$"))
-        xdotool("key", "--clearmodifiers", "ctrl+q")
-        app.proc.wait(60)
+        command_ms = command_startup_ms(env) if sway else None
+        keys.quit(app)
+    except AssertionError:
+        print("\n".join(["app log (last lines):", *app.log[-40:]]), file=sys.stderr)
+        raise
     finally:
         app.stop()
         target.stop()
-    return {"cold_start_s": cold_start_s, "rss_ready_mib": rss_ready, "rss_peak_mib": rss_peak,
+    return {"cold_start_s": cold_start_s, "control_command_startup_ms": command_ms, "rss_ready_mib": rss_ready, "rss_peak_mib": rss_peak,
             "release_to_text_ms": stats([t for t, _ in timings]),
             "release_to_final_ms": stats([f for _, f in timings]),
             "samples_ms": [t for t, _ in timings],
             "breakdown_ms": breakdown_stats(steps) if steps else None}
 
 
+def command_startup_ms(env: dict[str, str], times: int = 3) -> dict[str, float]:
+    """What a compositor binding adds: `sottovoce ptt release` is a new Python process
+    (measured with `ptt release` while not talking, which changes nothing)."""
+    samples = []
+    for _ in range(times):
+        started = time.monotonic()
+        subprocess.run([sys.executable, "-m", "app.cli", "ptt", "release"], env=env, cwd=REPO,
+                       check=True, capture_output=True, timeout=60)
+        samples.append((time.monotonic() - started) * 1000)
+    return stats(samples)
+
+
 def print_table(results: dict[str, dict[str, Any]]) -> None:
-    print(f"{'mode':<7} {'cold start s':>12} {'RSS MiB':>8} {'peak MiB':>9} "
+    print(f"{'mode':<15} {'cold start s':>12} {'RSS MiB':>8} {'peak MiB':>9} "
           f"{'release->text median ms':>24} {'p95 ms':>8} {'release->final median':>22}")
     for mode, r in results.items():
         lat = r["release_to_text_ms"]
-        print(f"{mode:<7} {r['cold_start_s']:>12.2f} {r['rss_ready_mib']:>8.0f} "
+        print(f"{mode:<15} {r['cold_start_s']:>12.2f} {r['rss_ready_mib']:>8.0f} "
               f"{r['rss_peak_mib']:>9.0f} {lat['median']:>24.0f} {lat['p95']:>8.0f} "
               f"{r['release_to_final_ms']['median']:>22.0f}")
     for mode, r in results.items():
@@ -187,29 +259,52 @@ def main(argv: list[str] | None = None) -> int:
                         default=[TEST_AUDIO / name for name in DEFAULT_CLIPS],
                         help="speech WAVs to dictate, in turn")
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
+    parser.add_argument("--sessions", nargs="+", default=["x11"], choices=SESSIONS,
+                        help="x11 (Xvfb), wayland (headless sway), or both to compare")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "app_latency.json")
     args = parser.parse_args(argv)
-    reason = missing_prerequisite()
+    reason = missing_prerequisite() or ("wayland" in args.sessions and missing_sway())
     if reason:
         print(f"app_latency: {reason}", file=sys.stderr)
         return 2
     load_before = os.getloadavg()[0]  # a shared machine: say how busy it was
     reader = start_monitor_reader()
+    results: dict[str, dict[str, Any]] = {}
     try:
         with tempfile.TemporaryDirectory(prefix="sottovoce-bench-") as tmp:
-            results = {mode: run_mode(mode, args.runs, args.clips, Path(tmp))
-                       for mode in args.modes}
+            if "x11" in args.sessions:
+                results.update({mode: run_mode(mode, args.runs, args.clips, Path(tmp))
+                                for mode in args.modes})
+            if "wayland" in args.sessions:
+                sway = SwaySession()
+                try:
+                    results.update({f"wayland/{mode}": run_mode(mode, args.runs, args.clips,
+                                                                Path(tmp), sway)
+                                    for mode in args.modes})
+                finally:
+                    sway.stop()
     finally:
         reader.terminate()
         reader.wait(10)
     print_table(results)
+    for mode in args.modes:
+        wayland, x11 = results.get(f"wayland/{mode}"), results.get(mode)
+        if wayland:
+            startup = wayland["control_command_startup_ms"]["median"]
+            print(f"wayland/{mode}: control command start-up (a binding's exec) median "
+                  f"{startup:.0f} ms")
+        if wayland and x11:
+            ratio = (wayland["release_to_text_ms"]["median"]
+                     / x11["release_to_text_ms"]["median"])
+            results[f"wayland/{mode}"]["over_x11_median"] = ratio
+            print(f"{mode}: Wayland / X11 release->text median ratio: {ratio:.2f}")
     summary: dict[str, Any] = {"clips": [c.name for c in args.clips], "runs": args.runs,
                                "modes": results,
                                "load_average_1m": [load_before, os.getloadavg()[0]],
                                "cpu_count": os.cpu_count()}
     print(f"1-minute load average before/after: {load_before:.1f} / {os.getloadavg()[0]:.1f} "
           f"on {os.cpu_count()} CPUs")
-    if "paste" in results and "type" in results:
+    if "paste" in results and "type" in results:  # X11
         summary["type_over_paste_median"] = (
             results["type"]["release_to_text_ms"]["median"]
             / results["paste"]["release_to_text_ms"]["median"])

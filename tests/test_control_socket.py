@@ -87,12 +87,12 @@ def test_peer_uid_is_read_from_the_socket():
 def test_a_peer_running_as_another_user_is_refused(qtbot, tmp_path, monkeypatch):
     """Simulated by changing who "we" are: the server then sees a foreign uid on every client,
     and the client sees a foreign uid on the server."""
-    from app import control
+    from app import control, control_client
 
     handled: list[str] = []
     server = control.ControlServer(lambda command: handled.append(command) or "ok")
     path = server.start(tmp_path / "c.sock")
-    monkeypatch.setattr(control, "_uid", lambda: os.getuid() + 1)
+    monkeypatch.setattr(control_client, "_uid", lambda: os.getuid() + 1)
     with pytest.raises(control.ControlError, match="refusing the app running as user id"):
         control.send_command("toggle", path)
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as raw:  # a client that skips checks
@@ -106,3 +106,19 @@ def test_a_peer_running_as_another_user_is_refused(qtbot, tmp_path, monkeypatch)
             answer = b""
     assert answer == b"" and handled == []
     server.stop()
+
+
+def test_the_control_commands_start_without_qt_or_numpy(tmp_path):
+    """A compositor binding runs `sottovoce ptt release` as a new process on every key release:
+    it must not load the app's heavy modules first (app.control_client, app.cli's fast path)."""
+    import subprocess
+    import sys
+
+    probe = ("import sys; from app.cli import main; code = main(['ptt', 'release']); "
+             "print(code, sorted(m for m in ('numpy', 'PySide6', 'engine.files') "
+             "if m in sys.modules))")
+    env = dict(os.environ, SOTTOVOCE_CONTROL_SOCKET=str(tmp_path / "none.sock"))
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          env=env, timeout=60)
+    assert done.stdout.strip() == "1 []", done.stdout + done.stderr
+    assert "Sottovoce is not running" in done.stderr

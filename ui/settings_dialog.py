@@ -12,7 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeAlias, TypeVar
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
+    QCheckBox,
     QComboBox,
     QDialog,
     QDialogButtonBox,
@@ -55,6 +57,8 @@ class ShownSettings(DictationSettings, Protocol):
     def caption_lines(self) -> int: ...
     @property
     def caption_font_pt(self) -> int: ...
+    @property
+    def allow_ydotool(self) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -76,7 +80,8 @@ FieldValues: TypeAlias = dict[str, FieldValue]  # field name -> edited value
 
 class SettingsDialog(QDialog, Generic[S]):
     def __init__(self, settings: S, choices: SettingsChoices, apply: Callable[[FieldValues], S],
-                 keyring_status: str, parent: QWidget | None = None) -> None:
+                 keyring_status: str, parent: QWidget | None = None,
+                 desktop_status: str = "") -> None:
         super().__init__(parent)
         self.setObjectName("settingsDialog")
         self.setWindowTitle("Sottovoce settings")
@@ -113,9 +118,21 @@ class SettingsDialog(QDialog, Generic[S]):
                 ("Caption lines", self.caption_lines), ("Caption size (pt)", self.caption_font))
         for label, widget in rows:
             form.addRow(label, widget)
+        self.allow_ydotool = QCheckBox("Wayland: allow ydotool when nothing else can send keys "
+                                       "(from the next start)")
+        self.allow_ydotool.setChecked(settings.allow_ydotool)
+        form.addRow(self.allow_ydotool)
         self.keyring_label = QLabel(keyring_status)
         self.keyring_label.setWordWrap(True)
         form.addRow(self.keyring_label)
+        # Which hotkey and insertion routes this desktop uses and why (app.routes), and the
+        # compositor lines to paste where the hotkey is the compositor's job.
+        self.desktop_label = QLabel(desktop_status)
+        self.desktop_label.setObjectName("desktopStatus")
+        self.desktop_label.setWordWrap(True)
+        self.desktop_label.setTextInteractionFlags(
+            Qt.TextInteractionFlag.TextSelectableByMouse)
+        form.addRow(self.desktop_label)
         self.text_page = TextPage(settings, choices.text_styles)
         self.vocabulary_page = VocabularyPage(settings)
         self.dictation_page = DictationPage(settings)
@@ -153,7 +170,8 @@ class SettingsDialog(QDialog, Generic[S]):
             listen_mode=self.listen_mode.currentText(), hotkey=self.hotkey.text().strip(),
             hotkey_mode=self.hotkey_mode.currentText(),
             inject_mode=self.inject_mode.currentText(), paste_keys=self.paste_keys.currentText(),
-            caption_lines=self.caption_lines.value(), caption_font_pt=self.caption_font.value()))
+            caption_lines=self.caption_lines.value(), caption_font_pt=self.caption_font.value(),
+            allow_ydotool=self.allow_ydotool.isChecked()))
 
     def new_api_key(self) -> str | None:
         """The key typed in, or None to leave the stored one alone."""

@@ -25,7 +25,7 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from app.control import ControlError, send_command
+    from app.control_client import ControlError, send_command
 
     command = args.control_command
     if command == "ptt":

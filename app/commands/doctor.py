@@ -281,35 +281,69 @@ def check_hotkeys() -> CheckResult:
                            "grant Accessibility and Input Monitoring in System Settings")
     if sys.platform == "win32":
         return CheckResult("Hotkeys", OK, "Windows (pynput)")
-    session = session_type()
-    if session == "wayland":
-        return CheckResult("Hotkeys", WARN,
-                           "Wayland session: apps cannot grab global keys, and dictated text "
-                           "reaches only XWayland apps by key presses",
-                           "bind `sottovoce toggle` (and `sottovoce ptt press|release`) to a "
-                           "shortcut in your desktop's keyboard settings; where typed text "
-                           "does not arrive, copy it from the Sottovoce window")
-    if session == "none":
+    desktop, routes = _desktop_routes()
+    from app.routes import COMPOSITOR, command_name, compositor_lines, summary
+
+    hotkey_line, _ = summary(routes, desktop)
+    if desktop.kind == "none":
         return CheckResult("Hotkeys", WARN, "no graphical session",
-                           "global hotkeys need X11 or a desktop shortcut bound to "
-                           "`sottovoce toggle`")
+                           "global hotkeys need X11, a desktop shortcut portal or a compositor "
+                           "binding to `sottovoce toggle`")
+    if routes.hotkey == COMPOSITOR:
+        from app.settings import load_settings
+
+        lines = compositor_lines(desktop.family, load_settings().hotkey, command_name())
+        return CheckResult("Hotkeys", WARN, hotkey_line,
+                           "add to your compositor's config:\n" + "\n".join(
+                               f"          {line}" for line in lines))
+    if desktop.wayland:
+        return CheckResult("Hotkeys", OK, hotkey_line)
     try:
         with_deadline(lambda: __import__("pynput.keyboard"))
     except ImportError as exc:
         return CheckResult("Hotkeys", WARN, f"X11 session but pynput unusable ({exc})",
                            "pip install 'sottovoce[gui]', and check that DISPLAY is reachable")
-    return CheckResult("Hotkeys", OK, "X11 session: global hotkeys via pynput")
+    return CheckResult("Hotkeys", OK, hotkey_line)
 
 
-def session_type(environ: dict[str, str] | None = None) -> str:
-    """'x11', 'wayland' or 'none' for the current Linux/BSD session."""
-    env = os.environ if environ is None else environ
-    declared = env.get("XDG_SESSION_TYPE", "").lower()
-    if declared == "wayland" or env.get("WAYLAND_DISPLAY"):
-        return "wayland"
-    if declared == "x11" or env.get("DISPLAY"):
-        return "x11"
-    return "none"
+def check_insertion() -> CheckResult:
+    """How dictated text reaches the focused app here (app.routes), probed, not guessed."""
+    if not sys.platform.startswith("linux"):
+        return CheckResult("Text insertion", OK, "key events (pynput)")
+    from app.routes import summary
+
+    desktop, routes = _desktop_routes()
+    _, line = summary(routes, desktop)
+    if not routes.insert:
+        hint = ("on wlroots/Hyprland: install wtype; on GNOME/KDE: install "
+                "xdg-desktop-portal-gnome / -kde (RemoteDesktop); or allow ydotool in the "
+                "settings (needs ydotoold); meanwhile press Ctrl+V after each dictation"
+                if desktop.wayland else "dictation needs a graphical session")
+        return CheckResult("Text insertion", WARN, line, hint)
+    if desktop.wayland and not routes.clipboard:
+        return CheckResult("Text insertion", WARN, line,
+                           "install wl-clipboard for paste mode (type mode works meanwhile)")
+    return CheckResult("Text insertion", OK, line)
+
+
+def check_captions() -> CheckResult:
+    if not sys.platform.startswith("linux"):
+        return CheckResult("Caption window", OK, "always on top, never focused")
+    from app.routes import caption_note
+
+    desktop, _ = _desktop_routes()
+    ok, note = caption_note(desktop)
+    return CheckResult("Caption window", OK if ok else WARN, note,
+                       "" if ok else "captions still work; the window may be covered")
+
+
+def _desktop_routes() -> tuple[Any, Any]:
+    from app.desktop import detect
+    from app.routes import choose
+    from app.settings import load_settings
+
+    desktop = with_deadline(detect, PROBE_TIMEOUT_S * 2)
+    return desktop, choose(desktop, load_settings().allow_ydotool)
 
 
 def check_model() -> CheckResult:
@@ -406,6 +440,8 @@ CHECKS: tuple[tuple[str, Callable[[], CheckResult]], ...] = (
     ("App resources", check_app_resources),
     ("Keyring", check_keyring),
     ("Hotkeys", check_hotkeys),
+    ("Text insertion", check_insertion),
+    ("Caption window", check_captions),
     ("Model", check_model),
     ("Transcription", check_transcription),
     ("Config", check_config),
