@@ -118,7 +118,9 @@ class Recording:
     def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]:
         results = self.inner.decode_batch(requests)
         for request, result in zip(requests, results, strict=True):
-            if request.options.word_timestamps:  # finals ask for word times, partials do not
+            # Finals ask for word times and may fall back to the padded window; partials
+            # never fall back (they ask for word times only to commit early).
+            if request.options.word_timestamps and request.options.short_fallback:
                 self.finals.append((request.audio, request.options))
             path = str(result.extra.get("path", "padded"))
             self.paths[path] = self.paths.get(path, 0) + 1
@@ -162,7 +164,7 @@ STEPS = ("silence_wait", "closed_to_emitted", "queue_wait", "decode", "speculati
 def final_breakdown(final: FinalText) -> dict[str, float]:
     """Milliseconds per step of one final (see the module docstring); {} if not decoded."""
     t = dict(final.stages)
-    if not final.text or "queued" not in t:
+    if not final.text or "queued" not in t or "ended" not in t:  # (not a committed piece)
         return {}
     return {"silence_wait": (t["ended"] - t["speech_end"]) * 1000,
             "closed_to_emitted": (t["emitted"] - t["ended"]) * 1000,
@@ -397,6 +399,8 @@ def main() -> int:
                         help="audio before a long utterance may be cut at a sentence end (0: off)")
     parser.add_argument("--no-continuous", action="store_true",
                         help="skip the continuous-speech recordings")
+    parser.add_argument("--continuous-only", action="store_true",
+                        help="only the continuous-speech recordings")
     args = parser.parse_args()
     global OPTIONS
     policy = PolicyOptions(speculative_finals=not args.no_speculative)
@@ -431,6 +435,8 @@ def main() -> int:
           f"{padded.info.compute_type}, {'real' if args.realtime else 'simulated'} time, "
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
     load_start = os.getloadavg()[0]
+    if args.continuous_only:
+        return only_continuous(args, fast, padded, load_start)
     res = run_files(entries, fast, padded, args.realtime)
     for _ in range(args.runs - 1):  # more latency samples; WER stays the first run's
         more = run_files(entries, fast, padded, args.realtime)
@@ -498,6 +504,34 @@ def main() -> int:
     return 0
 
 
+def only_continuous(args: argparse.Namespace, fast: Recording, padded: SequentialRunner,
+                    load_start: float) -> int:
+    """``--continuous-only``: the long recordings alone (table line and JSON)."""
+    continuous = run_continuous(english(read_manifest(args.manifest), kinds=("long",)), fast,
+                                padded, args.realtime)
+    if continuous is None:
+        print("no long recordings in the manifest")
+        return 1
+    continuous["load_average"] = [round(load_start, 2), round(os.getloadavg()[0], 2)]
+    print_continuous(continuous)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"continuous": continuous}, indent=2, ensure_ascii=False)
+                        + "\n", encoding="utf-8")
+    print(f"wrote {args.out}")
+    return 0
+
+
+def print_continuous(c: dict[str, Any]) -> None:
+    print(f"continuous speech ({c['files']} long file(s)): {c['finals']} finals, utterance "
+          f"p50 {c['utterance_s_p50']} s (max {c['utterance_s_max']} s); word lag p50 / p95 "
+          f"{c['word_lag_ms']['p50']} / {c['word_lag_ms']['p95']} ms; end of speech -> "
+          f"final {c['final_after_speech_end_ms']['p50']} / "
+          f"{c['final_after_speech_end_ms']['p95']} ms")
+    print(f"  WER streaming {c['wer_streaming']:.3f}  offline {c['wer_offline']:.3f}; "
+          f"formatted {c['formatted_wer_streaming']:.3f}  offline "
+          f"{c['formatted_wer_offline']:.3f}")
+
+
 def print_table(result: dict[str, Any], fast_ms: list[float], padded_ms: list[float]) -> None:
     rows = ["chunk_rtt_ms", "final_chunk_rtt_ms", "final_chunk_rtt_2_5s_utterances_ms",
             "padded_chunk_rtt_ms", "final_after_speech_end_ms", "first_partial_ms"]
@@ -523,14 +557,7 @@ def print_table(result: dict[str, Any], fast_ms: list[float], padded_ms: list[fl
     print(f"formatted WER of the finals dictated into one field (joined as the app types them): "
           f"{result['formatted_wer_dictated']:.3f}")
     if (c := result.get("continuous")) is not None:
-        print(f"continuous speech ({c['files']} long file(s)): {c['finals']} finals, utterance "
-              f"p50 {c['utterance_s_p50']} s (max {c['utterance_s_max']} s); word lag p50 / p95 "
-              f"{c['word_lag_ms']['p50']} / {c['word_lag_ms']['p95']} ms; end of speech -> "
-              f"final {c['final_after_speech_end_ms']['p50']} / "
-              f"{c['final_after_speech_end_ms']['p95']} ms")
-        print(f"  WER streaming {c['wer_streaming']:.3f}  offline {c['wer_offline']:.3f}; "
-              f"formatted {c['formatted_wer_streaming']:.3f}  offline "
-              f"{c['formatted_wer_offline']:.3f}")
+        print_continuous(c)
     print(f"silence/noise words {result['silence_words']}; first words lost "
           f"{result['first_words_lost']}, last words lost {result['last_words_lost']}; "
           f"decode paths {result['decode_paths']}")
