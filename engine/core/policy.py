@@ -89,14 +89,17 @@ PROMPT_CHARS_PER_S = 40  # about 10 tokens per second of audio
 # Committing early (`PolicyOptions.commit_stable`): the decode window starts where the sentence
 # of the first word not committed starts (as whisper_streaming trims its buffer at sentence
 # ends: Whisper skips words at the start of a window that starts mid-sentence, and its word
-# times go wrong with them); past COMMIT_WINDOW_S, at the last committed clause mark, else the
-# last committed word. Of a decode whose audio reaches back before the commit point, the words
-# mostly before it, or that repeat the last committed words there (up to COMMIT_NGRAM of them,
-# starting within COMMIT_REPEAT_S of it), were committed already.
-COMMIT_WINDOW_S = 8.0
+# times go wrong with them); past COMMIT_WINDOW_S, at the last committed clause mark, else
+# COMMIT_LEAD_S before the commit point. Of a decode whose audio reaches back before the commit point, the words
+# up to the last committed ones said again near it, else those mostly before it, were
+# committed already (`StreamingPolicy._beyond`). A word is committed once Whisper has heard
+# COMMIT_HOLD_S after it (it reads a word by what follows it too: "than" or "then").
+COMMIT_WINDOW_S = 6.0
+COMMIT_LEAD_S = 2.0
 COMMIT_HOLD_S = 0.5
 COMMIT_NGRAM = 5
-COMMIT_REPEAT_S = 1.0
+COMMIT_SLACK = 3
+COMMIT_TOUCH_S = 0.3
 COMMIT_KEEP = 100  # committed words remembered (a window's, and the repeat check's)
 MAX_BACKOFF = 8.0
 
@@ -621,12 +624,14 @@ class StreamingPolicy:
 
     def _partial_request(self, utt: _Utterance, now: float) -> Job:
         o = self.options
-        utt.partial_samples = utt.samples
-        room = max(1, int(PROMPT_CHARS_PER_S * utt.samples / SAMPLE_RATE))
-        vocabulary, left = hotwords.share(self._terms(utt), room)
         # Committing early, a partial's words become final text: it is decoded with the
         # prompt a final gets, and with word times (where to cut, what was committed).
         commit = o.commit_stable
+        if commit:
+            self._trim(utt, now)  # (a window that grew without commits)
+        utt.partial_samples = utt.samples
+        room = max(1, int(PROMPT_CHARS_PER_S * utt.samples / SAMPLE_RATE))
+        vocabulary, left = hotwords.share(self._terms(utt), room)
         options = DecodeOptions(
             language=o.language, task=o.task, word_timestamps=commit,
             prompt=(self.prompt.prompt(now, left, anchor=not utt.soft)
@@ -675,17 +680,13 @@ class StreamingPolicy:
         (`PolicyOptions.commit_stable`); the rest is the partial text."""
         words = self._beyond(_placed(kept, request), request, utt)
         agreed = common_prefix([w.text for w in utt.hypothesis], [w.text for w in words])
-        # Only words Whisper has heard the next COMMIT_HOLD_S after (it reads a word by
-        # what follows it too: "than" or "then", "whole" or "hole").
+        # (Only words Whisper has heard COMMIT_HOLD_S after.)
         while agreed and words[agreed - 1].end > _end_of(request) - COMMIT_HOLD_S * SAMPLE_RATE:
             agreed -= 1
         if agreed == len(words) and words and comparable(words[-1].text) != words[-1].text.strip():
             # Whisper ends whatever audio it is given with a period: the mark after the last
             # word heard waits for the word after it.
             agreed -= 1
-        log.debug("partial %.2f-%.2f s of utterance %d past %.2f s: %s (agreed %d) raw %r prompt %r",
-                  request.start / SAMPLE_RATE, _end_of(request) / SAMPLE_RATE, utt.id,
-                  utt.first / SAMPLE_RATE, _text(words), agreed, [(w.text, round(w.start/SAMPLE_RATE,2)) for w in _placed(kept, request)], request.options.prompt)
         events: list[Event] = []
         if agreed:
             events = self._commit_piece(utt, words[:agreed], request, language, now)
@@ -723,12 +724,14 @@ class StreamingPolicy:
     def _trim(self, utt: _Utterance, now: float) -> None:
         """Drop the audio of ``utt`` before the start of the sentence of its first word (the
         end of the last committed word that ends a sentence); past COMMIT_WINDOW_S, before
-        the last committed clause mark, else the last committed word. The committed text
-        before it goes to the prompt."""
+        the last committed clause mark, else COMMIT_LEAD_S before its first word (cut right
+        there, Whisper skips the word that starts the window). The committed text before it
+        goes to the prompt."""
         said = [w for w in self._said if utt.start < w.end <= utt.first]
         ends = [w for w in said if has_form(w.text)]
         if not ends and utt.samples > COMMIT_WINDOW_S * SAMPLE_RATE:
-            ends = [w for w in said if ends_marked(w.text)] or said
+            ends = [w for w in said if ends_marked(w.text)] or [
+                w for w in said if w.end <= utt.first - COMMIT_LEAD_S * SAMPLE_RATE]
         if not ends:
             return
         self._prompt_upto(ends[-1].end, now)
@@ -747,18 +750,26 @@ class StreamingPolicy:
 
     def _beyond(self, words: list[Word], job: Job, utt: _Utterance) -> list[Word]:
         """The words of ``job``'s result (of ``utt``) past those committed early
-        (whisper_streaming's hypothesis buffer): if its audio reaches back before ``utt``'s
-        first word, none that lies mostly before that, and not the last
-        committed words again where it repeats them there."""
-        if job.start >= utt.first:
+        (whisper_streaming's hypothesis buffer), if its audio reaches back to the last words
+        committed before ``utt``'s first word (to COMMIT_TOUCH_S after the last one: a window
+        cut at its end may still hear its tail): after the last committed words where the decode says them again near
+        that point (the longest run of up to COMMIT_NGRAM, within COMMIT_SLACK words of it;
+        a single word right at it), else the words that lie mostly after it (word times
+        drift between decodes by a word or so, which alone would lose or repeat one)."""
+        before = [w for w in self._said if w.start < utt.first][-COMMIT_NGRAM:]
+        if not before or before[-1].end < job.start - COMMIT_TOUCH_S * SAMPLE_RATE:
             return words
-        fresh = [w for w in words if w.start + w.end >= 2 * utt.first]
-        if fresh and fresh[0].start - utt.first < COMMIT_REPEAT_S * SAMPLE_RATE:
-            said = [comparable(w.text) for w in self._said if w.start < utt.first]
-            for n in range(min(len(said), len(fresh), COMMIT_NGRAM), 0, -1):
-                if said[-n:] == [comparable(w.text) for w in fresh[:n]]:
-                    return fresh[n:]
-        return fresh
+        at = next((i for i, w in enumerate(words) if w.start + w.end >= 2 * utt.first),
+                  len(words))
+        said = [comparable(w.text) for w in before]
+        heard = [comparable(w.text) for w in words]
+        for n in range(len(said), 0, -1):
+            slack = COMMIT_SLACK if n > 1 else 1
+            ends = range(max(n, at - slack), min(len(words), at + slack) + 1)
+            for end in sorted(ends, key=lambda e: abs(e - at)):
+                if heard[end - n:end] == said[len(said) - n:]:
+                    return words[end:]
+        return words[at:]
 
     # -- finals --------------------------------------------------------------------------
 
@@ -835,9 +846,11 @@ class StreamingPolicy:
             self._finals.appendleft(utt)
             return []
         placed = self._beyond(_placed(kept, request, upto=utt.end), request, utt)
-        text = (_text(placed) if request.start < utt.first  # committed early: not again
-                else "".join(s.text for s in kept).strip())
-        if not utt.replayed and _dropped(text, utt, request):
+        text = (_text(placed) if len(placed) < sum(len(s.words) for s in kept)
+                else "".join(s.text for s in kept).strip())  # (none committed early)
+        # (Committing early, the final holds only the words not committed yet: fewer to drop.)
+        if not utt.replayed and _dropped(text, utt, request, DROPPED_MIN_WORDS // (
+                2 if o.commit_stable else 1)):
             # Whisper skipped part of the audio (a long window jumps a sentence; a voice that
             # changes, as when a second microphone takes over): a retry on the padded window
             # without prompt skipped the same words, while the partials, greedy, without a
@@ -958,7 +971,7 @@ def _final_flags(request: Job, transcript: Transcript, kept: list[Segment], spee
     return (*flags, *sorted(_early_end(words, request, speech_end)))
 
 
-def _dropped(text: str, utt: _Utterance, request: Job) -> bool:
+def _dropped(text: str, utt: _Utterance, request: Job, min_words: int) -> bool:
     """The utterance's last partial heard many words the final does not have, in audio whose
     speech the final's audio holds: the final dropped some (`DROPPED_MIN_WORDS` different
     words, and the final under `DROPPED_SHARE` of the partial's length; a partial that said a
@@ -969,7 +982,7 @@ def _dropped(text: str, utt: _Utterance, request: Job) -> bool:
         return False
     heard, said = utt.heard.split(), text.split()
     missing = {comparable(w) for w in heard} - {comparable(w) for w in said} - {""}
-    return len(missing) >= DROPPED_MIN_WORDS and len(said) < DROPPED_SHARE * len(heard)
+    return len(missing) >= min_words and len(said) < DROPPED_SHARE * len(heard)
 
 
 def _early_end(words: list[Word], request: Job, speech_end: int) -> set[str]:
