@@ -34,7 +34,9 @@ reading of 32 LJSpeech sentences whose pauses, 100-600 ms, are mostly under the 
 ends an utterance), streamed the same way once, reported apart (``continuous``): finals and
 their median length, WER and formatted WER against faster-whisper on the whole file, and
 ``word_lag_ms``: for every word of every final, final emitted -> the word's end (how long
-a caption viewer waits for a word to be final), besides end of speech -> final.
+a caption viewer waits for a word to be final), besides end of speech -> final (of the
+finals that end an utterance, not of the pieces committed early: ``--no-commit`` turns
+`PolicyOptions.commit_stable` off). ``--continuous-only`` runs that part alone.
 ``--streams`` decode streams of the fast runner (default 2, as the app: two one-thread
 replicas), ``--no-speculative`` turns speculative finals off, ``--runs N`` repeats the whole set
 N times (latency figures pooled, WER from the first run).
@@ -285,7 +287,8 @@ def run_continuous(entries: list[Any], fast: Recording, offline: SequentialRunne
         for f in finals:
             emitted = dict(f.stages)["emitted"]
             lags += [(emitted - w.end / SAMPLE_RATE) * 1000 for w in f.words]
-            after.append(f.after_speech_end_ms)
+            if "ended" in dict(f.stages):  # (not a piece committed early)
+                after.append(f.after_speech_end_ms)
             lengths.append((f.end - f.start) / SAMPLE_RATE)
         print(f"  {item.path.name:45s} {len(finals)} finals", flush=True)
     return {"files": len(entries), "finals": len(lengths),
@@ -399,11 +402,14 @@ def main() -> int:
                         help="audio before a long utterance may be cut at a sentence end (0: off)")
     parser.add_argument("--no-continuous", action="store_true",
                         help="skip the continuous-speech recordings")
+    parser.add_argument("--no-commit", action="store_true",
+                        help="no words committed before their utterance ends")
     parser.add_argument("--continuous-only", action="store_true",
                         help="only the continuous-speech recordings")
     args = parser.parse_args()
     global OPTIONS
-    policy = PolicyOptions(speculative_finals=not args.no_speculative)
+    policy = PolicyOptions(speculative_finals=not args.no_speculative,
+                           commit_stable=not args.no_commit)
     if args.final_beam:
         policy = replace(policy, final_beam_size=args.final_beam)
     if args.min_partial_s is not None:
@@ -467,6 +473,7 @@ def main() -> int:
         "min_partial_audio_s": OPTIONS.policy.min_partial_audio_s,
         "first_words_step_s": OPTIONS.policy.first_words_step_s,
         "sentence_cut_s": OPTIONS.policy.sentence_cut_s,
+        "commit_stable": OPTIONS.policy.commit_stable,
         "padding": OPTIONS.policy.padding,
         "first_partial_first_word_agrees": res["first_word_agrees"],
         "runs": args.runs,

@@ -701,8 +701,9 @@ def cut_finals(seconds: float, first: str, heard_on: str, rest: str = "And more.
     ``rest``."""
     from engine.core.voice import EnergyVad
 
-    core = StreamCore(StreamOptions(mode=mode, policy=PolicyOptions(max_in_flight=2)),
-                      EnergyVad())
+    # (Committing early replaces the sentence cut: off here.)
+    core = StreamCore(StreamOptions(mode=mode, policy=PolicyOptions(
+        max_in_flight=2, commit_stable=False)), EnergyVad())
     data = tone_and_pauses(seconds, 0.3, 2.0)
     pause = int((0.5 + seconds) * SR)  # where the first tone ends (stream samples)
     if mode == "ptt":
@@ -777,7 +778,8 @@ def test_a_fluent_reading_is_cut_at_its_sentence_ends(
 
     def finals_with(cut_s: float) -> list[FinalText]:
         core = StreamCore(StreamOptions(mode="vad", policy=replace(
-            PolicyOptions(), sentence_cut_s=cut_s).for_model(runner.info)), load_scorer())
+            PolicyOptions(), sentence_cut_s=cut_s, commit_stable=False).for_model(runner.info)),
+            load_scorer())
         return stream_final_events(core, runner, data)
 
     whole, cut = finals_with(0.0), finals_with(8.0)
@@ -796,7 +798,7 @@ def test_a_fluent_reading_is_cut_at_its_sentence_ends(
 
 
 def test_a_pause_while_a_sentence_cut_waits_for_its_verdict_takes_its_place() -> None:
-    policy = StreamingPolicy(PolicyOptions(max_in_flight=2))
+    policy = StreamingPolicy(PolicyOptions(max_in_flight=2, commit_stable=False))
     at = spoken(policy, seconds=9.0)
     silent(policy, 0.2, 9.2)
     policy.handle(SegmentPaused(at=at + int(0.2 * SR)), 9.2)

@@ -647,7 +647,9 @@ class StreamingPolicy:
                         now: float) -> list[Event]:
         o = self.options
         wait = max(o.partial_interval_s, o.busy_factor * (now - request.issued_at))
-        self._next_partial_at = now + wait * self._backoff
+        # Committing early, the partials make the final text: a slow machine spaces them by
+        # their round trip (busy_factor) alone, not by the lag's backoff as well.
+        self._next_partial_at = now + wait * (1.0 if o.commit_stable else self._backoff)
         if utt is not self._active:
             return []  # the utterance ended meanwhile; its final supersedes this
         seconds = len(request.audio) / SAMPLE_RATE
