@@ -90,10 +90,11 @@ PROMPT_CHARS_PER_S = 40  # about 10 tokens per second of audio
 # of the first word not committed starts (as whisper_streaming trims its buffer at sentence
 # ends: Whisper skips words at the start of a window that starts mid-sentence, and its word
 # times go wrong with them); past COMMIT_WINDOW_S, at the last committed clause mark, else
-# COMMIT_LEAD_S before the commit point. Of a decode whose audio reaches back before the commit point, the words
-# up to the last committed ones said again near it, else those mostly before it, were
-# committed already (`StreamingPolicy._beyond`). A word is committed once Whisper has heard
-# COMMIT_HOLD_S after it (it reads a word by what follows it too: "than" or "then").
+# COMMIT_LEAD_S before the commit point. Of a decode whose audio reaches back before the
+# commit point, the words up to the last committed ones said again near it, else those mostly
+# before it, were committed already (`StreamingPolicy._beyond`). A word is committed once
+# Whisper has heard COMMIT_HOLD_S after it (it reads a word by what follows it too: "than" or
+# "then").
 COMMIT_WINDOW_S = 6.0
 COMMIT_LEAD_S = 2.0
 COMMIT_HOLD_S = 0.5
@@ -431,7 +432,7 @@ class StreamingPolicy:
         if self._committed > utt.start:  # the segmenter split its utterance past a commit
             utt.first = self._committed
             self._trim(utt, now)
-        events.append(SpeechStarted(utterance_id=utt.id, at=event.start))
+        events.append(SpeechStarted(utterance_id=utt.id, at=utt.first))
         return events
 
     def _append(self, utt: _Utterance, audio: Audio, now: float) -> None:
@@ -685,7 +686,7 @@ class StreamingPolicy:
         # (Only words Whisper has heard COMMIT_HOLD_S after.)
         while agreed and words[agreed - 1].end > _end_of(request) - COMMIT_HOLD_S * SAMPLE_RATE:
             agreed -= 1
-        if agreed == len(words) and words and comparable(words[-1].text) != words[-1].text.strip():
+        if agreed == len(words) and words and not words[-1].text.strip()[-1:].isalnum():
             # Whisper ends whatever audio it is given with a period: the mark after the last
             # word heard waits for the word after it.
             agreed -= 1
@@ -754,10 +755,11 @@ class StreamingPolicy:
         """The words of ``job``'s result (of ``utt``) past those committed early
         (whisper_streaming's hypothesis buffer), if its audio reaches back to the last words
         committed before ``utt``'s first word (to COMMIT_TOUCH_S after the last one: a window
-        cut at its end may still hear its tail): after the last committed words where the decode says them again near
-        that point (the longest run of up to COMMIT_NGRAM, within COMMIT_SLACK words of it;
-        a single word right at it), else the words that lie mostly after it (word times
-        drift between decodes by a word or so, which alone would lose or repeat one)."""
+        cut at its end may still hear its tail): after the last committed words where the
+        decode says them again near that point (the longest run of up to COMMIT_NGRAM, within
+        COMMIT_SLACK words of it; a single word right at it), else the words that lie mostly
+        after it (word times drift between decodes by a word or so, which alone would lose
+        or repeat one)."""
         before = [w for w in self._said if w.start < utt.first][-COMMIT_NGRAM:]
         if not before or before[-1].end < job.start - COMMIT_TOUCH_S * SAMPLE_RATE:
             return words
@@ -975,8 +977,8 @@ def _final_flags(request: Job, transcript: Transcript, kept: list[Segment], spee
 
 def _dropped(text: str, utt: _Utterance, request: Job, min_words: int) -> bool:
     """The utterance's last partial heard many words the final does not have, in audio whose
-    speech the final's audio holds: the final dropped some (`DROPPED_MIN_WORDS` different
-    words, and the final under `DROPPED_SHARE` of the partial's length; a partial that said a
+    speech the final's audio holds: the final dropped some (``min_words`` different words,
+    `DROPPED_MIN_WORDS` or fewer, and the final under `DROPPED_SHARE` of the partial's length; a partial that said a
     sentence twice adds no new words). A partial that heard speech past the final's audio, as
     past a sentence cut's pause, says nothing of it."""
     final_end = _end_of(request)
