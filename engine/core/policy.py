@@ -160,13 +160,14 @@ class PolicyOptions:
     # Continuous speech (a lecture, a video, a meeting rarely pauses for 500 ms): words are
     # made final while their utterance is still being spoken, once two successive partials
     # agree on them and on every word before them (LocalAgreement-2, as whisper_streaming).
-    # Partials then ask for word times and take the prompt a final would; the agreed words
+    # Partials then ask for word times (still without a prompt); the agreed words
     # are emitted as the final of a piece of the utterance (SpeechEnded, FinalText; its text
     # joins the prompt), the rest goes on as the next utterance (SpeechStarted, a new id)
     # whose decodes start at the sentence the commit point is in (COMMIT_WINDOW_S) and never
-    # repeat a committed word (`_beyond`); the prompt gets the committed text that leaves
-    # the window. Replaces the sentence cut. The stream core turns it off in
-    # push-to-talk, whose text lands at the release.
+    # repeat a committed word (`_beyond`); the finals' prompt gets the committed text that
+    # leaves the window. A word said again and again is left to the final (`word_loop`).
+    # Replaces the sentence cut. The stream core turns it off in push-to-talk, whose text
+    # lands at the release.
     commit_stable: bool = True
     # An utterance only the segmenter's soft path heard (energy and a weak VAD score) keeps
     # a decoded segment only if the model agrees there is speech: no-speech probability below
@@ -625,19 +626,18 @@ class StreamingPolicy:
 
     def _partial_request(self, utt: _Utterance, now: float) -> Job:
         o = self.options
-        # Committing early, a partial's words become final text: it is decoded with the
-        # prompt a final gets, and with word times (where to cut, what was committed).
+        # Committing early, a partial's words become final text: it is decoded with word
+        # times (where to cut, what was committed), still without a prompt (greedy without
+        # one, partials read a sentence a final's decode skips: `_dropped`).
         commit = o.commit_stable
         if commit:
             self._trim(utt, now)  # (a window that grew without commits)
         utt.partial_samples = utt.samples
         room = max(1, int(PROMPT_CHARS_PER_S * utt.samples / SAMPLE_RATE))
-        vocabulary, left = hotwords.share(self._terms(utt), room)
+        vocabulary = hotwords.share(self._terms(utt), room)[0]
         options = DecodeOptions(
             language=o.language, task=o.task, word_timestamps=commit,
-            prompt=(self.prompt.prompt(now, left, anchor=not utt.soft)
-                    if commit and left is not None else None),
-            hotwords=vocabulary,
+            prompt=None, hotwords=vocabulary,
             beam_size=o.partial_beam_size, temperatures=(0.0,),
             short_context=o.short_context and utt.samples <= o.short_context_max_s * SAMPLE_RATE,
             short_fallback=False,  # tentative text: what the short window reads, or nothing
@@ -690,6 +690,12 @@ class StreamingPolicy:
             # Whisper ends whatever audio it is given with a period: the mark after the last
             # word heard waits for the word after it.
             agreed -= 1
+        # Not a word said again and again (a loop, or a word said many times over: the loop
+        # checks cannot tell them apart here, nor can the repeat check): the final decides.
+        recent = [w for w in self._said if w.end > request.start][-COMMIT_NGRAM:]
+        span = [*recent, *words[:agreed]]
+        if agreed and word_loop(_text(span), (span[-1].end - span[0].start) / SAMPLE_RATE):
+            agreed = 0
         events: list[Event] = []
         if agreed:
             events = self._commit_piece(utt, words[:agreed], request, language, now)
