@@ -160,7 +160,7 @@ class PolicyOptions:
     # Continuous speech (a lecture, a video, a meeting rarely pauses for 500 ms): words are
     # made final while their utterance is still being spoken, once two successive partials
     # agree on them and on every word before them (LocalAgreement-2, as whisper_streaming).
-    # Partials then ask for word times (still without a prompt); the agreed words
+    # Partials then ask for word times and take the prompt a final would; the agreed words
     # are emitted as the final of a piece of the utterance (SpeechEnded, FinalText; its text
     # joins the prompt), the rest goes on as the next utterance (SpeechStarted, a new id)
     # whose decodes start at the sentence the commit point is in (COMMIT_WINDOW_S) and never
@@ -626,18 +626,21 @@ class StreamingPolicy:
 
     def _partial_request(self, utt: _Utterance, now: float) -> Job:
         o = self.options
-        # Committing early, a partial's words become final text: it is decoded with word
-        # times (where to cut, what was committed), still without a prompt (greedy without
-        # one, partials read a sentence a final's decode skips: `_dropped`).
+        # Committing early, a partial's words become final text: it is decoded with the
+        # prompt a final gets (without it, tiny.en loses case and punctuation, and more words:
+        # on the 231 s reading 7.2-7.8 % WER, with it 5.6-6.7 %), and with word times (where
+        # to cut, what was committed).
         commit = o.commit_stable
         if commit:
             self._trim(utt, now)  # (a window that grew without commits)
         utt.partial_samples = utt.samples
         room = max(1, int(PROMPT_CHARS_PER_S * utt.samples / SAMPLE_RATE))
-        vocabulary = hotwords.share(self._terms(utt), room)[0]
+        vocabulary, left = hotwords.share(self._terms(utt), room)
         options = DecodeOptions(
             language=o.language, task=o.task, word_timestamps=commit,
-            prompt=None, hotwords=vocabulary,
+            prompt=(self.prompt.prompt(now, left, anchor=not utt.soft)
+                    if commit and left is not None else None),
+            hotwords=vocabulary,
             beam_size=o.partial_beam_size, temperatures=(0.0,),
             short_context=o.short_context and utt.samples <= o.short_context_max_s * SAMPLE_RATE,
             short_fallback=False,  # tentative text: what the short window reads, or nothing
