@@ -13,7 +13,8 @@ plays at real speed. Measured per decode and utterance:
   chunk_rtt_ms              decode request -> result, every decode (partials and finals)
   padded_chunk_rtt_ms       the same final chunks decoded again with faster-whisper's padded
                             30 s path (plain SequentialRunner): the peer, same run
-  final_after_speech_end_ms last speech sample -> final text (includes the min-silence wait)
+  final_after_speech_end_ms last speech sample -> final text (includes the min-silence wait;
+                            the finals that end an utterance, not pieces committed early)
   first_partial_ms          speech detected -> first partial text of that utterance
                             (``first_partial_first_word_agrees``: share of finals whose first
                             word, normalised, is the first partial's: an early partial that
@@ -140,18 +141,22 @@ class Collector:
         self.first_partial_ms: dict[int, float] = {}
         self.first_partial_text: dict[int, str] = {}
         self.breakdowns: list[dict[str, float]] = []
+        self.piece_end = -1  # where the last piece committed early ended (its rest goes on)
 
     def __call__(self, event: Event) -> None:
         assert self.engine is not None
         now = self.engine.now()
         if isinstance(event, SpeechStarted):
-            self.started_at[event.utterance_id] = now
+            if event.at != self.piece_end:  # (not the rest of a piece committed early)
+                self.started_at[event.utterance_id] = now
         elif isinstance(event, PartialText) and (event.committed or event.tentative):
             uid = event.utterance_id
             if uid not in self.first_partial_ms and uid in self.started_at:
                 self.first_partial_ms[uid] = (now - self.started_at[uid]) * 1000
                 self.first_partial_text[uid] = f"{event.committed} {event.tentative}"
         elif isinstance(event, FinalText):
+            if "ended" not in dict(event.stages):
+                self.piece_end = event.end
             self.finals.append(event)
             self.breakdowns.append(final_breakdown(event))
         elif isinstance(event, Metrics):
@@ -240,7 +245,7 @@ def run_files(entries: list[Any], fast: Recording, offline: SequentialRunner,
         rtts += [m.chunk_rtt_ms for m in got.metrics]
         rtts_final += [m.chunk_rtt_ms for m in got.metrics if m.kind == "final"]
         for f in got.finals:
-            if f.text:
+            if f.text and "ended" in dict(f.stages):  # (not a piece committed early)
                 after.append(f.after_speech_end_ms)
                 if 2 * SAMPLE_RATE <= f.end - f.start <= 5 * SAMPLE_RATE:
                     rtts_2_5.append(f.latency_ms)
