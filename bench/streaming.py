@@ -13,7 +13,8 @@ plays at real speed. Measured per decode and utterance:
   chunk_rtt_ms              decode request -> result, every decode (partials and finals)
   padded_chunk_rtt_ms       the same final chunks decoded again with faster-whisper's padded
                             30 s path (plain SequentialRunner): the peer, same run
-  final_after_speech_end_ms last speech sample -> final text (includes the min-silence wait)
+  final_after_speech_end_ms last speech sample -> final text (includes the min-silence wait;
+                            the finals that end an utterance, not pieces committed early)
   first_partial_ms          speech detected -> first partial text of that utterance
                             (``first_partial_first_word_agrees``: share of finals whose first
                             word, normalised, is the first partial's: an early partial that
@@ -34,7 +35,9 @@ reading of 32 LJSpeech sentences whose pauses, 100-600 ms, are mostly under the 
 ends an utterance), streamed the same way once, reported apart (``continuous``): finals and
 their median length, WER and formatted WER against faster-whisper on the whole file, and
 ``word_lag_ms``: for every word of every final, final emitted -> the word's end (how long
-a caption viewer waits for a word to be final), besides end of speech -> final.
+a caption viewer waits for a word to be final), besides end of speech -> final (of the
+finals that end an utterance, not of the pieces committed early: ``--no-commit`` turns
+`PolicyOptions.commit_stable` off). ``--continuous-only`` runs that part alone.
 ``--streams`` decode streams of the fast runner (default 2, as the app: two one-thread
 replicas), ``--no-speculative`` turns speculative finals off, ``--runs N`` repeats the whole set
 N times (latency figures pooled, WER from the first run).
@@ -118,7 +121,9 @@ class Recording:
     def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]:
         results = self.inner.decode_batch(requests)
         for request, result in zip(requests, results, strict=True):
-            if request.options.word_timestamps:  # finals ask for word times, partials do not
+            # Finals ask for word times and may fall back to the padded window; partials
+            # never fall back (they ask for word times only to commit early).
+            if request.options.word_timestamps and request.options.short_fallback:
                 self.finals.append((request.audio, request.options))
             path = str(result.extra.get("path", "padded"))
             self.paths[path] = self.paths.get(path, 0) + 1
@@ -136,18 +141,22 @@ class Collector:
         self.first_partial_ms: dict[int, float] = {}
         self.first_partial_text: dict[int, str] = {}
         self.breakdowns: list[dict[str, float]] = []
+        self.piece_end = -1  # where the last piece committed early ended (its rest goes on)
 
     def __call__(self, event: Event) -> None:
         assert self.engine is not None
         now = self.engine.now()
         if isinstance(event, SpeechStarted):
-            self.started_at[event.utterance_id] = now
+            if event.at != self.piece_end:  # (not the rest of a piece committed early)
+                self.started_at[event.utterance_id] = now
         elif isinstance(event, PartialText) and (event.committed or event.tentative):
             uid = event.utterance_id
             if uid not in self.first_partial_ms and uid in self.started_at:
                 self.first_partial_ms[uid] = (now - self.started_at[uid]) * 1000
                 self.first_partial_text[uid] = f"{event.committed} {event.tentative}"
         elif isinstance(event, FinalText):
+            if "ended" not in dict(event.stages):
+                self.piece_end = event.end
             self.finals.append(event)
             self.breakdowns.append(final_breakdown(event))
         elif isinstance(event, Metrics):
@@ -162,7 +171,7 @@ STEPS = ("silence_wait", "closed_to_emitted", "queue_wait", "decode", "speculati
 def final_breakdown(final: FinalText) -> dict[str, float]:
     """Milliseconds per step of one final (see the module docstring); {} if not decoded."""
     t = dict(final.stages)
-    if not final.text or "queued" not in t:
+    if not final.text or "queued" not in t or "ended" not in t:  # (not a committed piece)
         return {}
     return {"silence_wait": (t["ended"] - t["speech_end"]) * 1000,
             "closed_to_emitted": (t["emitted"] - t["ended"]) * 1000,
@@ -236,7 +245,7 @@ def run_files(entries: list[Any], fast: Recording, offline: SequentialRunner,
         rtts += [m.chunk_rtt_ms for m in got.metrics]
         rtts_final += [m.chunk_rtt_ms for m in got.metrics if m.kind == "final"]
         for f in got.finals:
-            if f.text:
+            if f.text and "ended" in dict(f.stages):  # (not a piece committed early)
                 after.append(f.after_speech_end_ms)
                 if 2 * SAMPLE_RATE <= f.end - f.start <= 5 * SAMPLE_RATE:
                     rtts_2_5.append(f.latency_ms)
@@ -283,7 +292,8 @@ def run_continuous(entries: list[Any], fast: Recording, offline: SequentialRunne
         for f in finals:
             emitted = dict(f.stages)["emitted"]
             lags += [(emitted - w.end / SAMPLE_RATE) * 1000 for w in f.words]
-            after.append(f.after_speech_end_ms)
+            if "ended" in dict(f.stages):  # (not a piece committed early)
+                after.append(f.after_speech_end_ms)
             lengths.append((f.end - f.start) / SAMPLE_RATE)
         print(f"  {item.path.name:45s} {len(finals)} finals", flush=True)
     return {"files": len(entries), "finals": len(lengths),
@@ -397,9 +407,14 @@ def main() -> int:
                         help="audio before a long utterance may be cut at a sentence end (0: off)")
     parser.add_argument("--no-continuous", action="store_true",
                         help="skip the continuous-speech recordings")
+    parser.add_argument("--no-commit", action="store_true",
+                        help="no words committed before their utterance ends")
+    parser.add_argument("--continuous-only", action="store_true",
+                        help="only the continuous-speech recordings")
     args = parser.parse_args()
     global OPTIONS
-    policy = PolicyOptions(speculative_finals=not args.no_speculative)
+    policy = PolicyOptions(speculative_finals=not args.no_speculative,
+                           commit_stable=not args.no_commit)
     if args.final_beam:
         policy = replace(policy, final_beam_size=args.final_beam)
     if args.min_partial_s is not None:
@@ -431,6 +446,8 @@ def main() -> int:
           f"{padded.info.compute_type}, {'real' if args.realtime else 'simulated'} time, "
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
     load_start = os.getloadavg()[0]
+    if args.continuous_only:
+        return only_continuous(args, fast, padded, load_start)
     res = run_files(entries, fast, padded, args.realtime)
     for _ in range(args.runs - 1):  # more latency samples; WER stays the first run's
         more = run_files(entries, fast, padded, args.realtime)
@@ -461,6 +478,7 @@ def main() -> int:
         "min_partial_audio_s": OPTIONS.policy.min_partial_audio_s,
         "first_words_step_s": OPTIONS.policy.first_words_step_s,
         "sentence_cut_s": OPTIONS.policy.sentence_cut_s,
+        "commit_stable": OPTIONS.policy.commit_stable,
         "padding": OPTIONS.policy.padding,
         "first_partial_first_word_agrees": res["first_word_agrees"],
         "runs": args.runs,
@@ -498,6 +516,34 @@ def main() -> int:
     return 0
 
 
+def only_continuous(args: argparse.Namespace, fast: Recording, padded: SequentialRunner,
+                    load_start: float) -> int:
+    """``--continuous-only``: the long recordings alone (table line and JSON)."""
+    continuous = run_continuous(english(read_manifest(args.manifest), kinds=("long",)), fast,
+                                padded, args.realtime)
+    if continuous is None:
+        print("no long recordings in the manifest")
+        return 1
+    continuous["load_average"] = [round(load_start, 2), round(os.getloadavg()[0], 2)]
+    print_continuous(continuous)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"continuous": continuous}, indent=2, ensure_ascii=False)
+                        + "\n", encoding="utf-8")
+    print(f"wrote {args.out}")
+    return 0
+
+
+def print_continuous(c: dict[str, Any]) -> None:
+    print(f"continuous speech ({c['files']} long file(s)): {c['finals']} finals, utterance "
+          f"p50 {c['utterance_s_p50']} s (max {c['utterance_s_max']} s); word lag p50 / p95 "
+          f"{c['word_lag_ms']['p50']} / {c['word_lag_ms']['p95']} ms; end of speech -> "
+          f"final {c['final_after_speech_end_ms']['p50']} / "
+          f"{c['final_after_speech_end_ms']['p95']} ms")
+    print(f"  WER streaming {c['wer_streaming']:.3f}  offline {c['wer_offline']:.3f}; "
+          f"formatted {c['formatted_wer_streaming']:.3f}  offline "
+          f"{c['formatted_wer_offline']:.3f}")
+
+
 def print_table(result: dict[str, Any], fast_ms: list[float], padded_ms: list[float]) -> None:
     rows = ["chunk_rtt_ms", "final_chunk_rtt_ms", "final_chunk_rtt_2_5s_utterances_ms",
             "padded_chunk_rtt_ms", "final_after_speech_end_ms", "first_partial_ms"]
@@ -523,14 +569,7 @@ def print_table(result: dict[str, Any], fast_ms: list[float], padded_ms: list[fl
     print(f"formatted WER of the finals dictated into one field (joined as the app types them): "
           f"{result['formatted_wer_dictated']:.3f}")
     if (c := result.get("continuous")) is not None:
-        print(f"continuous speech ({c['files']} long file(s)): {c['finals']} finals, utterance "
-              f"p50 {c['utterance_s_p50']} s (max {c['utterance_s_max']} s); word lag p50 / p95 "
-              f"{c['word_lag_ms']['p50']} / {c['word_lag_ms']['p95']} ms; end of speech -> "
-              f"final {c['final_after_speech_end_ms']['p50']} / "
-              f"{c['final_after_speech_end_ms']['p95']} ms")
-        print(f"  WER streaming {c['wer_streaming']:.3f}  offline {c['wer_offline']:.3f}; "
-              f"formatted {c['formatted_wer_streaming']:.3f}  offline "
-              f"{c['formatted_wer_offline']:.3f}")
+        print_continuous(c)
     print(f"silence/noise words {result['silence_words']}; first words lost "
           f"{result['first_words_lost']}, last words lost {result['last_words_lost']}; "
           f"decode paths {result['decode_paths']}")

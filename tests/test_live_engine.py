@@ -12,6 +12,7 @@ import pytest
 
 from engine.audio.decode import load_audio
 from engine.audio.sources import FileSource
+from engine.core.policy import PolicyOptions
 from engine.evaluation import ManifestEntry, error_rate, normalize
 from engine.events import (
     EngineFailed,
@@ -148,8 +149,14 @@ def test_words_said_one_at_a_time_reach_the_decoder_together(
     """ "one ... two ... three" with 0.6 s pauses: decoded word by word, Whisper looped
     ("1 1 1 1 1 1") or read "1." / "Two." / "3."; short utterances now wait longer."""
     item = entry(manifest, "speechrecognition-english-one-two-three.wav")
-    rec = run(FileSource(item.path, lead_silence_s=0.5, tail_silence_s=1.5), fast_transcriber)
+    # One utterance: with the words committed before it ends (PolicyOptions.commit_stable,
+    # the default) off, one final.
+    rec = run(FileSource(item.path, lead_silence_s=0.5, tail_silence_s=1.5), fast_transcriber,
+              LiveOptions(journal=False, policy=PolicyOptions(commit_stable=False)))
     assert len([f for f in rec.of(FinalText) if f.text]) == 1, rec.text
+    assert error_rate([item.text], [rec.text]) == 0.0, rec.text
+    # On, what the partials agreed on is final first: the same words, none looped or lost.
+    rec = run(FileSource(item.path, lead_silence_s=0.5, tail_silence_s=1.5), fast_transcriber)
     assert error_rate([item.text], [rec.text]) == 0.0, rec.text
 
 

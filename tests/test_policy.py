@@ -43,7 +43,8 @@ def started(policy: StreamingPolicy, start: int = 16000, seconds: float = 0.4,
 
 
 def test_speech_start_then_partials_after_enough_audio() -> None:
-    policy = StreamingPolicy(PolicyOptions(min_partial_audio_s=0.6))
+    # (Committing early, partials ask for word times and take a prompt: test_commit.py.)
+    policy = StreamingPolicy(PolicyOptions(min_partial_audio_s=0.6, commit_stable=False))
     events = started(policy)
     assert events == [SpeechStarted(utterance_id=1, at=16000)]
     assert policy.next_request(0.4) is None  # 0.4 s is too little
@@ -60,7 +61,7 @@ def test_speech_start_then_partials_after_enough_audio() -> None:
 
 def test_partial_result_commits_by_agreement_and_reports_metrics() -> None:
     policy = StreamingPolicy(PolicyOptions(min_partial_audio_s=0.2, partial_interval_s=0.3,
-                                           busy_factor=2.0))
+                                           busy_factor=2.0, commit_stable=False))
     started(policy, seconds=0.5, now=0.5)
     r1 = policy.next_request(0.5)
     assert r1 is not None
@@ -301,8 +302,9 @@ def test_no_speech_segments_are_dropped() -> None:
 
 
 def test_lag_backs_off_partials_and_recovers() -> None:
+    # (Committing early, the lag does not back partials off: they make the final text.)
     opts = PolicyOptions(min_partial_audio_s=0.1, partial_interval_s=0.2, busy_factor=1.0,
-                         max_lag_s=1.0, min_new_audio_s=0.0)
+                         max_lag_s=1.0, min_new_audio_s=0.0, commit_stable=False)
     policy = StreamingPolicy(opts)
     started(policy, seconds=1.0, now=1.0)
     now = 1.0

@@ -48,8 +48,8 @@ class LocalAgreement:
         as they are and contributes only what lies beyond them.
         """
         words = list(hypothesis)
-        agreed = _common_prefix(self._previous, words)
-        keeps_committed = _common_prefix(self._committed, words) == len(self._committed)
+        agreed = common_prefix(self._previous, words)
+        keeps_committed = common_prefix(self._committed, words) == len(self._committed)
         if agreed > len(self._committed) and keeps_committed:
             self._committed += words[len(self._committed):agreed]  # committed words stay as shown
         self._previous = words
@@ -60,7 +60,8 @@ class LocalAgreement:
         self._committed, self._previous, self._tentative = [], [], []
 
 
-def _common_prefix(a: Sequence[str], b: Sequence[str]) -> int:
+def common_prefix(a: Sequence[str], b: Sequence[str]) -> int:
+    """How many words ``a`` and ``b`` agree on from the start (compared as `comparable`)."""
     n = 0
     for left, right in zip(a, b, strict=False):
         if comparable(left) != comparable(right):

@@ -32,11 +32,13 @@ from typing import Literal
 import numpy as np
 
 from engine.core import hotwords, ladder
-from engine.core.agreement import LocalAgreement, comparable, tokens
+from engine.core.agreement import LocalAgreement, common_prefix, comparable, tokens
 from engine.core.form import (
     OpenSentence,
+    ends_marked,
     ends_sentence_in,
     ensure_form,
+    has_form,
     reads_finished,
     reads_open,
     starts_lower,
@@ -84,6 +86,22 @@ DROPPED_SHARE = 0.75
 CUT_VERDICT_S = 4.0
 CUT_HEARD_S = 0.5
 PROMPT_CHARS_PER_S = 40  # about 10 tokens per second of audio
+# Committing early (`PolicyOptions.commit_stable`): the decode window starts where the sentence
+# of the first word not committed starts (as whisper_streaming trims its buffer at sentence
+# ends: Whisper skips words at the start of a window that starts mid-sentence, and its word
+# times go wrong with them); past COMMIT_WINDOW_S, at the last committed clause mark, else
+# COMMIT_LEAD_S before the commit point. Of a decode whose audio reaches back before the
+# commit point, the words up to the last committed ones said again near it, else those mostly
+# before it, were committed already (`StreamingPolicy._beyond`). A word is committed once
+# Whisper has heard COMMIT_HOLD_S after it (it reads a word by what follows it too: "than" or
+# "then").
+COMMIT_WINDOW_S = 6.0
+COMMIT_LEAD_S = 2.0
+COMMIT_HOLD_S = 0.5
+COMMIT_NGRAM = 5
+COMMIT_SLACK = 3
+COMMIT_TOUCH_S = 0.3
+COMMIT_KEEP = 100  # committed words remembered (a window's, and the repeat check's)
 MAX_BACKOFF = 8.0
 
 
@@ -139,6 +157,18 @@ class PolicyOptions:
     # never been surpassed"), their finals came 6-15 s after the words, and every partial past
     # 10 s took the padded window. 0: off.
     sentence_cut_s: float = 8.0
+    # Continuous speech (a lecture, a video, a meeting rarely pauses for 500 ms): words are
+    # made final while their utterance is still being spoken, once two successive partials
+    # agree on them and on every word before them (LocalAgreement-2, as whisper_streaming).
+    # Partials then ask for word times and take the prompt a final would; the agreed words
+    # are emitted as the final of a piece of the utterance (SpeechEnded, FinalText; its text
+    # joins the prompt), the rest goes on as the next utterance (SpeechStarted, a new id)
+    # whose decodes start at the sentence the commit point is in (COMMIT_WINDOW_S) and never
+    # repeat a committed word (`_beyond`); the finals' prompt gets the committed text that
+    # leaves the window. A word said again and again is left to the final (`word_loop`).
+    # Replaces the sentence cut. The stream core turns it off in push-to-talk, whose text
+    # lands at the release.
+    commit_stable: bool = True
     # An utterance only the segmenter's soft path heard (energy and a weak VAD score) keeps
     # a decoded segment only if the model agrees there is speech: no-speech probability below
     # this, whatever its log-probability (falsetto scores 0.2-0.4, a cough or a door higher).
@@ -222,7 +252,7 @@ class _Utterance:
     restyle: bool = False  # the next attempt is the style retry (see _final_result)
     soft: bool = False  # only the segmenter's soft path heard speech (see soft_no_speech)
     heard: str = ""  # the latest partial's text: which vocabulary terms go first
-    heard_samples: int = 0  # ... and the audio it was decoded from (`_dropped`)
+    heard_upto: int = 0  # ... and the stream sample after the audio it decoded (`_dropped`)
     replay: bool = False  # the next attempt decodes as the partials do (see _final_result)
     replayed: bool = False
     skipping: tuple[Job, Transcript] | None = None  # the final that dropped words, meanwhile
@@ -238,6 +268,11 @@ class _Utterance:
     spec_reads: Literal["finished", "open"] | None = None
     decoded_at: float = 0.0  # when the result its final is made of came back
     decode_ms: float = 0.0
+    # Committing early (PolicyOptions.commit_stable): where this utterance's own words begin
+    # (``start``, or the end of the words committed before it: its audio may start earlier,
+    # COMMIT_WINDOW_S), and the last partial's words past the committed ones (LocalAgreement-2).
+    first: int = 0
+    hypothesis: list[Word] = field(default_factory=list)
 
     def audio(self) -> Audio:
         if not self.chunks:
@@ -265,6 +300,12 @@ class StreamingPolicy:
         # The next final may go on with a sentence the last one left open: within the
         # prompt's memory, as the prompt carries that sentence.
         self._open = OpenSentence(int(self.options.prompt.reset_after_s * SAMPLE_RATE))
+        # Committing early: the end of the last word committed, the last words committed,
+        # their language, and up to where they have gone to the prompt.
+        self._committed = 0
+        self._said: list[Word] = []
+        self._said_language: str | None = None
+        self._prompted = 0
 
     @property
     def idle(self) -> bool:
@@ -384,12 +425,15 @@ class StreamingPolicy:
             end = self._active.start + self._active.samples
             events.extend(self._end(SegmentEnded(end, end, 1), now))
         utt = _Utterance(id=self._next_utterance, start=event.start, started_at=now,
-                         speech=event.speech,
+                         speech=event.speech, first=event.start,
                          speech_upto=event.start + len(event.audio) if event.speech else 0)
         self._next_utterance += 1
         self._append(utt, event.audio, now)
         self._active = utt
-        events.append(SpeechStarted(utterance_id=utt.id, at=event.start))
+        if self._committed > utt.start:  # the segmenter split its utterance past a commit
+            utt.first = self._committed
+            self._trim(utt, now)
+        events.append(SpeechStarted(utterance_id=utt.id, at=utt.first))
         return events
 
     def _append(self, utt: _Utterance, audio: Audio, now: float) -> None:
@@ -524,7 +568,7 @@ class StreamingPolicy:
 
     def _may_cut(self, spec: Job, utt: _Utterance) -> bool:
         o = self.options
-        return (o.sentence_cut_s > 0 and not utt.spec_soft
+        return (o.sentence_cut_s > 0 and not o.commit_stable and not utt.spec_soft
                 and len(spec.audio) >= o.sentence_cut_s * SAMPLE_RATE)
 
     def _drop_speculation(self, utt: _Utterance) -> None:
@@ -582,11 +626,21 @@ class StreamingPolicy:
 
     def _partial_request(self, utt: _Utterance, now: float) -> Job:
         o = self.options
+        # Committing early, a partial's words become final text: it is decoded with the
+        # prompt a final gets (without it, tiny.en loses case and punctuation, and more words:
+        # on the 231 s reading 7.2-7.8 % WER, with it 5.6-6.7 %), and with word times (where
+        # to cut, what was committed).
+        commit = o.commit_stable
+        if commit:
+            self._trim(utt, now)  # (a window that grew without commits)
         utt.partial_samples = utt.samples
         room = max(1, int(PROMPT_CHARS_PER_S * utt.samples / SAMPLE_RATE))
+        vocabulary, left = hotwords.share(self._terms(utt), room)
         options = DecodeOptions(
-            language=o.language, task=o.task, prompt=None, word_timestamps=False,
-            hotwords=hotwords.share(self._terms(utt), room)[0],
+            language=o.language, task=o.task, word_timestamps=commit,
+            prompt=(self.prompt.prompt(now, left, anchor=not utt.soft)
+                    if commit and left is not None else None),
+            hotwords=vocabulary,
             beam_size=o.partial_beam_size, temperatures=(0.0,),
             short_context=o.short_context and utt.samples <= o.short_context_max_s * SAMPLE_RATE,
             short_fallback=False,  # tentative text: what the short window reads, or nothing
@@ -597,7 +651,9 @@ class StreamingPolicy:
                         now: float) -> list[Event]:
         o = self.options
         wait = max(o.partial_interval_s, o.busy_factor * (now - request.issued_at))
-        self._next_partial_at = now + wait * self._backoff
+        # Committing early, the partials make the final text: a slow machine spaces them by
+        # their round trip (busy_factor) alone, not by the lag's backoff as well.
+        self._next_partial_at = now + wait * (1.0 if o.commit_stable else self._backoff)
         if utt is not self._active:
             return []  # the utterance ended meanwhile; its final supersedes this
         seconds = len(request.audio) / SAMPLE_RATE
@@ -605,11 +661,15 @@ class StreamingPolicy:
         kept = [s for s in transcript.segments if not (
             _flags(s, o.quality) | word_loop(s.text, seconds)) & (LOOP_FLAGS | {"no_speech"})
             and not (vocabulary and hotwords.recites(vocabulary, s.text))]
+        # Committing early (commit_stable), from the words' times (a runner that gives none:
+        # nothing is committed early).
+        if request.options.word_timestamps and (not kept or any(s.words for s in kept)):
+            return self._commit(utt, request, kept, transcript.language, now)
         text = " ".join(s.text for s in kept)
         self._judge_cut(utt, request, text)
         committed, tentative = utt.agreement.update(tokens(text))
         utt.heard = f"{committed} {tentative}"
-        utt.heard_samples = len(request.audio)
+        utt.heard_upto = _end_of(request)
         if not utt.heard.strip():
             # No word yet (the first try is early, on little speech): ask again as soon as
             # first_words_step_s more has come, not a whole interval later, so the first words
@@ -618,6 +678,111 @@ class StreamingPolicy:
                                            if self._backoff > 1 else 0.0)
         return [PartialText(utterance_id=utt.id, committed=committed, tentative=tentative,
                             start=utt.start)]
+
+    def _commit(self, utt: _Utterance, request: Job, kept: list[Segment],
+                language: str | None, now: float) -> list[Event]:
+        """A partial with word times of ``utt``: the words it agrees on with the last one
+        (and on every word before them) past what is committed already are final now
+        (`PolicyOptions.commit_stable`); the rest is the partial text."""
+        words = self._beyond(_placed(kept, request), request, utt)
+        agreed = common_prefix([w.text for w in utt.hypothesis], [w.text for w in words])
+        # (Only words Whisper has heard COMMIT_HOLD_S after.)
+        while agreed and words[agreed - 1].end > _end_of(request) - COMMIT_HOLD_S * SAMPLE_RATE:
+            agreed -= 1
+        if agreed == len(words) and words and not words[-1].text.strip()[-1:].isalnum():
+            # Whisper ends whatever audio it is given with a period: the mark after the last
+            # word heard waits for the word after it.
+            agreed -= 1
+        # Not a word said again and again (a loop, or a word said many times over: the loop
+        # checks cannot tell them apart here, nor can the repeat check): the final decides.
+        recent = [w for w in self._said if w.end > request.start][-COMMIT_NGRAM:]
+        span = [*recent, *words[:agreed]]
+        if agreed and word_loop(_text(span), (span[-1].end - span[0].start) / SAMPLE_RATE):
+            agreed = 0
+        events: list[Event] = []
+        if agreed:
+            events = self._commit_piece(utt, words[:agreed], request, language, now)
+        utt.hypothesis = words[agreed:]
+        utt.heard = _text(utt.hypothesis)
+        utt.heard_upto = _end_of(request)
+        if not utt.heard:  # as below: the next words show as soon as Whisper can read them
+            self._next_partial_at = now + (self.options.busy_factor * (now - request.issued_at)
+                                           if self._backoff > 1 else 0.0)
+        return [*events, PartialText(utterance_id=utt.id, committed="", tentative=utt.heard,
+                                     start=utt.first)]
+
+    def _commit_piece(self, utt: _Utterance, words: list[Word], request: Job,
+                      language: str | None, now: float) -> list[Event]:
+        """End the piece of ``utt`` up to the last of ``words`` as a final of its own, and go
+        on with the rest as the next utterance (a new id), its audio from the start of the
+        sentence the commit point is in (`_trim`)."""
+        cut = words[-1].end
+        text, shown = ensure_form(_text(words), words, end=False,
+                                  start=not self._open.goes_on(utt.first))
+        self._open.ended(text, cut)
+        final = FinalText(
+            utterance_id=utt.id, text=text, words=shown, start=utt.first, end=cut,
+            latency_ms=(now - request.issued_at) * 1000, language=language,
+            stages=(("queued", request.issued_at), ("decoded", now), ("emitted", now)))
+        events: list[Event] = [SpeechEnded(utterance_id=utt.id, at=cut), final]
+        utt.id, self._next_utterance = self._next_utterance, self._next_utterance + 1
+        events.append(SpeechStarted(utterance_id=utt.id, at=cut))
+        self._committed, self._said = cut, [*self._said, *shown][-COMMIT_KEEP:]
+        self._said_language = language
+        utt.first = cut
+        self._trim(utt, now)
+        return events
+
+    def _trim(self, utt: _Utterance, now: float) -> None:
+        """Drop the audio of ``utt`` before the start of the sentence of its first word (the
+        end of the last committed word that ends a sentence); past COMMIT_WINDOW_S, before
+        the last committed clause mark, else COMMIT_LEAD_S before its first word (cut right
+        there, Whisper skips the word that starts the window). The committed text before it
+        goes to the prompt."""
+        said = [w for w in self._said if utt.start < w.end <= utt.first]
+        ends = [w for w in said if has_form(w.text)]
+        if not ends and utt.samples > COMMIT_WINDOW_S * SAMPLE_RATE:
+            ends = [w for w in said if ends_marked(w.text)] or [
+                w for w in said if w.end <= utt.first - COMMIT_LEAD_S * SAMPLE_RATE]
+        if not ends:
+            return
+        self._prompt_upto(ends[-1].end, now)
+        shift = min(utt.samples, ends[-1].end - utt.start)
+        utt.chunks = [utt.audio()[shift:]]
+        utt.samples -= shift
+        utt.start += shift
+        utt.partial_samples = max(0, utt.partial_samples - shift)
+
+    def _prompt_upto(self, upto: int, now: float) -> None:
+        """The words committed early that end by stream sample ``upto`` join the prompt."""
+        words = [w for w in self._said if w.start >= self._prompted and w.end <= upto]
+        if words:
+            self.prompt.add(_text(words), at=now, language=self._said_language)
+        self._prompted = max(self._prompted, upto)
+
+    def _beyond(self, words: list[Word], job: Job, utt: _Utterance) -> list[Word]:
+        """The words of ``job``'s result (of ``utt``) past those committed early
+        (whisper_streaming's hypothesis buffer), if its audio reaches back to the last words
+        committed before ``utt``'s first word (to COMMIT_TOUCH_S after the last one: a window
+        cut at its end may still hear its tail): after the last committed words where the
+        decode says them again near that point (the longest run of up to COMMIT_NGRAM, within
+        COMMIT_SLACK words of it; a single word right at it), else the words that lie mostly
+        after it (word times drift between decodes by a word or so, which alone would lose
+        or repeat one)."""
+        before = [w for w in self._said if w.start < utt.first][-COMMIT_NGRAM:]
+        if not before or before[-1].end < job.start - COMMIT_TOUCH_S * SAMPLE_RATE:
+            return words
+        at = next((i for i, w in enumerate(words) if w.start + w.end >= 2 * utt.first),
+                  len(words))
+        said = [comparable(w.text) for w in before]
+        heard = [comparable(w.text) for w in words]
+        for n in range(len(said), 0, -1):
+            slack = COMMIT_SLACK if n > 1 else 1
+            ends = range(max(n, at - slack), min(len(words), at + slack) + 1)
+            for end in sorted(ends, key=lambda e: abs(e - at)):
+                if heard[end - n:end] == said[len(said) - n:]:
+                    return words[end:]
+        return words[at:]
 
     # -- finals --------------------------------------------------------------------------
 
@@ -693,8 +858,12 @@ class StreamingPolicy:
             utt.retry = rung
             self._finals.appendleft(utt)
             return []
-        text = "".join(s.text for s in kept).strip()
-        if not utt.replayed and _dropped(text, utt, request):
+        placed = self._beyond(_placed(kept, request, upto=utt.end), request, utt)
+        text = (_text(placed) if len(placed) < sum(len(s.words) for s in kept)
+                else "".join(s.text for s in kept).strip())  # (none committed early)
+        # (Committing early, the final holds only the words not committed yet: fewer to drop.)
+        if not utt.replayed and _dropped(text, utt, request, DROPPED_MIN_WORDS // (
+                2 if o.commit_stable else 1)):
             # Whisper skipped part of the audio (a long window jumps a sentence; a voice that
             # changes, as when a second microphone takes over): a retry on the padded window
             # without prompt skipped the same words, while the partials, greedy, without a
@@ -706,7 +875,7 @@ class StreamingPolicy:
             return []
         # A piece that goes on with the sentence the last final left open starts in lower
         # case: neither a lost form to restyle nor a letter to capitalise.
-        goes_on = self._open.goes_on(utt.start)
+        goes_on = self._open.goes_on(utt.first)
         if (utt.attempts == 1 and not self._finals and o.retry_on_loop and starts_lower(text)
                 and not goes_on and not utt.soft and self.prompt.anchor() is not None):
             # Whisper lost its case, and with it the punctuation (steered by the window or the
@@ -717,16 +886,14 @@ class StreamingPolicy:
             utt.restyle = True
             self._finals.appendleft(utt)
             return []
-        words = tuple(
-            Word(w.text, request.start + w.start, min(request.start + w.end, utt.end), w.probability)
-            for s in kept for w in s.words
-        )
+        words = tuple(placed)
         # "low_confidence" only chooses the beam rung: it neither marks the text nor keeps it
         # out of the prompt (the old rule; the beam decode was its remedy).
         quality = tuple(sorted((set(flags) | {f for s in kept for f in _flags(s, o.quality)})
                                - {"low_confidence"}))
         # The prompt takes Whisper's text only if it kept its form (engine.core.prompt); the
         # user always gets a capitalised, ended sentence (engine.core.form).
+        self._prompt_upto(utt.first, now)  # (what it committed early goes first)
         self.prompt.add(text, at=now, flags=quality, language=transcript.language)
         text, words = ensure_form(text, words, end=o.end_sentences, start=not goes_on)
         self._open.ended(text, utt.end)
@@ -741,7 +908,8 @@ class StreamingPolicy:
                        ("decode_start", utt.decoded_at - utt.decode_ms / 1000),
                        ("decoded", utt.decoded_at)]
         return FinalText(
-            utterance_id=utt.id, text=text, words=words, start=utt.start, end=utt.end,
+            utterance_id=utt.id, text=text, words=words, start=utt.first,
+            end=max(utt.end, utt.first),
             latency_ms=latency, after_speech_end_ms=max(0.0, now - utt.speech_end_at) * 1000,
             language=language, stages=(*stages, ("emitted", now)),
         )
@@ -783,6 +951,19 @@ def _resumed(utt: _Utterance) -> bool:
     return utt.spec is not None and utt.speech_upto > _end_of(utt.spec)
 
 
+def _placed(segments: Iterable[Segment], job: Job, upto: int | None = None) -> list[Word]:
+    """The words of ``segments`` (decoded by ``job``) on the stream's timeline, ending at
+    ``upto`` at the latest."""
+    return [Word(w.text, job.start + w.start,
+                 job.start + w.end if upto is None else min(job.start + w.end, upto),
+                 w.probability)
+            for s in segments for w in s.words]
+
+
+def _text(words: Iterable[Word]) -> str:
+    return "".join(w.text for w in words).strip()
+
+
 def _final_flags(request: Job, transcript: Transcript, kept: list[Segment], speech_end: int,
                  thresholds: QualityThresholds) -> tuple[str, ...]:
     """The ladder's checks on a whole final (loops over all its text, recited prompt, low
@@ -803,18 +984,18 @@ def _final_flags(request: Job, transcript: Transcript, kept: list[Segment], spee
     return (*flags, *sorted(_early_end(words, request, speech_end)))
 
 
-def _dropped(text: str, utt: _Utterance, request: Job) -> bool:
+def _dropped(text: str, utt: _Utterance, request: Job, min_words: int) -> bool:
     """The utterance's last partial heard many words the final does not have, in audio whose
-    speech the final's audio holds: the final dropped some (`DROPPED_MIN_WORDS` different
-    words, and the final under `DROPPED_SHARE` of the partial's length; a partial that said a
+    speech the final's audio holds: the final dropped some (``min_words`` different words,
+    `DROPPED_MIN_WORDS` or fewer, and the final under `DROPPED_SHARE` of the partial's length; a partial that said a
     sentence twice adds no new words). A partial that heard speech past the final's audio, as
     past a sentence cut's pause, says nothing of it."""
-    final_end = request.start + len(request.audio)
-    if utt.heard_samples > len(request.audio) and utt.speech_end > final_end:
+    final_end = _end_of(request)
+    if utt.heard_upto > final_end and utt.speech_end > final_end:
         return False
     heard, said = utt.heard.split(), text.split()
     missing = {comparable(w) for w in heard} - {comparable(w) for w in said} - {""}
-    return len(missing) >= DROPPED_MIN_WORDS and len(said) < DROPPED_SHARE * len(heard)
+    return len(missing) >= min_words and len(said) < DROPPED_SHARE * len(heard)
 
 
 def _early_end(words: list[Word], request: Job, speech_end: int) -> set[str]:

@@ -188,9 +188,11 @@ class StreamCore:
         self.options = options
         # Push-to-talk: the release ends a dictation, never a sentence read mid-press.
         ptt = options.mode == "ptt"
+        # Nor are words committed before it (PolicyOptions.commit_stable).
         self.policy = StreamingPolicy(replace(
             options.policy, end_sentences=ptt,
-            sentence_cut_s=0.0 if ptt else options.policy.sentence_cut_s))
+            sentence_cut_s=0.0 if ptt else options.policy.sentence_cut_s,
+            commit_stable=options.policy.commit_stable and not ptt))
         self.segmentation = Segmentation(replace(options.segmenter, mode=options.mode), scorer,
                                          offset=offset)
         self._meter = LevelMeter(options.level_interval_ms)

@@ -1,0 +1,180 @@
+"""Committing early (PolicyOptions.commit_stable): on continuous speech the words two successive
+partials agree on are final while the utterance is still spoken, each piece a final of its own;
+no word is committed twice or lost where a piece ends; push-to-talk lands at the release.
+
+The policy's bookkeeping runs on scripted results in simulated time; the text, on the real
+tiny.en model and the real Silero VAD on the LJSpeech reading (tests/audio), every decode
+answered at once on the audio's own clock (the text does not depend on the machine's speed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.audio.decode import load_audio
+from engine.core.agreement import comparable
+from engine.core.policy import PolicyOptions, StreamingPolicy
+from engine.core.segmenter import SegmentAudio, SegmentEnded
+from engine.core.stream import StreamCore, StreamOptions
+from engine.evaluation import error_rate, normalize
+from engine.events import Event, FinalText, PartialText, SpeechEnded
+from engine.types import SAMPLE_RATE, VAD_WINDOW, DecodeOptions, Runner
+from tests.test_policy import audio, started, transcript
+
+SR = SAMPLE_RATE
+READING = "long-ljspeech-LJ001-0001-0032.wav"
+
+
+def answer(policy: StreamingPolicy, now: float, text: str, seconds: float) -> list[Event]:
+    job = policy.next_request(now)
+    assert job is not None
+    return policy.on_result(job.request_id, transcript(text, seconds=seconds), now)
+
+
+def test_words_two_partials_agree_on_are_a_final_and_never_come_again() -> None:
+    policy = StreamingPolicy(PolicyOptions(min_partial_audio_s=0.2, partial_interval_s=0.1))
+    started(policy, start=SR, seconds=3.0, now=3.0)
+    first = answer(policy, 3.0, "one two three four five six", 3.0)  # 0.5 s a word
+    assert not [e for e in first if isinstance(e, FinalText)]  # one partial is not agreement
+    policy.handle(SegmentAudio(audio(0.5), speech=True), 3.5)
+    events = answer(policy, 3.5, "one two three four five six seven", 3.5)
+    # Agreed, and heard at least COMMIT_HOLD_S before the end of the audio: the six words.
+    kinds = [type(e).__name__ for e in events if type(e).__name__ != "Metrics"]
+    assert kinds == ["SpeechEnded", "FinalText", "SpeechStarted", "PartialText"]
+    final = next(e for e in events if isinstance(e, FinalText))
+    assert final.text == "One two three four five six"
+    assert (final.utterance_id, final.start, final.end) == (1, SR, 4 * SR)
+    assert [w.start for w in final.words] == [SR + i * SR // 2 for i in range(6)]
+    assert events[-1] == PartialText(utterance_id=2, committed="", tentative="seven", start=4 * SR)
+    # The next partial hears the whole utterance again: the committed words are not repeated;
+    # "seven" is agreed now.
+    policy.handle(SegmentAudio(audio(0.5), speech=True), 4.0)
+    events = answer(policy, 4.0, "one two three four five six seven eight", 4.0)
+    [piece] = [e for e in events if isinstance(e, FinalText)]
+    assert (piece.utterance_id, piece.text, piece.start) == (2, "seven", 4 * SR)
+    assert events[-1] == PartialText(3, "", "eight", piece.end)
+    end = SR + 4 * SR
+    events = policy.handle(SegmentEnded(end=end, speech_end=end, speech_windows=100), 4.0)
+    assert events == [SpeechEnded(utterance_id=3, at=end)]
+    [last] = [e for e in answer(policy, 4.1, "one two three four five six seven eight.", 4.0)
+              if isinstance(e, FinalText)]
+    assert (last.utterance_id, last.text, last.start, last.end) == (3, "eight.", piece.end, end)
+    assert policy.idle
+
+
+def test_the_mark_after_the_last_word_heard_waits_for_the_word_after_it() -> None:
+    # Whisper ends whatever audio it is given with a period: "six." is not final yet.
+    policy = StreamingPolicy(PolicyOptions(min_partial_audio_s=0.2, partial_interval_s=0.1))
+    started(policy, start=SR, seconds=3.0, now=3.0)
+    answer(policy, 3.0, "one two three.", 1.5)
+    policy.handle(SegmentAudio(audio(0.5), speech=True), 3.5)
+    events = answer(policy, 3.5, "one two three.", 1.5)
+    [final] = [e for e in events if isinstance(e, FinalText)]
+    assert final.text == "One two"
+
+
+def test_push_to_talk_and_the_switch_keep_text_for_the_end() -> None:
+    core = StreamCore(StreamOptions(mode="ptt"), None)
+    assert not core.policy.options.commit_stable
+    assert StreamCore(StreamOptions(mode="vad"), None).policy.options.commit_stable
+    policy = StreamingPolicy(PolicyOptions(min_partial_audio_s=0.2, commit_stable=False))
+    started(policy, seconds=3.0, now=3.0)
+    job = policy.next_request(3.0)
+    assert job is not None and not job.options.word_timestamps and job.options.prompt is None
+
+
+def stream(core: StreamCore, runner: Runner, data: np.ndarray, release: int | None = None
+           ) -> tuple[list[Event], list[bool]]:
+    """Feed ``data`` window by window on its own clock, every decode answered at once (a
+    push-to-talk release at sample ``release``). Returns the events, and for every partial
+    whether it asked for word times."""
+    now, events, timed = 0.0, [], []
+    for i in range(0, len(data), VAD_WINDOW):
+        now += VAD_WINDOW / SR
+        if release is not None and i <= release < i + VAD_WINDOW:
+            core.end(release)
+        events += core.feed(data[i:i + VAD_WINDOW], now)
+        while (job := core.next_job(now)) is not None:
+            if job.kind == "partial":
+                timed.append(job.options.word_timestamps)
+            events += core.on_result(job, runner.decode_batch([job.request])[0], now)
+    events += core.flush(now)
+    while (job := core.next_job(now)) is not None:
+        events += core.on_result(job, runner.decode_batch([job.request])[0], now)
+    return events, timed
+
+
+@pytest.fixture(scope="module")
+def reading(shared_audio: Path) -> np.ndarray:
+    """The first 30 s of the reading (pauses of 100-450 ms, none long enough to end an
+    utterance before the 12 s sentence end), then 1.5 s of silence."""
+    data = load_audio(shared_audio / READING)[:30 * SR]
+    return np.concatenate([data, np.zeros(int(1.5 * SR), np.float32)])
+
+
+@pytest.mark.model
+def test_a_continuous_reading_is_final_word_by_word_nothing_lost_or_doubled(
+        reading: np.ndarray, tiny_transcriber: Runner) -> None:
+    from engine.asr.ct2_decoder import Ct2Runner
+    from engine.vad import load_scorer
+
+    runner = Ct2Runner(tiny_transcriber.model)  # type: ignore[attr-defined]
+    core = StreamCore(StreamOptions(mode="vad", policy=PolicyOptions(
+        max_in_flight=2).for_model(runner.info)), load_scorer())
+    events, timed = stream(core, runner, reading)
+    assert timed and all(timed)
+    finals = [e for e in events if isinstance(e, FinalText) and e.text]
+    # Early: many pieces, and a word is final soon after it is spoken (on the audio's clock),
+    # not when the sentence (12 s) or the reading ends.
+    assert len(finals) >= 10, [f.text for f in finals]
+    lags = [dict(f.stages)["emitted"] - w.end / SR for f in finals for w in f.words]
+    assert float(np.median(lags)) < 1.5 and dict(finals[0].stages)["emitted"] < 4.0
+    # Every utterance id: started, ended, one final, in that order; pieces follow each other.
+    for uid in {e.utterance_id for e in events if isinstance(e, FinalText)}:
+        mine = [type(e).__name__ for e in events if getattr(e, "utterance_id", None) == uid
+                and not isinstance(e, PartialText)]
+        assert mine == ["SpeechStarted", "SpeechEnded", "FinalText"], (uid, mine)
+    for a, b in zip(finals, finals[1:], strict=False):
+        assert a.end <= b.start
+    for f in finals:
+        assert all(f.start - 0.1 * SR <= w.start <= w.end <= f.end for w in f.words), f
+    # The same words as the whole reading decoded offline: none lost or said twice where a
+    # piece ends (a doubled word, or a run of words missing or extra).
+    streamed = " ".join(f.text for f in finals)
+    offline = tiny_transcriber.decode(reading, DecodeOptions()).text  # type: ignore[attr-defined]
+    assert error_rate([offline], [streamed]) <= 0.12, (offline, streamed)
+    for a, b in zip(finals, finals[1:], strict=False):
+        assert comparable(a.words[-1].text) != comparable(b.words[0].text), (a.text, b.text)
+    import jiwer
+
+    steps = jiwer.process_words(normalize(offline), normalize(streamed)).alignments[0]
+    runs = [c for c in steps if c.type in ("delete", "insert")
+            and max(c.ref_end_idx - c.ref_start_idx, c.hyp_end_idx - c.hyp_start_idx) > 1]
+    assert not runs, (offline, streamed)
+
+
+@pytest.mark.model
+def test_push_to_talk_text_still_lands_at_the_release(
+        reading: np.ndarray, tiny_transcriber: Runner) -> None:
+    from engine.asr.ct2_decoder import Ct2Runner
+    from engine.vad import load_scorer
+
+    runner = Ct2Runner(tiny_transcriber.model)  # type: ignore[attr-defined]
+    data, release = reading[:12 * SR], 12 * SR - VAD_WINDOW * 4
+
+    def dictate(policy: PolicyOptions) -> tuple[list[FinalText], list[bool]]:
+        core = StreamCore(StreamOptions(mode="ptt", policy=policy.for_model(runner.info)),
+                          load_scorer())
+        core.begin(0)
+        events, timed = stream(core, runner, data, release)
+        return [e for e in events if isinstance(e, FinalText)], timed
+
+    finals, timed = dictate(PolicyOptions())  # commit_stable on: the core turns it off
+    assert timed and not any(timed)
+    [final] = finals
+    assert dict(final.stages)["emitted"] >= release / SR
+    assert final.text.startswith("Printing") and len(final.text.split()) > 15, final.text
+    [same], _ = dictate(PolicyOptions(commit_stable=False))
+    assert same.text == final.text
