@@ -33,6 +33,8 @@ from engine.atomic import OutputWriteError
 from engine.dictation import Dictation as TextPipeline
 from engine.dictation import Insertion
 from engine.events import Event, EventSink, FinalText, LiveEngine, Metrics, PartialText
+from engine.languages import LANGUAGES, language_name, next_language, parse_languages
+from engine.model_catalog import is_english_only
 from engine.vocabulary import parse as parse_vocabulary
 from ui.bridge import EngineBridge
 from ui.caption_window import CaptionWindow
@@ -58,6 +60,7 @@ class LaunchOptions:
 class Controller(ImportHost):
     talking_changed = Signal(bool)
     _hotkey_action = Signal(str)  # from the pynput thread, delivered queued
+    _language_tapped = Signal(str)  # the language hotkey (pynput thread), delivered queued
 
     def __init__(self, settings: Settings, options: LaunchOptions | None = None,
                  engine_factory: EngineFactory = make_engine,
@@ -71,6 +74,7 @@ class Controller(ImportHost):
         self.state = "stopped"
         self.talking = False
         self._hotkey: GlobalHotkey | None = None
+        self._language_hotkey: GlobalHotkey | None = None
         self.session = Session()
         self.text = TextPipeline()  # joining, replacement rules, spoken commands
         self.bridge = EngineBridge(self)
@@ -108,11 +112,13 @@ class Controller(ImportHost):
         w.quit_requested.connect(self.quit)
         self.injector.finished.connect(self._on_injected)
         self._hotkey_action.connect(self.on_ptt)
+        self._language_tapped.connect(lambda _action: self.cycle_language())
 
     def show(self) -> None:
         s = self.settings
         self.window.set_choice(EngineChoice(s.backend, s.remote_url, self.model_name(),
                                             s.device, s.language))
+        self.show_language()
         self.window.show()
         if s.first_run_hint:
             self.window.show_hint(s.hotkey.replace("<", "").replace(">", "").title())
@@ -137,6 +143,23 @@ class Controller(ImportHost):
             log.warning("global hotkey unavailable: %s", exc)
             return
         self.dictation.start_hotkey()
+        self.start_language_hotkey()
+
+    def start_language_hotkey(self) -> None:
+        """The chord that cycles the language (none when the setting is "")."""
+        if self._language_hotkey is not None:
+            self._language_hotkey.stop()
+            self._language_hotkey = None
+        if not self.settings.language_hotkey:
+            return
+        hotkey = GlobalHotkey(self.settings.language_hotkey, "tap",
+                              forwarder(self._language_tapped, 1))
+        try:
+            hotkey.start()
+        except HotkeyUnavailableError as exc:
+            log.warning("language hotkey unavailable: %s", exc)
+            return
+        self._language_hotkey = hotkey
 
     # -- engine lifecycle ----------------------------------------------------------------------
     def engine_config(self) -> EngineConfig:
@@ -146,7 +169,69 @@ class Controller(ImportHost):
                             device=s.device, language=s.language or None,
                             mode="vad" if captions else "ptt",
                             input_path=self.options.input_path,
-                            vocabulary=self.vocabulary_terms())
+                            vocabulary=self.vocabulary_terms(),
+                            languages=self.spoken_languages(), input_device=s.input_device)
+
+    def spoken_languages(self) -> tuple[str, ...]:
+        return parse_languages(self.settings.languages)
+
+    def english_only(self) -> bool:
+        return self.settings.backend == "local" and is_english_only(self.model_name())
+
+    @Slot()
+    def cycle_language(self) -> None:
+        """The language hotkey and tray entry: auto-detect -> each spoken language -> ..."""
+        if self.english_only():
+            self.window.show_message(f"{self.model_name()} is an English-only model", 5000)
+            return
+        self.set_language(next_language(self.settings.language, self.spoken_languages()))
+
+    def set_language(self, code: str) -> None:
+        """Decode in ``code`` ("": auto-detect among the spoken languages) from now on: the
+        running engine switches without a reload where it can."""
+        old = self.settings.language
+        self.update_settings(language=code)
+        self.show_language()
+        if self.engine is None or old == code:
+            return
+        if not self._live_change("set_language", code or None, self.spoken_languages()):
+            self.stop_engine()  # (remote: the language goes with the connection)
+            self.start_engine()
+        self.window.show_message(f"Language: {self.language_label()}", 3000)
+
+    def set_input_device(self, name: str) -> None:
+        """Record from microphone ``name`` ("": the system default): remembered by name, and
+        the running engine switches without a reload (engine.audio.sources.prefer)."""
+        if self.settings.input_device != name:
+            self.update_settings(input_device=name)
+        if self.engine is not None and not self._live_change("set_input_device", name):
+            self.stop_engine()
+            self.start_engine()
+
+    def _live_change(self, method: str, *args: object) -> bool:
+        """Apply a change to the running engine where it can take it without a rebuild
+        (app.engine_factory.AppEngine); False where it cannot."""
+        change = getattr(self.engine, method, None)
+        return bool(change(*args)) if change is not None else False
+
+    def language_label(self) -> str:
+        if self.english_only():
+            return "English (English-only model)"
+        code = self.settings.language
+        if code:
+            return language_name(code)
+        spoken = self.spoken_languages()
+        return "Auto-detect" + (f" ({', '.join(language_name(c) for c in spoken)})"
+                                if spoken else "")
+
+    def show_language(self) -> None:
+        """The current language in the main window's selector and the caption window."""
+        spoken = self.spoken_languages()
+        self.window.set_languages([(c, language_name(c)) for c in spoken or LANGUAGES],
+                                  self.settings.language, self.english_only())
+        code = "en" if self.english_only() else self.settings.language
+        self.captions.set_language_tag(code.upper() if code else "AUTO",
+                                       self.language_label())
 
     def vocabulary_terms(self, sets: tuple[str, ...] = ()) -> tuple[str, ...]:
         """The settings' default vocabulary set plus the named ``sets``."""
@@ -218,6 +303,14 @@ class Controller(ImportHost):
         if action == "toggle":
             action = "release" if self.talking else "press"
         if action == "press" and self.imports.refuse_live():
+            return
+        if action == "press" and self.engine is not None and self.state == "loading":
+            # A model (re)load: the press would only be heard once it is done. Say so rather
+            # than record into a queue the user cannot see (the utterance before the switch
+            # was flushed by the old engine and is not lost).
+            self.window.show_message(f"Loading {self.model_name()}: dictation is off until it "
+                                     "is ready (a few seconds)", 5000)
+            log.info("push-to-talk refused while the model loads")
             return
         if self.engine is None:
             self.start_engine()
@@ -346,6 +439,11 @@ class Controller(ImportHost):
             self.settings = with_changes(self.settings, captions_visible=visible)
 
     def _on_choice(self, choice: EngineChoice) -> None:
+        s = self.settings
+        if (s.backend, s.remote_url, s.model, s.device) == (
+                choice.backend, choice.remote_url, choice.model, choice.device):
+            self.set_language(choice.language)  # no reload
+            return
         try:
             self.update_settings(backend=choice.backend, remote_url=choice.remote_url,
                                  model=choice.model, device=choice.device,
@@ -370,12 +468,23 @@ class Controller(ImportHost):
             self.start_hotkey()
         elif old.paste_last_hotkey != new.paste_last_hotkey and self._hotkey:
             self.dictation.start_hotkey()
+        if old.language_hotkey != new.language_hotkey and self._hotkey:
+            self.start_language_hotkey()
+        self.show_language()
         if self.engine is not None and any(
                 getattr(old, f) != getattr(new, f) for f in ENGINE_FIELDS):
             self.stop_engine()
             self.start_engine()
-        elif self.engine is not None and old.vocabulary != new.vocabulary:
+            return
+        if self.engine is not None and old.input_device != new.input_device:
+            self.set_input_device(new.input_device)
+        if self.engine is not None and old.vocabulary != new.vocabulary:
             self.dictation.send_vocabulary(self.vocabulary_terms())  # no reload
+        language_changed = (old.language, old.languages) != (new.language, new.languages)
+        if self.engine is not None and language_changed and not self._live_change(
+                "set_language", new.language or None, self.spoken_languages()):
+            self.stop_engine()
+                self.start_engine()
 
     def update_settings(self, **changes: object) -> None:
         """Apply and save (the first save is what creates the config file)."""
@@ -388,8 +497,9 @@ class Controller(ImportHost):
 
     @Slot()
     def quit(self) -> None:
-        if self._hotkey is not None:
-            self._hotkey.stop()
+        for hotkey in (self._hotkey, self._language_hotkey):
+            if hotkey is not None:
+                hotkey.stop()
         self.dictation.shutdown()
         self.imports.shutdown()
         self.stop_engine()

@@ -115,6 +115,8 @@ class LocalLiveEngine:
         self._streams = 1  # decode streams (workers): runner.streams once loaded
         self._jobs: queue.Queue[Job | None] = queue.Queue()  # bounded by the policy (docstring)
         self._vocabulary = self.options.policy.vocabulary
+        self._language: tuple[str | None, tuple[str, ...]] = (
+            self.options.policy.language, self.options.policy.languages)
         self._outcomes: queue.Queue[_Outcome] = queue.Queue()  # simulated time only
         self._loaded: queue.Queue[BaseException | None] = queue.Queue(maxsize=1)
         self._stop = threading.Event()
@@ -185,6 +187,20 @@ class LocalLiveEngine:
             if self._core is not None:
                 self._core.set_vocabulary(self._vocabulary)
 
+    def set_language(self, language: str | None, languages: tuple[str, ...] = ()) -> None:
+        """Decode in ``language`` from now on (None: detect among ``languages``); no model
+        reload. An English-only model stays in English."""
+        with self._lock:
+            self._language = (language, tuple(languages))
+            if self._core is not None:
+                self._set_core_language()
+
+    def _set_core_language(self) -> None:
+        language, languages = self._language
+        if not self._runner.info.multilingual:
+            language, languages = "en", ()
+        self._stream.set_language(language, languages)
+
     def _control(self, kind: str, at: int, released: int = 0) -> None:
         with self._lock:
             if self._core is None:
@@ -238,6 +254,9 @@ class LocalLiveEngine:
                 stream = replace(stream, policy=stream.policy.for_model(self._runner.info))
                 self._core = StreamCore(stream, scorer)
                 self._core.set_vocabulary(self._vocabulary)
+                if self._language != (self.options.policy.language,
+                                      self.options.policy.languages):
+                    self._set_core_language()  # changed while the model loaded
                 for kind, at, released in self._early:
                     self._apply(kind, at, released)
             self._emit_one(StateChanged("ready", self._runner.info.name))
@@ -261,6 +280,9 @@ class LocalLiveEngine:
             except EngineError as exc:
                 log.error("audio source failed: %s", exc)
                 return EngineFailed(str(exc), recoverable=False)
+            notice = getattr(self._source, "take_notice", lambda: None)()
+            if notice:  # the microphone changed (engine.audio.sources): say so, go on
+                self._emit_one(EngineFailed(str(notice), recoverable=True))
             if block is None:
                 if self._source.finished:
                     break

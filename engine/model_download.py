@@ -38,7 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import EngineError
-from engine.model_catalog import BUNDLED, MODEL_FILE_PATTERNS, catalogue_entry, directory_size
+from engine.model_catalog import MODEL_FILE_PATTERNS, catalogue_entry, directory_size
+from engine.models import BUNDLED_MODELS as BUNDLED
 from engine.models import DOWNLOAD_MANIFEST as MANIFEST
 from engine.models import downloaded_path, models_dir
 
@@ -253,14 +254,14 @@ def _fetch_all(name: str, files: list[RemoteFile], staging: Path,
             f"not enough disk space for {name}: it needs {_mb(needed)} more, "
             f"{_mb(free)} is free in {staging.parent}")
     rate = _Rate()
-    state = {"done": resumed, "file": ""}
+    done = [resumed]
+    current = [""]
 
     def on_bytes(count: int) -> None:
-        state["done"] = int(state["done"]) + count
+        done[0] += count
         if progress is not None:
-            done = int(state["done"])
-            progress(Progress(name, str(state["file"]), done, total,
-                              rate.add(done, time.monotonic()), resumed))
+            progress(Progress(name, current[0], done[0], total,
+                              rate.add(done[0], time.monotonic()), resumed))
 
     on_bytes(0)
     for f in files:
@@ -269,7 +270,7 @@ def _fetch_all(name: str, files: list[RemoteFile], staging: Path,
         final = staging / f.path
         if f.path in verified:
             continue
-        state["file"] = f.path
+        current[0] = f.path
         part = parts[f.path]
         part.parent.mkdir(parents=True, exist_ok=True)
         start = have[f.path]

@@ -169,3 +169,21 @@ def test_remove_frees_the_space_and_bundled_models_stay(hub: LocalHub, tiny_file
         remove("small.en")
     with pytest.raises(ModelDownloadError, match="unknown model"):
         download("huge-v9")
+
+
+def test_models_command_lists_downloads_and_removes(hub: LocalHub,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from app.cli import main
+
+    assert main(["models", "download", "small.en"]) == 1  # not on this hub
+    assert "could not download small.en" in capsys.readouterr().err
+    assert main(["models", "download", "tiny.en"]) == 0
+    assert "tiny.en downloaded and verified" in capsys.readouterr().out
+    assert main(["models", "list"]) == 0
+    listing = capsys.readouterr().out
+    row = next(line for line in listing.splitlines() if line.startswith("large-v3-turbo "))
+    assert "1.6 GB" in row and "99 languages" in row
+    assert "bundled" in next(line for line in listing.splitlines() if line.startswith("base "))
+    assert "recommended:" in listing and "this machine:" in listing
+    assert main(["models", "remove", "tiny.en"]) == 0
+    assert "MB freed" in capsys.readouterr().out
