@@ -484,7 +484,7 @@ class Controller(ImportHost):
         if self.engine is not None and language_changed and not self._live_change(
                 "set_language", new.language or None, self.spoken_languages()):
             self.stop_engine()
-                self.start_engine()
+            self.start_engine()
 
     def update_settings(self, **changes: object) -> None:
         """Apply and save (the first save is what creates the config file)."""
