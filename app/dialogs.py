@@ -28,7 +28,7 @@ from engine.events import FinalText
 from engine.remote.secrets import KeyringUnavailableError, keyring_status, store_api_key
 from engine.types import seconds_to_samples
 from ui.history_dialog import HistoryDialog
-from ui.settings_dialog import FieldValues, SettingsChoices, SettingsDialog
+from ui.settings_dialog import FieldValues, SettingsChoices, SettingsDialog, SetupServices
 
 log = logging.getLogger(__name__)
 
@@ -40,15 +40,18 @@ FILTERS = {"txt": "Text (*.txt)", "srt": "SubRip subtitles (*.srt)",
            "vtt": "WebVTT subtitles (*.vtt)", "json": "JSON with word timings (*.json)"}
 
 
-def settings_dialog(settings: Settings, keyring: str,
-                    parent: QWidget | None = None) -> SettingsDialog[Settings]:
+def settings_dialog(settings: Settings, keyring: str, parent: QWidget | None = None,
+                    setup: SetupServices | None = None) -> SettingsDialog[Settings]:
     """The settings dialog on these settings; Settings' own checks validate the edit."""
+    from app.setup_services import setup_services
+
 
     def apply(values: FieldValues) -> Settings:
         changes: dict[str, Any] = dict(values)  # Settings.__post_init__ checks each value
         return replace(settings, **changes)
 
-    return SettingsDialog(settings, SETTINGS_CHOICES, apply, keyring, parent)
+    return SettingsDialog(settings, SETTINGS_CHOICES, apply, keyring,
+                          setup or setup_services(), parent)
 
 
 def journal_sessions() -> list[tuple[str, Path, str]]:
