@@ -60,6 +60,7 @@ class LaunchOptions:
 class Controller(ImportHost):
     talking_changed = Signal(bool)
     _hotkey_action = Signal(str)  # from the pynput thread, delivered queued
+    language_shown = Signal(str, bool)  # the current language in words; whether it can cycle
     _language_tapped = Signal(str)  # the language hotkey (pynput thread), delivered queued
 
     def __init__(self, settings: Settings, options: LaunchOptions | None = None,
@@ -232,6 +233,7 @@ class Controller(ImportHost):
         code = "en" if self.english_only() else self.settings.language
         self.captions.set_language_tag(code.upper() if code else "AUTO",
                                        self.language_label())
+        emit(self.language_shown, self.language_label(), not self.english_only())
 
     def vocabulary_terms(self, sets: tuple[str, ...] = ()) -> tuple[str, ...]:
         """The settings' default vocabulary set plus the named ``sets``."""

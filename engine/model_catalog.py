@@ -108,6 +108,10 @@ def english_only_dir(path: Path) -> bool:
     English one (multilingual models have 51865 or more)."""
     import json
 
+    vocabulary = path / "vocabulary.txt"
+    if vocabulary.is_file():
+        with open(vocabulary, "rb") as f:
+            return sum(1 for _ in f) < 51865
     try:
         config = json.loads((path / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):

@@ -220,10 +220,10 @@ def download(name: str, *, progress: ProgressCallback | None = None,
         if target.exists():
             shutil.rmtree(target)
         os.replace(staging, target)
-    except DownloadCancelled:
+    except DownloadCancelled as exc:
         shutil.rmtree(staging, ignore_errors=True)
         log.info("download of %s cancelled; partial files removed", name)
-        raise
+        raise DownloadCancelled(f"download of {name} cancelled; nothing of it was kept") from exc
     except ModelDownloadError:
         raise
     except Exception as exc:  # noqa: BLE001 - network errors keep the partial files

@@ -32,7 +32,7 @@ NAMED_KEYS: dict[Qt.Key, str] = {
     **{getattr(K, f"Key_F{n}"): f"f{n}" for n in range(1, 21)},
 }
 _BY_NAME = {name: key for key, name in NAMED_KEYS.items() if key != K.Key_Enter}
-_MODIFIER_BY_NAME = {name: modifier for modifier, name in MODIFIERS}
+_MODIFIER_BY_NAME = {name.strip("<>"): modifier for modifier, name in MODIFIERS}
 
 
 def to_pynput(modifiers: Qt.KeyboardModifier, key: int) -> str | None:

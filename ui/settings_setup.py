@@ -75,11 +75,8 @@ class MicrophonePage(QWidget):
         self._service = service
         self.devices = QListWidget()
         self.devices.setObjectName("microphoneList")
-        self.level = QProgressBar()
-        self.level.setObjectName("microphoneLevel")
-        self.level.setRange(0, int(-LEVEL_FLOOR_DB))
-        self.level.setTextVisible(False)
-        self.level.setToolTip("the selected microphone's level, live")
+        self.level = self._meter()
+        self._metered: QListWidgetItem | None = None
         self.test_button = QPushButton(f"Test: record {self.TEST_SECONDS:.0f} s and play back")
         self.test_button.clicked.connect(self._test)
         self.refresh_button = QPushButton("Refresh")
@@ -89,9 +86,6 @@ class MicrophonePage(QWidget):
         note = QLabel("Sottovoce remembers the microphone by its name: when it is unplugged, "
                       "the system default takes over (you are told) until it is back.")
         note.setWordWrap(True)
-        meter_row = QHBoxLayout()
-        meter_row.addWidget(QLabel("Level"))
-        meter_row.addWidget(self.level, 1)
         buttons = QHBoxLayout()
         buttons.addWidget(self.test_button)
         buttons.addWidget(self.refresh_button)
@@ -99,7 +93,6 @@ class MicrophonePage(QWidget):
         layout = QVBoxLayout(self)
         layout.addWidget(QLabel("Record from:"))
         layout.addWidget(self.devices, 1)
-        layout.addLayout(meter_row)
         layout.addLayout(buttons)
         layout.addWidget(self.status)
         layout.addWidget(note)
@@ -111,10 +104,36 @@ class MicrophonePage(QWidget):
         self.devices.currentItemChanged.connect(self._on_selected)
         self.refresh()
 
+    @staticmethod
+    def _meter() -> QProgressBar:
+        level = QProgressBar()
+        level.setObjectName("microphoneLevel")
+        level.setRange(0, int(-LEVEL_FLOOR_DB))
+        level.setTextVisible(False)
+        level.setFixedSize(180, 12)
+        level.setToolTip("this microphone's level, live")
+        return level
+
+    def _place_meter(self, item: QListWidgetItem | None) -> None:
+        """The level meter sits at the right end of the selected microphone's row."""
+        if self._metered is not None and self.devices.row(self._metered) >= 0:
+            self.devices.removeItemWidget(self._metered)  # (deletes the old meter)
+        self._metered = item
+        self.level = self._meter()
+        if item is None:
+            return
+        holder = QWidget()
+        row = QHBoxLayout(holder)
+        row.setContentsMargins(0, 0, 8, 0)
+        row.addStretch(1)
+        row.addWidget(self.level)
+        self.devices.setItemWidget(item, holder)
+
     def refresh(self) -> None:
         """List the microphones again (one was plugged in or out)."""
         chosen = self._chosen
         self.devices.blockSignals(True)
+        self._metered = None
         self.devices.clear()
         default_item = QListWidgetItem("System default")
         default_item.setData(Qt.ItemDataRole.UserRole, "")
@@ -134,6 +153,7 @@ class MicrophonePage(QWidget):
             if self.devices.item(row).data(Qt.ItemDataRole.UserRole) == chosen:
                 self.devices.setCurrentRow(row)
         self.devices.blockSignals(False)
+        self._place_meter(self.devices.currentItem())
         if self.isVisible():
             self._service.open_meter(chosen)
 
@@ -151,7 +171,7 @@ class MicrophonePage(QWidget):
         if item is None:
             return
         self._chosen = str(item.data(Qt.ItemDataRole.UserRole))
-        self.level.setValue(0)
+        self._place_meter(item)
         if self.isVisible():
             self._service.open_meter(self._chosen)  # the meter follows the selection at once
 
