@@ -94,14 +94,17 @@ def list_inputs() -> list[InputDevice]:
 
 def find_input(wanted: str | int, devices: list[InputDevice] | None = None) -> InputDevice | None:
     """The device ``wanted`` names: a PortAudio index (a number), an exact name, or a
-    case-insensitive fragment of one; None when none matches."""
+    case-insensitive fragment of one; the sound server's microphones first, then PortAudio's
+    own devices ("pulse", "default", "hw:1,0"); None when none matches."""
     if isinstance(wanted, int) or wanted.isdigit():
         return next((d for d in portaudio_inputs() if d.index == int(wanted)), None)
-    devices = list_inputs() if devices is None else devices
-    exact = [d for d in devices if wanted in (d.name, d.pulse_source)]
-    fragment = [d for d in devices if wanted.lower() in d.name.lower()]
-    found = exact or fragment
-    return found[0] if found else None
+    for listed in ([list_inputs() if devices is None else devices]
+                   + ([portaudio_inputs()] if devices is None else [])):
+        exact = [d for d in listed if wanted in (d.name, d.pulse_source)]
+        fragment = [d for d in listed if wanted.lower() in d.name.lower()]
+        if exact or fragment:
+            return (exact or fragment)[0]
+    return None
 
 
 @contextlib.contextmanager
