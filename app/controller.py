@@ -34,7 +34,7 @@ from engine.dictation import Dictation as TextPipeline
 from engine.dictation import Insertion
 from engine.events import Event, EventSink, FinalText, LiveEngine, Metrics, PartialText
 from engine.languages import LANGUAGES, language_name, next_language, parse_languages
-from engine.model_catalog import is_english_only
+from engine.model_catalog import installed, is_english_only
 from engine.vocabulary import parse as parse_vocabulary
 from ui.bridge import EngineBridge
 from ui.caption_window import CaptionWindow
@@ -120,6 +120,7 @@ class Controller(ImportHost):
         self.window.set_choice(EngineChoice(s.backend, s.remote_url, self.model_name(),
                                             s.device, s.language))
         self.show_language()
+        self.show_models()
         self.window.show()
         if s.first_run_hint:
             self.window.show_hint(s.hotkey.replace("<", "").replace(">", "").title())
@@ -208,6 +209,11 @@ class Controller(ImportHost):
         if self.engine is not None and not self._live_change("set_input_device", name):
             self.stop_engine()
             self.start_engine()
+
+    def show_models(self) -> None:
+        """The main window's model list: what is here now (Settings > Models downloads more)."""
+        folders = [line for line in self.settings.model_dirs.splitlines() if line.strip()]
+        self.window.set_models([m.name for m in installed(folders)])
 
     def _live_change(self, method: str, *args: object) -> bool:
         """Apply a change to the running engine where it can take it without a rebuild
@@ -473,6 +479,7 @@ class Controller(ImportHost):
         if old.language_hotkey != new.language_hotkey and self._hotkey:
             self.start_language_hotkey()
         self.show_language()
+        self.show_models()
         if self.engine is not None and any(
                 getattr(old, f) != getattr(new, f) for f in ENGINE_FIELDS):
             self.stop_engine()

@@ -256,6 +256,17 @@ class MainWindow(QMainWindow):
         finally:
             self._syncing = False
 
+    def set_models(self, names: list[str]) -> None:
+        """The models that can be used now (bundled, downloaded, added folders)."""
+        self._syncing = True
+        try:
+            current = self.model_box.currentText()
+            self.model_box.clear()
+            self.model_box.addItems(names)
+            self.model_box.setCurrentText(current)
+        finally:
+            self._syncing = False
+
     def current_language(self) -> str:
         """The language shown in the selector ("" : auto-detect)."""
         return str(self.language_box.currentData() or "")
