@@ -56,7 +56,7 @@ def main() -> int:
             shutil.rmtree(Path(cache) / "models", ignore_errors=True)
             marks: list[float] = []
             started = time.perf_counter()
-            download("tiny.en", progress=lambda p: marks.append(time.perf_counter()))
+            download("tiny.en", progress=lambda _p, m=marks: m.append(time.perf_counter()))
             full.append(time.perf_counter() - started)
             transfer.append(marks[-1] - marks[0])
             # Interrupted half way through model.bin, the server down until the next run.
