@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from engine.audio.sources import AudioSource
+from engine.audio.sources import AudioSource, device_notice
 from engine.core.policy import Job, PolicyOptions
 from engine.core.segmenter import SegmenterOptions
 from engine.core.stream import StreamCore, StreamOptions
@@ -280,9 +280,8 @@ class LocalLiveEngine:
             except EngineError as exc:
                 log.error("audio source failed: %s", exc)
                 return EngineFailed(str(exc), recoverable=False)
-            notice = getattr(self._source, "take_notice", lambda: None)()
-            if notice:  # the microphone changed (engine.audio.sources): say so, go on
-                self._emit_one(EngineFailed(str(notice), recoverable=True))
+            if notice := device_notice(self._source):  # the microphone changed: say so, go on
+                self._emit_one(EngineFailed(notice, recoverable=True))
             if block is None:
                 if self._source.finished:
                     break

@@ -110,6 +110,14 @@ def resolve_input_device(device: int | str | None) -> tuple[int, str, int]:
     return found[0]
 
 
+def device_notice(source: object) -> str | None:
+    """What a source has to tell the user about its device (a microphone that went and the
+    default that took over: `MicrophoneSource.take_notice`), once; None for other sources."""
+    take = getattr(source, "take_notice", None)
+    notice = take() if take is not None else None
+    return str(notice) if notice else None
+
+
 # A read that returns this much later than its timeout means this process, not the device,
 # stopped: see MicrophoneSource._check_alive.
 PROCESS_STALL_S = 0.25
