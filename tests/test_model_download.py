@@ -187,3 +187,22 @@ def test_models_command_lists_downloads_and_removes(hub: LocalHub,
     assert "recommended:" in listing and "this machine:" in listing
     assert main(["models", "remove", "tiny.en"]) == 0
     assert "MB freed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("machine", "english", "other"), [
+    ((1, 143_771, 16, 131_072), "large-v3-turbo", "large-v3-turbo"),  # an H200
+    ((1, 0, 8, 16_384), "large-v3-turbo", "large-v3-turbo"),  # CUDA, memory unknown
+    ((1, 4096, 6, 16_384), "distil-large-v3", "small"),  # a 4 GB GPU
+    ((0, 0, 8, 16_384), "small.en", "small"),  # 8 cores, no GPU
+    ((0, 0, 4, 8192), "base.en", "base"),  # a laptop
+    ((0, 0, 2, 24_576), "tiny.en", "tiny"),  # this test machine
+])
+def test_recommendation_per_machine(machine: tuple[int, int, int, int], english: str,
+                                    other: str) -> None:
+    from engine.model_catalog import Machine, catalogue_entry, recommend
+
+    profile = Machine(*machine)
+    picked = recommend(profile, english_only=True), recommend(profile, english_only=False)
+    assert (picked[0].model, picked[1].model) == (english, other)
+    assert {p.compute_type for p in picked} == {"float16" if profile.cuda_devices else "int8"}
+    assert all(catalogue_entry(p.model) is not None for p in picked)
