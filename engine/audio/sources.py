@@ -220,7 +220,7 @@ class MicrophoneSource:
         self._queue = queue.Queue(maxsize=max(2, int(self._max_queue_s * 1000 / self._block_ms)))
         self._stopped.clear()
         device = self._find(self._device)
-        if device is None:
+        if device is None and self._device is not None:
             missing = f"microphone {self._device!r} is not connected"
             if not self._fallback:
                 names = ", ".join(repr(d.name) for d in list_inputs())
