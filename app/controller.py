@@ -480,9 +480,11 @@ class Controller(ImportHost):
             self.start_language_hotkey()
         self.show_language()
         self.show_models()
-        if self.engine is not None and any(
-                getattr(old, f) != getattr(new, f) for f in ENGINE_FIELDS):
-            self.stop_engine()
+        changed = {f for f in ENGINE_FIELDS if getattr(old, f) != getattr(new, f)}
+        if self.engine is not None and changed and not (
+                changed <= {"model", "device"} and new.backend == "local"
+                and self._live_change("switch_model", self.model_name(), new.device)):
+            self.stop_engine()  # (a new model alone reloads in the running engine)
             self.start_engine()
             return
         if self.engine is not None and old.input_device != new.input_device:

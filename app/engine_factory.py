@@ -90,6 +90,18 @@ class AppEngine:
     def set_vocabulary(self, terms: tuple[str, ...]) -> None:
         self.engine.set_vocabulary(terms)
 
+    def switch_model(self, model: str, device: str) -> bool:
+        """Load another model into the running engine (engine.live.LocalLiveEngine.reload: the
+        microphone stays open, the model loads on a new inference thread); False where the
+        engine cannot (remote: the server has the model)."""
+        reload = getattr(self.engine, "reload", None)
+        if reload is None or self._runner is None:
+            return False
+        runner = _live_runner(model, device)
+        reload(runner)
+        self._runner = runner
+        return True
+
     def set_input_device(self, name: str) -> bool:
         """Record from microphone ``name`` ("": the default) without a reload; False when the
         source cannot switch (a file played as the microphone)."""
@@ -122,7 +134,6 @@ def audio_source(config: EngineConfig) -> Any:
 
 def _local_engine(config: EngineConfig, sink: EventSink) -> LiveEngine:
     try:
-        from engine.asr import local_runner
         from engine.core.policy import PolicyOptions
         from engine.live import LiveOptions, LocalLiveEngine
     except ImportError as exc:
@@ -133,15 +144,21 @@ def _local_engine(config: EngineConfig, sink: EventSink) -> LiveEngine:
     # the cores (up to LIVE_CPU_THREADS): a lone final, the usual case, then decodes as fast as
     # on one all-cores model; one-thread replicas took 1.5-1.7x as long per final on the busy
     # 2-core test machine (bench/decode_layouts.py), and two decodes at once were no faster.
-    cores = os.cpu_count() or 1
-    runner = local_runner(config.model, device=config.device,
-                          streams=max(1, min(LIVE_CPU_STREAMS, cores)),
-                          cpu_threads=min(LIVE_CPU_THREADS, cores))
+    runner = _live_runner(config.model, config.device)
     options = LiveOptions(mode=config.mode, policy=PolicyOptions(
         language=config.language, languages=config.languages, vocabulary=config.vocabulary))
     source = audio_source(config)
     engine = LocalLiveEngine(sink, source=source, runner=runner, options=options)
     return AppEngine(engine, runner, source)
+
+
+def _live_runner(model: str, device: str) -> Runner:
+    """The live engine's runner for ``model`` (see `_local_engine` for the layout), not loaded."""
+    from engine.asr import local_runner
+
+    cores = os.cpu_count() or 1
+    return local_runner(model, device=device, streams=max(1, min(LIVE_CPU_STREAMS, cores)),
+                        cpu_threads=min(LIVE_CPU_THREADS, cores))
 
 
 def _remote_engine(config: EngineConfig, sink: EventSink) -> LiveEngine:
