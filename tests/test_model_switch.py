@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 from test_live_engine_threads import Recorder, ThreadRecordingRunner
 
 from engine.audio.decode import load_audio
@@ -95,3 +96,33 @@ def test_a_model_that_fails_to_load_leaves_the_old_one(shared_audio: Path) -> No
                                    "keeping scripted")
     assert [f.text for f in rec.of(FinalText)] == ["Old model text.", "Old model text."]
     assert rec.states()[-1] == "stopped"
+
+
+@pytest.mark.model
+def test_the_app_engine_switches_real_models_mid_speech(jfk_wav: Path) -> None:
+    """tiny.en hears "And so my fellow Americans, ask not ..."; then base is loaded into the
+    running engine and decodes "... ask what you can do for your country"."""
+    from app.engine_factory import EngineConfig, make_engine
+
+    rec = Recorder()
+    switched = threading.Event()
+    holder: list[object] = []
+
+    def sink(event: object) -> None:
+        rec(event)  # type: ignore[arg-type]
+        if isinstance(event, FinalText) and event.text and not switched.is_set():
+            switched.set()
+            assert holder[0].switch_model("base", "cpu")  # type: ignore[attr-defined]
+
+    engine = make_engine(EngineConfig(model="tiny.en", device="cpu", mode="vad",
+                                      input_path=jfk_wav), sink)
+    holder.append(engine)
+    engine.start()
+    assert engine.engine.wait(timeout=180)  # type: ignore[attr-defined]
+    finals = [f for f in rec.of(FinalText) if f.text]
+    assert [e.detail for e in rec.events if getattr(e, "state", "") == "ready"] == [
+        "tiny.en", "base"]
+    assert engine.model_info is not None and engine.model_info.name == "base"  # type: ignore[attr-defined]
+    assert len(finals) >= 2, [f.text for f in finals]
+    assert "ask what you can do for your country" in finals[-1].text.lower().replace(",", "")
+    assert not rec.of(EngineFailed)
