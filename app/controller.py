@@ -167,8 +167,10 @@ class Controller(ImportHost):
     def engine_config(self) -> EngineConfig:
         s = self.settings
         captions = s.listen_mode == "captions" or self.options.input_path is not None
+        # A catalogue model made for English (distil-large-v3, the .en ones) decodes English.
+        language = "en" if self.english_only() else (s.language or None)
         return EngineConfig(backend=s.backend, remote_url=s.remote_url, model=self.model_name(),
-                            device=s.device, language=s.language or None,
+                            device=s.device, language=language,
                             mode="vad" if captions else "ptt",
                             input_path=self.options.input_path,
                             vocabulary=self.vocabulary_terms(),
