@@ -46,6 +46,12 @@ if ! pactl info >/dev/null 2>&1; then
     sink_properties=device.description=VirtualSpeaker >/dev/null
   pactl load-module module-remap-source master=vspk.monitor source_name=vmic \
     source_properties=device.description=VirtualMic >/dev/null
+  # A second microphone, so a microphone can be chosen by name (Settings > Microphone, the
+  # tray, `listen --device VirtualMic2`); tests add and unplug private ones of their own.
+  pactl load-module module-null-sink sink_name=vspk2 rate=16000 channels=1 \
+    sink_properties=device.description=VirtualSpeaker2 >/dev/null
+  pactl load-module module-remap-source master=vspk2.monitor source_name=vmic2 \
+    source_properties=device.description=VirtualMic2 >/dev/null
   pactl set-default-sink vspk
   pactl set-default-source vmic
 fi

@@ -18,6 +18,7 @@ SUBCOMMAND_MODULES = (
     "app.commands.serve",  # sottovoce serve
     "app.commands.control",  # sottovoce toggle | ptt press|release | paste-last
     "app.commands.doctor",  # sottovoce doctor
+    "app.commands.models",  # sottovoce models list | download NAME | remove NAME
 )
 # Run by compositor key bindings on every press and release: parse them without importing the
 # other commands' modules (numpy, Qt), so the release reaches the app sooner.

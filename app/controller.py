@@ -34,6 +34,8 @@ from app.settings import ENGINE_FIELDS, Settings, save_settings, with_changes
 from engine.atomic import OutputWriteError
 from engine.dictation import Insertion
 from engine.events import Event, EventSink, FinalText, LiveEngine, Metrics, PartialText
+from engine.languages import LANGUAGES, language_name, next_language, parse_languages
+from engine.model_catalog import installed, is_english_only
 from engine.vocabulary import parse as parse_vocabulary
 from ui.bridge import EngineBridge
 from ui.caption_window import CaptionWindow
@@ -59,6 +61,8 @@ class LaunchOptions:
 class Controller(ImportHost):
     talking_changed = Signal(bool)
     _hotkey_action = Signal(str)  # from the pynput thread, delivered queued
+    language_shown = Signal(str, bool)  # the current language in words; whether it can cycle
+    _language_tapped = Signal(str)  # the language hotkey (pynput thread), delivered queued
 
     def __init__(self, settings: Settings, options: LaunchOptions | None = None,
                  engine_factory: EngineFactory = make_engine,
@@ -72,6 +76,7 @@ class Controller(ImportHost):
         self.state = "stopped"
         self.talking = False
         self._hotkey: GlobalHotkey | None = None
+        self._language_hotkey: GlobalHotkey | None = None
         self.session = Session()
         self.text = TextWorker(self)  # rules, commands, joining: off the GUI thread
         self.bridge = EngineBridge(self)
@@ -111,11 +116,14 @@ class Controller(ImportHost):
         w.quit_requested.connect(self.quit)
         self.injector.finished.connect(self._on_injected)
         self._hotkey_action.connect(self.on_ptt)
+        self._language_tapped.connect(lambda _action: self.cycle_language())
 
     def show(self) -> None:
         s = self.settings
         self.window.set_choice(EngineChoice(s.backend, s.remote_url, self.model_name(),
                                             s.device, s.language))
+        self.show_language()
+        self.show_models()
         self.window.show()
         if s.first_run_hint:
             self.window.show_hint(s.hotkey.replace("<", "").replace(">", "").title())
@@ -142,16 +150,103 @@ class Controller(ImportHost):
             log.warning("global hotkey unavailable: %s", exc)
             return
         self.dictation.start_hotkey()
+        self.start_language_hotkey()
+
+    def start_language_hotkey(self) -> None:
+        """The chord that cycles the language (none when the setting is "")."""
+        if self._language_hotkey is not None:
+            self._language_hotkey.stop()
+            self._language_hotkey = None
+        if not self.settings.language_hotkey:
+            return
+        hotkey = GlobalHotkey(self.settings.language_hotkey, "tap",
+                              forwarder(self._language_tapped, 1))
+        try:
+            hotkey.start()
+        except HotkeyUnavailableError as exc:
+            log.warning("language hotkey unavailable: %s", exc)
+            return
+        self._language_hotkey = hotkey
 
     # -- engine lifecycle ----------------------------------------------------------------------
     def engine_config(self) -> EngineConfig:
         s = self.settings
         captions = s.listen_mode == "captions" or self.options.input_path is not None
+        # A catalogue model made for English (distil-large-v3, the .en ones) decodes English.
+        language = "en" if self.english_only() else (s.language or None)
         return EngineConfig(backend=s.backend, remote_url=s.remote_url, model=self.model_name(),
-                            device=s.device, language=s.language or None,
+                            device=s.device, language=language,
                             mode="vad" if captions else "ptt",
                             input_path=self.options.input_path,
-                            vocabulary=self.vocabulary_terms())
+                            vocabulary=self.vocabulary_terms(),
+                            languages=self.spoken_languages(), input_device=s.input_device)
+
+    def spoken_languages(self) -> tuple[str, ...]:
+        return parse_languages(self.settings.languages)
+
+    def english_only(self) -> bool:
+        return self.settings.backend == "local" and is_english_only(self.model_name())
+
+    @Slot()
+    def cycle_language(self) -> None:
+        """The language hotkey and tray entry: auto-detect -> each spoken language -> ..."""
+        if self.english_only():
+            self.window.show_message(f"{self.model_name()} is an English-only model", 5000)
+            return
+        self.set_language(next_language(self.settings.language, self.spoken_languages()))
+
+    def set_language(self, code: str) -> None:
+        """Decode in ``code`` ("": auto-detect among the spoken languages) from now on: the
+        running engine switches without a reload where it can."""
+        old = self.settings.language
+        self.update_settings(language=code)
+        self.show_language()
+        if self.engine is None or old == code:
+            return
+        if not self._live_change("set_language", code or None, self.spoken_languages()):
+            self.stop_engine()  # (remote: the language goes with the connection)
+            self.start_engine()
+        self.window.show_message(f"Language: {self.language_label()}", 3000)
+
+    def set_input_device(self, name: str) -> None:
+        """Record from microphone ``name`` ("": the system default): remembered by name, and
+        the running engine switches without a reload (engine.audio.sources.prefer)."""
+        if self.settings.input_device != name:
+            self.update_settings(input_device=name)
+        if self.engine is not None and not self._live_change("set_input_device", name):
+            self.stop_engine()
+            self.start_engine()
+
+    def show_models(self) -> None:
+        """The main window's model list: what is here now (Settings > Models downloads more)."""
+        folders = [line for line in self.settings.model_dirs.splitlines() if line.strip()]
+        self.window.set_models([m.name for m in installed(folders)])
+
+    def _live_change(self, method: str, *args: object) -> bool:
+        """Apply a change to the running engine where it can take it without a rebuild
+        (app.engine_factory.AppEngine); False where it cannot."""
+        change = getattr(self.engine, method, None)
+        return bool(change(*args)) if change is not None else False
+
+    def language_label(self) -> str:
+        if self.english_only():
+            return "English (English-only model)"
+        code = self.settings.language
+        if code:
+            return language_name(code)
+        spoken = self.spoken_languages()
+        return "Auto-detect" + (f" ({', '.join(language_name(c) for c in spoken)})"
+                                if spoken else "")
+
+    def show_language(self) -> None:
+        """The current language in the main window's selector and the caption window."""
+        spoken = self.spoken_languages()
+        self.window.set_languages([(c, language_name(c)) for c in spoken or LANGUAGES],
+                                  self.settings.language, self.english_only())
+        code = "en" if self.english_only() else self.settings.language
+        self.captions.set_language_tag(code.upper() if code else "AUTO",
+                                       self.language_label())
+        emit(self.language_shown, self.language_label(), not self.english_only())
 
     def vocabulary_terms(self, sets: tuple[str, ...] = ()) -> tuple[str, ...]:
         """The settings' default vocabulary set plus the named ``sets``."""
@@ -223,6 +318,14 @@ class Controller(ImportHost):
         if action == "toggle":
             action = "release" if self.talking else "press"
         if action == "press" and self.imports.refuse_live():
+            return
+        if action == "press" and self.engine is not None and self.state == "loading":
+            # A model (re)load: the press would only be heard once it is done. Say so rather
+            # than record into a queue the user cannot see (the utterance before the switch
+            # was flushed by the old engine and is not lost).
+            self.window.show_message(f"Loading {self.model_name()}: dictation is off until it "
+                                     "is ready (a few seconds)", 5000)
+            log.info("push-to-talk refused while the model loads")
             return
         if self.engine is None:
             self.start_engine()
@@ -353,6 +456,11 @@ class Controller(ImportHost):
             self.settings = with_changes(self.settings, captions_visible=visible)
 
     def _on_choice(self, choice: EngineChoice) -> None:
+        s = self.settings
+        if (s.backend, s.remote_url, s.model, s.device) == (
+                choice.backend, choice.remote_url, choice.model, choice.device):
+            self.set_language(choice.language)  # no reload
+            return
         try:
             self.update_settings(backend=choice.backend, remote_url=choice.remote_url,
                                  model=choice.model, device=choice.device,
@@ -381,12 +489,26 @@ class Controller(ImportHost):
             self.desktop.portal_hotkey.machine.mode = new.hotkey_mode
             if old.hotkey != new.hotkey:  # the desktop owns the keys: open its dialog
                 self.desktop.portal_hotkey.configure()
-        if self.engine is not None and any(
-                getattr(old, f) != getattr(new, f) for f in ENGINE_FIELDS):
+        if old.language_hotkey != new.language_hotkey and self._hotkey:
+            self.start_language_hotkey()
+        self.show_language()
+        self.show_models()
+        changed = {f for f in ENGINE_FIELDS if getattr(old, f) != getattr(new, f)}
+        if self.engine is not None and changed and not (
+                changed <= {"model", "device"} and new.backend == "local"
+                and self._live_change("switch_model", self.model_name(), new.device)):
+            self.stop_engine()  # (a new model alone reloads in the running engine)
+            self.start_engine()
+            return
+        if self.engine is not None and old.input_device != new.input_device:
+            self.set_input_device(new.input_device)
+        if self.engine is not None and old.vocabulary != new.vocabulary:
+            self.dictation.send_vocabulary(self.vocabulary_terms())  # no reload
+        language_changed = (old.language, old.languages) != (new.language, new.languages)
+        if self.engine is not None and language_changed and not self._live_change(
+                "set_language", new.language or None, self.spoken_languages()):
             self.stop_engine()
             self.start_engine()
-        elif self.engine is not None and old.vocabulary != new.vocabulary:
-            self.dictation.send_vocabulary(self.vocabulary_terms())  # no reload
 
     def update_settings(self, **changes: object) -> None:
         """Apply and save (the first save is what creates the config file)."""
@@ -400,8 +522,9 @@ class Controller(ImportHost):
     @Slot()
     def quit(self) -> None:
         self.text.drain()  # finals still in the text pipeline are shown and kept first
-        if self._hotkey is not None:
-            self._hotkey.stop()
+        for hotkey in (self._hotkey, self._language_hotkey):
+            if hotkey is not None:
+                hotkey.stop()
         self.desktop.stop()
         self.dictation.shutdown()
         self.imports.shutdown()

@@ -28,7 +28,7 @@ from engine.events import FinalText
 from engine.remote.secrets import KeyringUnavailableError, keyring_status, store_api_key
 from engine.types import seconds_to_samples
 from ui.history_dialog import HistoryDialog
-from ui.settings_dialog import FieldValues, SettingsChoices, SettingsDialog
+from ui.settings_dialog import FieldValues, SettingsChoices, SettingsDialog, SetupServices
 
 log = logging.getLogger(__name__)
 
@@ -41,14 +41,17 @@ FILTERS = {"txt": "Text (*.txt)", "srt": "SubRip subtitles (*.srt)",
 
 
 def settings_dialog(settings: Settings, keyring: str, parent: QWidget | None = None,
+                    setup: SetupServices | None = None,
                     desktop: str = "") -> SettingsDialog[Settings]:
     """The settings dialog on these settings; Settings' own checks validate the edit."""
+    from app.setup_services import setup_services
 
     def apply(values: FieldValues) -> Settings:
         changes: dict[str, Any] = dict(values)  # Settings.__post_init__ checks each value
         return replace(settings, **changes)
 
-    return SettingsDialog(settings, SETTINGS_CHOICES, apply, keyring, parent, desktop)
+    return SettingsDialog(settings, SETTINGS_CHOICES, apply, keyring,
+                          setup or setup_services(), parent, desktop)
 
 
 def journal_sessions() -> list[tuple[str, Path, str]]:
@@ -158,7 +161,8 @@ class DialogActions(QObject):
         routes = self.controller.desktop
         status = "\n".join([f"Hotkey: {routes.status_lines()[0]}",
                             f"Text insertion: {routes.status_lines()[1]}", *routes.advice()])
-        dialog = settings_dialog(self.controller.settings, keyring_status(), self.window, status)
+        dialog = settings_dialog(self.controller.settings, keyring_status(), self.window,
+                                 desktop=status)
         if not dialog.exec() or dialog.result_settings() is None:
             return
         new = dialog.result_settings()

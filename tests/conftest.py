@@ -27,7 +27,7 @@ MANIFEST = TEST_AUDIO / "manifest.jsonl"
 # without anyone having to remember it.
 MODEL_FIXTURES = frozenset({"tiny_transcriber", "base_transcriber", "fast_transcriber", "shared_tiny",
                             "two_streams", "whisperlive"})
-E2E_FIXTURES = frozenset({"virtual_mic"})
+E2E_FIXTURES = frozenset({"virtual_mic", "two_mics"})
 # The guard: outside `model` tests, constructing faster_whisper.WhisperModel (in this process, or
 # in a Python process the test starts) fails the test, marker or not, so a missing marker cannot
 # go unnoticed. Child processes get it through tests/model_guard/sitecustomize.py.

@@ -153,7 +153,7 @@ def test_overflow_drops_the_oldest_block_and_counts_it() -> None:
     # What was dropped never reaches `position`, so `captured` (the push-to-talk clock) leaves
     # it out too; otherwise press/release boundaries would land late after every overflow.
     assert source.captured == 2 * 160
-    assert [source._queue.get_nowait()[0] for _ in range(2)] == [2.0, 3.0]
+    assert [source._queue.get_nowait()[1][0] for _ in range(2)] == [2.0, 3.0]  # (resampler, block)
 
 
 def test_a_silent_device_is_an_error_not_a_hang() -> None:

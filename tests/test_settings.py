@@ -63,7 +63,8 @@ def test_version_1_file_is_migrated():
     assert settings.hotkey == "<ctrl>+<shift>+d"
     assert settings.inject_mode == "type"
     assert settings.model == "base" and settings.version == SETTINGS_VERSION
-    assert migrate({"version": 3, "model": "x"}) == {"version": 3, "model": "x"}
+    assert migrate({"version": 3, "model": "x"}) == {"version": 4, "model": "x"}
+    assert migrate({"version": 4, "model": "x"}) == {"version": 4, "model": "x"}
 
 
 def test_version_2_file_gets_the_dictation_defaults():
@@ -85,6 +86,39 @@ def test_version_2_file_gets_the_dictation_defaults():
     assert (s.text_style, s.spoken_commands, s.auto_stop_s) == ("sentence", True, 2.0)
     save_settings(s)
     assert read_settings().settings == s  # and it round-trips as version 3
+
+
+def test_version_3_file_gets_the_device_model_and_language_defaults():
+    """Version 4 added the microphone by name, local model folders, the languages spoken and
+    their hotkey: a version 3 file keeps what it had, records from the system default and
+    detects any language."""
+    path = settings_path()
+    path.parent.mkdir(parents=True)
+    path.write_text('version = 3\nmodel = "base"\nlanguage = "de"\nhotkey = "<ctrl>+<alt>+d"\n'
+                    'text_style = "chat"\n')
+    loaded = read_settings()
+    assert loaded.problems == ()
+    s = loaded.settings
+    assert (s.version, s.model, s.language, s.hotkey, s.text_style) == (
+        4, "base", "de", "<ctrl>+<alt>+d", "chat")
+    assert (s.input_device, s.model_dirs, s.languages, s.language_hotkey) == ("", "", "", "")
+    save_settings(with_changes(s, input_device="VirtualMic2", languages="en, fr",
+                               language_hotkey="<ctrl>+<alt>+j"))
+    again = read_settings()
+    assert again.problems == ()
+    assert (again.settings.input_device, again.settings.languages) == ("VirtualMic2", "en, fr")
+
+
+def test_version_4_values_are_checked_one_by_one():
+    path = settings_path()
+    path.parent.mkdir(parents=True)
+    path.write_text('version = 4\nlanguages = "en, xx"\nlanguage = "klingon"\n'
+                    'input_device = "USB Headset"\n')
+    loaded = read_settings()
+    s = loaded.settings
+    assert (s.languages, s.language, s.input_device) == ("", "", "USB Headset")
+    assert any("languages" in p and "unknown language code 'xx'" in p for p in loaded.problems)
+    assert any(p.startswith("language = 'klingon'") for p in loaded.problems)
 
 
 def test_dictation_settings_round_trip_and_are_checked():

@@ -62,6 +62,10 @@ class FakeLiveEngine:
         self._in_thread(work)
         return start
 
+    def set_language(self, language: str | None, languages: tuple[str, ...]) -> bool:
+        self.calls.append(f"language {language} {','.join(languages)}")
+        return True  # switched without a rebuild, as the local engine does
+
     def set_vocabulary(self, terms: tuple[str, ...]) -> None:
         self.calls.append("vocabulary: " + ", ".join(terms))
 

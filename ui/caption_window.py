@@ -54,6 +54,12 @@ class CaptionWindow(QWidget):
         self.label.setFocusPolicy(Qt.FocusPolicy.NoFocus)
         self.label.setStyleSheet("color: white; background: transparent;")
         self.set_font_size(font_pt)
+        self.language_tag = QLabel(self)  # the current language, top right ("EN", "AUTO")
+        self.language_tag.setObjectName("captionLanguage")
+        self.language_tag.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+        self.language_tag.setStyleSheet("color: #c8c8c8; background: rgba(255,255,255,40); "
+                                        "border-radius: 4px; padding: 1px 5px; font-size: 10pt;")
+        self.language_tag.hide()
         grip = QSizeGrip(self)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(18, 12, 6, 6)
@@ -69,6 +75,17 @@ class CaptionWindow(QWidget):
                   screen.bottom() - self.height() - screen.height() // 12)
 
     # -- content -----------------------------------------------------------------------------
+    def set_language_tag(self, tag: str, tooltip: str = "") -> None:
+        """The current language in the top-right corner ("" hides it)."""
+        self.language_tag.setText(tag)
+        self.language_tag.setToolTip(tooltip)
+        self.language_tag.adjustSize()
+        self.language_tag.setVisible(bool(tag))
+        self._place_tag()
+
+    def _place_tag(self) -> None:
+        self.language_tag.move(self.width() - self.language_tag.width() - 10, 6)
+
     def set_max_lines(self, lines: int) -> None:
         self._max_lines = max(1, min(3, lines))
         self._render()
@@ -128,6 +145,7 @@ class CaptionWindow(QWidget):
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
         super().resizeEvent(event)
+        self._place_tag()
         self._render()  # the wrap depends on the width
 
     # -- looks and dragging --------------------------------------------------------------------

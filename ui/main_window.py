@@ -29,7 +29,8 @@ from ui.latency_meter import LatencyMeter
 from ui.qt_compat import emit, forwarder
 from ui.transcript_view import TranscriptView
 
-LANGUAGES = ("", "en", "de", "es", "fr", "it", "ja", "nl", "pl", "pt", "ru", "uk", "zh")
+LANGUAGES = ("", "en", "de", "es", "fr", "it", "ja", "nl", "pl", "pt", "ru", "uk", "zh")  # until
+# the controller's set_languages gives the user's own (the Languages page of the settings)
 MODELS = ("tiny.en", "base")
 EXPORT_FORMATS = ("txt", "srt", "vtt", "json")
 LEVEL_FLOOR_DB = -60.0
@@ -208,7 +209,7 @@ class MainWindow(QMainWindow):
             backend=self.backend_box.currentText(), remote_url=self.url_edit.text().strip(),
             model=self.model_box.currentText().strip() or "tiny.en",
             device=self.device_box.currentText(),
-            language=str(self.language_box.currentData() or ""))
+            language="" if not self.language_box.isEnabled() else self.current_language())
 
     def set_state(self, state: str, detail: str) -> None:
         """Engine lifecycle: loading shows the busy bar; the button follows running/stopped."""
@@ -229,6 +230,46 @@ class MainWindow(QMainWindow):
         if not self.running:
             self.state_label.setText("Paused while a file is transcribed" if importing
                                      else "Stopped")
+
+    def set_languages(self, languages: list[tuple[str, str]], current: str,
+                      english_only: bool) -> None:
+        """The language selector: auto-detect and ``languages`` ((code, name): the ones the
+        user speaks), ``current`` selected; an English-only model greys it out and says so."""
+        self._syncing = True
+        try:
+            self.language_box.clear()
+            if english_only:
+                self.language_box.addItem("English (English-only model)", "en")
+            else:
+                self.language_box.addItem("Auto-detect", "")
+                for code, name in languages:
+                    self.language_box.addItem(name, code)
+            index = self.language_box.findData("en" if english_only else current)
+            if index < 0 and current:  # a language outside the list: still shown as current
+                self.language_box.addItem(current, current)
+                index = self.language_box.count() - 1
+            self.language_box.setCurrentIndex(max(index, 0))
+            self.language_box.setEnabled(not english_only)
+            self.language_box.setToolTip("This model only knows English" if english_only
+                                         else "The language spoken (auto-detect chooses among "
+                                              "the languages ticked in Settings > Languages)")
+        finally:
+            self._syncing = False
+
+    def set_models(self, names: list[str]) -> None:
+        """The models that can be used now (bundled, downloaded, added folders)."""
+        self._syncing = True
+        try:
+            current = self.model_box.currentText()
+            self.model_box.clear()
+            self.model_box.addItems(names)
+            self.model_box.setCurrentText(current)
+        finally:
+            self._syncing = False
+
+    def current_language(self) -> str:
+        """The language shown in the selector ("" : auto-detect)."""
+        return str(self.language_box.currentData() or "")
 
     def set_model_info(self, name: str, device: str, compute_type: str) -> None:
         self.model_label.setText(f"{name} · {device} · {compute_type}")

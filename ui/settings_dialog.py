@@ -27,7 +27,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ui.hotkey_edit import HotkeyEdit
 from ui.settings_pages import DictationPage, DictationSettings, FieldValue, TextPage, VocabularyPage
+from ui.settings_setup import (
+    LanguagesPage,
+    MicrophonePage,
+    MicrophoneService,
+    ModelService,
+    ModelsPage,
+)
 
 
 class ShownSettings(DictationSettings, Protocol):
@@ -59,6 +67,14 @@ class ShownSettings(DictationSettings, Protocol):
     def caption_font_pt(self) -> int: ...
     @property
     def allow_ydotool(self) -> bool: ...
+    @property
+    def input_device(self) -> str: ...
+    @property
+    def model_dirs(self) -> str: ...
+    @property
+    def languages(self) -> str: ...
+    @property
+    def language_hotkey(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -74,14 +90,29 @@ class SettingsChoices:
     text_styles: tuple[str, ...] = ("sentence", "chat")
 
 
+@dataclass(frozen=True)
+class SetupServices:
+    """What the Microphone, Models and Languages pages need from the app.
+
+    ``languages``: Whisper's codes and names; ``english_only(model)``: whether a model knows
+    English only; ``check_hotkey(hotkey, others)``: why a hotkey cannot be used (None: it can),
+    ``others`` naming the other hotkeys in use by what they do."""
+
+    microphones: MicrophoneService
+    models: ModelService
+    languages: dict[str, str]
+    english_only: Callable[[str], bool]
+    check_hotkey: Callable[[str, dict[str, str]], str | None]
+
+
 S = TypeVar("S", bound=ShownSettings)
 FieldValues: TypeAlias = dict[str, FieldValue]  # field name -> edited value
 
 
 class SettingsDialog(QDialog, Generic[S]):
     def __init__(self, settings: S, choices: SettingsChoices, apply: Callable[[FieldValues], S],
-                 keyring_status: str, parent: QWidget | None = None,
-                 desktop_status: str = "") -> None:
+                 keyring_status: str, setup: SetupServices,
+                 parent: QWidget | None = None, desktop_status: str = "") -> None:
         super().__init__(parent)
         self.setObjectName("settingsDialog")
         self.setWindowTitle("Sottovoce settings")
@@ -95,12 +126,10 @@ class SettingsDialog(QDialog, Generic[S]):
         self.api_key = QLineEdit()
         self.api_key.setEchoMode(QLineEdit.EchoMode.Password)
         self.api_key.setPlaceholderText("unchanged (kept in the system keyring)")
-        self.model = QLineEdit(settings.model)
         self.device = self._combo(choices.devices, settings.device)
-        self.language = QLineEdit(settings.language)
-        self.language.setPlaceholderText("auto-detect")
         self.listen_mode = self._combo(choices.listen_modes, settings.listen_mode)
-        self.hotkey = QLineEdit(settings.hotkey)
+        self._check_hotkey = setup.check_hotkey
+        self.hotkey = HotkeyEdit(settings.hotkey, check=lambda h: self._hotkey_problem(h, "hotkey"))
         self.hotkey_mode = self._combo(choices.hotkey_modes, settings.hotkey_mode)
         self.inject_mode = self._combo(choices.inject_modes, settings.inject_mode)
         self.paste_keys = self._combo(choices.paste_keys, settings.paste_keys)
@@ -111,9 +140,9 @@ class SettingsDialog(QDialog, Generic[S]):
         self.caption_font.setRange(8, 96)
         self.caption_font.setValue(settings.caption_font_pt)
         rows = (("Backend", self.backend), ("Server URL", self.remote_url),
-                ("API key", self.api_key), ("Model", self.model), ("Device", self.device),
-                ("Language", self.language), ("Listening", self.listen_mode),
-                ("Hotkey", self.hotkey), ("Hotkey mode", self.hotkey_mode),
+                ("API key", self.api_key), ("Device", self.device),
+                ("Listening", self.listen_mode),
+                ("Push-to-talk hotkey", self.hotkey), ("Hotkey mode", self.hotkey_mode),
                 ("Insert text by", self.inject_mode), ("Paste keys", self.paste_keys),
                 ("Caption lines", self.caption_lines), ("Caption size (pt)", self.caption_font))
         for label, widget in rows:
@@ -133,14 +162,41 @@ class SettingsDialog(QDialog, Generic[S]):
         self.desktop_label.setTextInteractionFlags(
             Qt.TextInteractionFlag.TextSelectableByMouse)
         form.addRow(self.desktop_label)
+        self.applies_label = QLabel(
+            "Everything applies when you press Save, without restarting Sottovoce. Backend, "
+            "server, device and listening mode rebuild the engine (the model reloads in a few "
+            "seconds; dictation waits for it); microphone, language and vocabulary switch "
+            "without a reload.")
+        self.applies_label.setWordWrap(True)
+        self.applies_label.setObjectName("appliesNote")
+        form.addRow(self.applies_label)
         self.text_page = TextPage(settings, choices.text_styles)
         self.vocabulary_page = VocabularyPage(settings)
         self.dictation_page = DictationPage(settings)
+        self.dictation_page.paste_last_hotkey.set_check(
+            lambda h: self._hotkey_problem(h, "paste-last"))
+        self.microphone_page = MicrophonePage(settings.input_device, setup.microphones)
+        self.models_page = ModelsPage(settings.model, settings.model_dirs, setup.models)
+        self.languages_page = LanguagesPage(
+            setup.languages, _codes(settings.languages), settings.language,
+            HotkeyEdit(settings.language_hotkey, allow_empty=True,
+                       check=lambda h: self._hotkey_problem(h, "language")),
+            setup.english_only(settings.model))
+        self.languages_page.set_english_only(setup.english_only(settings.model), settings.model)
+        self.models_page.model_chosen.connect(
+            lambda name: self.languages_page.set_english_only(setup.english_only(name), name))
+        for edit in (self.hotkey, self.dictation_page.paste_last_hotkey,
+                     self.languages_page.hotkey):
+            edit.refused.connect(self.error_label_text)
         self.tabs.addTab(general, "General")
+        self.tabs.addTab(self.microphone_page, "Microphone")
+        self.tabs.addTab(self.models_page, "Models")
+        self.tabs.addTab(self.languages_page, "Languages")
         self.tabs.addTab(self.text_page, "Text")
         self.tabs.addTab(self.vocabulary_page, "Vocabulary")
         self.tabs.addTab(self.dictation_page, "Dictation")
         self.error_label = QLabel()
+        self.error_label.setObjectName("settingsError")
         self.error_label.setStyleSheet("color: #d0312d;")
         self.error_label.setWordWrap(True)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Save
@@ -152,6 +208,18 @@ class SettingsDialog(QDialog, Generic[S]):
         layout.addWidget(self.error_label)
         layout.addWidget(buttons)
 
+    def error_label_text(self, text: str) -> None:
+        self.error_label.setText(text)
+
+    def _hotkey_problem(self, hotkey: str, role: str) -> str | None:
+        """Why ``hotkey`` cannot be the ``role`` hotkey: the app's check, against the others."""
+        others = {"push-to-talk": self.hotkey.hotkey(),
+                  "paste-last": self.dictation_page.paste_last_hotkey.hotkey(),
+                  "language": self.languages_page.hotkey.hotkey()
+                  if hasattr(self, "languages_page") else ""}
+        others.pop({"hotkey": "push-to-talk"}.get(role, role))
+        return self._check_hotkey(hotkey, others)
+
     @staticmethod
     def _combo(items: tuple[str, ...], current: str) -> QComboBox:
         box = QComboBox()
@@ -162,12 +230,13 @@ class SettingsDialog(QDialog, Generic[S]):
     def edited_settings(self) -> S:
         """The settings as edited; raises ValueError (with the reason) when invalid."""
         pages = {**self.text_page.values(), **self.vocabulary_page.values(),
-                 **self.dictation_page.values()}
+                 **self.dictation_page.values(), **self.microphone_page.values(),
+                 **self.models_page.values(), **self.languages_page.values()}
         return self._apply(dict(
             **pages, backend=self.backend.currentText(),
-            remote_url=self.remote_url.text().strip(), model=self.model.text().strip(),
-            device=self.device.currentText(), language=self.language.text().strip().lower(),
-            listen_mode=self.listen_mode.currentText(), hotkey=self.hotkey.text().strip(),
+            remote_url=self.remote_url.text().strip(),
+            device=self.device.currentText(),
+            listen_mode=self.listen_mode.currentText(), hotkey=self.hotkey.hotkey(),
             hotkey_mode=self.hotkey_mode.currentText(),
             inject_mode=self.inject_mode.currentText(), paste_keys=self.paste_keys.currentText(),
             caption_lines=self.caption_lines.value(), caption_font_pt=self.caption_font.value(),
@@ -180,6 +249,10 @@ class SettingsDialog(QDialog, Generic[S]):
     def result_settings(self) -> S | None:
         return self._result
 
+    def done(self, result: int) -> None:
+        self.microphone_page.hideEvent(None)  # the level meter's stream closes with the dialog
+        super().done(result)
+
     def accept(self) -> None:
         try:
             self._result = self.edited_settings()
@@ -187,3 +260,7 @@ class SettingsDialog(QDialog, Generic[S]):
             self.error_label.setText(str(exc))  # stay open so the user can fix it
             return
         super().accept()
+
+
+def _codes(text: str) -> tuple[str, ...]:
+    return tuple(c.strip() for c in text.split(",") if c.strip())

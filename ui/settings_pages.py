@@ -20,13 +20,14 @@ from PySide6.QtWidgets import (
     QFormLayout,
     QHBoxLayout,
     QLabel,
-    QLineEdit,
     QPlainTextEdit,
     QPushButton,
     QSpinBox,
     QVBoxLayout,
     QWidget,
 )
+
+from ui.hotkey_edit import HotkeyEdit
 
 FieldValue = str | int | float | bool
 
@@ -163,8 +164,7 @@ class VocabularyPage(QWidget):
 class DictationPage(QWidget):
     def __init__(self, settings: DictationSettings, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.paste_last_hotkey = QLineEdit(settings.paste_last_hotkey)
-        self.paste_last_hotkey.setPlaceholderText("off")
+        self.paste_last_hotkey = HotkeyEdit(settings.paste_last_hotkey, allow_empty=True)
         self.sounds = QCheckBox("Play a short sound when recording starts and stops")
         self.sounds.setChecked(settings.sounds)
         self.sound_volume = QSpinBox()
@@ -190,7 +190,7 @@ class DictationPage(QWidget):
         form.addRow(self.app_profiles)
 
     def values(self) -> dict[str, FieldValue]:
-        return {"paste_last_hotkey": self.paste_last_hotkey.text().strip(),
+        return {"paste_last_hotkey": self.paste_last_hotkey.hotkey(),
                 "sounds": self.sounds.isChecked(), "sound_volume": self.sound_volume.value(),
                 "auto_stop_s": round(self.auto_stop_s.value(), 2),
                 "app_profiles": self.app_profiles.text()}

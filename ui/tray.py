@@ -1,12 +1,13 @@
-"""Tray icon with start/stop, caption window, paste last text, show window and quit; and icon/stylesheet loading
-that tolerates a checkout without resources (the app then just looks plainer)."""
+"""Tray icon with start/stop, caption window, paste last text, the microphone, the language
+(a click cycles it), show window and quit; and icon/stylesheet loading that tolerates a checkout
+without resources (the app then just looks plainer)."""
 
 from __future__ import annotations
 
 import logging
 
 from PySide6.QtCore import QObject, Signal
-from PySide6.QtGui import QAction, QIcon
+from PySide6.QtGui import QAction, QActionGroup, QIcon
 from PySide6.QtWidgets import QApplication, QMenu, QSystemTrayIcon
 
 from ui.qt_compat import emit, forwarder
@@ -41,6 +42,9 @@ class Tray(QObject):
     captions_toggled = Signal(bool)
     show_window_requested = Signal()
     paste_last_requested = Signal()
+    microphone_chosen = Signal(str)  # a device name ("": the system default)
+    microphones_wanted = Signal()  # the menu is about to open: call set_microphones
+    language_cycle_requested = Signal()
     quit_requested = Signal()
 
     def __init__(self, parent: QObject | None = None) -> None:
@@ -57,12 +61,20 @@ class Tray(QObject):
         self.captions_action.toggled.connect(forwarder(self.captions_toggled, 1))
         self.paste_last_action = QAction("Paste last text", menu)
         self.paste_last_action.triggered.connect(forwarder(self.paste_last_requested, 0))
+        self.microphone_menu = QMenu("Microphone", menu)
+        self.language_action = QAction("Language: Auto-detect", menu)
+        self.language_action.setToolTip("Click to switch to the next of your languages")
+        self.language_action.triggered.connect(forwarder(self.language_cycle_requested, 0))
+        menu.aboutToShow.connect(forwarder(self.microphones_wanted, 0))
         show_action = QAction("Show window", menu)
         show_action.triggered.connect(forwarder(self.show_window_requested, 0))
         quit_action = QAction("Quit", menu)
         quit_action.triggered.connect(forwarder(self.quit_requested, 0))
-        for action in (self.start_action, self.captions_action, self.paste_last_action,
-                       show_action, quit_action):
+        for action in (self.start_action, self.captions_action, self.paste_last_action):
+            menu.addAction(action)
+        menu.addMenu(self.microphone_menu)
+        menu.addAction(self.language_action)
+        for action in (show_action, quit_action):
             menu.addAction(action)
         self._menu = menu
         self.icon.setContextMenu(menu)
@@ -79,6 +91,27 @@ class Tray(QObject):
     def set_running(self, running: bool, talking: bool = False) -> None:
         self.start_action.setText("Stop" if running else "Start")
         self.icon.setIcon(self._recording_icon if talking else self._idle_icon)
+
+    def set_microphones(self, names: list[str], current: str) -> None:
+        """The microphone submenu: the system default, then each device; ``current`` checked
+        (by name: "" is the default)."""
+        self.microphone_menu.clear()
+        group = QActionGroup(self.microphone_menu)
+        for label, name in [("System default", ""), *[(n, n) for n in names]]:
+            action = QAction(label, self.microphone_menu)
+            action.setCheckable(True)
+            action.setChecked(name == current)
+            action.triggered.connect(lambda _=False, n=name: emit(self.microphone_chosen, n))
+            group.addAction(action)
+            self.microphone_menu.addAction(action)
+        if current and current not in names:  # remembered, but not connected now
+            missing = QAction(f"{current} (not connected)", self.microphone_menu)
+            missing.setEnabled(False)
+            self.microphone_menu.addAction(missing)
+
+    def set_language_text(self, text: str, can_cycle: bool) -> None:
+        self.language_action.setText(f"Language: {text}")
+        self.language_action.setEnabled(can_cycle)
 
     def set_captions_checked(self, checked: bool) -> None:
         self.captions_action.blockSignals(True)

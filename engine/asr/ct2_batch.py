@@ -194,7 +194,8 @@ def _set_tokenizers(whisper: Any, items: list[_Item], encoded: passes.EncodedBat
     detect = [i for i, it in enumerate(items) if multilingual and not it.request.options.language]
     detected: dict[int, str] = {}
     if detect:
-        languages = passes.detect_languages(whisper.model, encoded.subset(detect))
+        languages = passes.detect_languages(whisper.model, encoded.subset(detect),
+                                            [items[i].request.options.languages for i in detect])
         detected = dict(zip(detect, languages, strict=True))
     for i, it in enumerate(items):
         language = (detected.get(i) or it.request.options.language) if multilingual else "en"

@@ -25,6 +25,7 @@ from engine.asr.ct2_words import (
 )
 from engine.core.quality import compression_ratio, words_of
 from engine.errors import TranscriptionError
+from engine.languages import restrict
 from engine.native_memory import release_if_grown
 from engine.types import Audio
 
@@ -205,10 +206,17 @@ def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:
         raise TranscriptionError(f"CTranslate2 decode failed: {exc}") from exc
 
 
-def detect_languages(ct2_model: Any, encoded: Any) -> list[str]:
-    """Most likely language code per item (multilingual models only)."""
+def detect_languages(ct2_model: Any, encoded: Any,
+                     allowed: Sequence[Sequence[str]] = ()) -> list[str]:
+    """Most likely language code per item (multilingual models only), among that item's
+    ``allowed`` codes when it has some (CTranslate2 ranks every language)."""
     results = _call(ct2_model.detect_language, encoded)
-    return [str(r[0][0])[2:-2] for r in results]
+    chosen = []
+    for i, ranked in enumerate(results):
+        pairs = [(str(token)[2:-2], float(p)) for token, p in ranked]
+        only = allowed[i] if i < len(allowed) else ()
+        chosen.append(restrict(pairs, only) or pairs[0][0])
+    return chosen
 
 
 def prompt_tokens(tokenizer: Any, previous_text: str | None, timestamps: bool = True,

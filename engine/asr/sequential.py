@@ -15,6 +15,7 @@ from typing import Any
 
 from engine.asr.whisper_model import ModelRunner
 from engine.errors import TranscriptionError
+from engine.languages import restrict
 from engine.types import (
     Audio,
     DecodeOptions,
@@ -52,6 +53,8 @@ class SequentialRunner(ModelRunner):
         the language. Decoding happens while the iterator is consumed."""
         whisper = self.model.whisper
         language = options.language if self.info.multilingual else "en"
+        if language is None and options.languages:
+            language = _detect_among_languages(whisper, audio, options.languages)
         try:
             raw_segments, info = whisper.transcribe(
                 audio, language=language, task=options.task, beam_size=options.beam_size,
@@ -71,6 +74,15 @@ class SequentialRunner(ModelRunner):
                 raise TranscriptionError(f"decode failed: {exc}") from exc
 
         return converted(), info.language
+
+
+def _detect_among_languages(whisper: Any, audio: Audio, allowed: tuple[str, ...]) -> str | None:
+    """faster-whisper's detection (every language's probability), restricted to ``allowed``."""
+    try:
+        _best, _p, ranked = whisper.detect_language(audio)
+    except (RuntimeError, ValueError) as exc:
+        raise TranscriptionError(f"language detection failed: {exc}") from exc
+    return restrict(ranked, allowed)
 
 
 def _convert_segment(seg: Any) -> Segment:

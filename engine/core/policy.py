@@ -108,6 +108,9 @@ MAX_BACKOFF = 8.0
 @dataclass(frozen=True)
 class PolicyOptions:
     language: str | None = None
+    # Auto-detection (language None) chooses among these only (DecodeOptions.languages);
+    # `StreamingPolicy.set_language` changes both while running.
+    languages: tuple[str, ...] = ()
     task: str = "transcribe"
     partials: bool = True
     min_partial_audio_s: float = 0.7
@@ -324,6 +327,13 @@ class StreamingPolicy:
     def set_vocabulary(self, terms: tuple[str, ...]) -> None:
         """Bias the decodes issued from now on towards ``terms`` (() : none)."""
         self.vocabulary = tuple(terms)
+
+    def set_language(self, language: str | None, languages: tuple[str, ...] = ()) -> None:
+        """Decode in ``language`` from now on (None: detect among ``languages``). The prompt
+        history is kept only while it is of that language (engine.core.prompt)."""
+        self.options = dataclasses.replace(self.options, language=language,
+                                           languages=tuple(languages))
+        self.prompt.set_language(language)
 
     def handle(self, event: SegmentEvent, now: float) -> list[Event]:
         """Feed one segmenter event."""
@@ -637,7 +647,7 @@ class StreamingPolicy:
         room = max(1, int(PROMPT_CHARS_PER_S * utt.samples / SAMPLE_RATE))
         vocabulary, left = hotwords.share(self._terms(utt), room)
         options = DecodeOptions(
-            language=o.language, task=o.task, word_timestamps=commit,
+            language=o.language, languages=o.languages, task=o.task, word_timestamps=commit,
             prompt=(self.prompt.prompt(now, left, anchor=not utt.soft)
                     if commit and left is not None else None),
             hotwords=vocabulary,
@@ -793,7 +803,7 @@ class StreamingPolicy:
         if utt.replay:  # decoded as the partials that heard the words the final dropped
             utt.replay, utt.replayed = False, True
             return self._issue(utt, "final", DecodeOptions(
-                language=o.language, task=o.task, word_timestamps=True,
+                language=o.language, languages=o.languages, task=o.task, word_timestamps=True,
                 beam_size=o.partial_beam_size, temperatures=(0.0,),
                 short_context=o.short_context and seconds <= o.short_context_max_s,
                 short_fallback=False), now, arrived_at=utt.speech_end_at, samples=samples)
@@ -822,7 +832,7 @@ class StreamingPolicy:
         # A retry on the padded window goes without prompt and vocabulary alike (a recited
         # list is retried without it).
         options = DecodeOptions(
-            language=o.language, task=o.task, prompt=prompt if first or beam else None,
+            language=o.language, languages=o.languages, task=o.task, prompt=prompt if first or beam else None,
             hotwords=vocabulary if first or beam else None, word_timestamps=True,
             beam_size=(o.careful_beam_size if beam and not restyle else 1 if behind
                        else o.careful_beam_size if careful else o.final_beam_size),

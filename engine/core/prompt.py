@@ -61,6 +61,12 @@ class PromptTracker:
         self._last_language: str | None = None
         self._last_at: float | None = None
 
+    def set_language(self, language: str | None) -> None:
+        """Pin another language (None: detect); the history of the old one is dropped."""
+        if language != self.language:
+            self.language = language
+            self.reset()
+
     def add(self, text: str, *, at: float, flags: tuple[str, ...] = (),
             language: str | None = None) -> bool:
         """Offer a final text that ended at time ``at``; returns whether it was kept."""

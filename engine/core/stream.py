@@ -220,6 +220,10 @@ class StreamCore:
         """The vocabulary the decodes issued from now on are biased towards."""
         self.policy.set_vocabulary(terms)
 
+    def set_language(self, language: str | None, languages: tuple[str, ...] = ()) -> None:
+        """The language of the decodes issued from now on (None: detect among ``languages``)."""
+        self.policy.set_language(language, languages)
+
     def speculate(self, at: int) -> None:
         """Decode the utterance in flight as its final once its audio reaches sample ``at``
         (a push-to-talk release), before the end is confirmed (engine.core.speculation)."""

@@ -27,7 +27,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from engine.audio.sources import AudioSource
+from engine.audio.sources import AudioSource, device_notice
 from engine.core.form import OpenSentence, ensure_form
 from engine.core.prompt import PromptOptions
 from engine.core.protocol import float_to_pcm16
@@ -159,6 +159,8 @@ class RemoteLiveEngine:
             self._emit(StateChanged("listening"))
             while not self._stop.is_set():
                 block = source.read(self.options.read_timeout_s)
+                if notice := device_notice(source):  # the microphone changed: say so, go on
+                    self._emit(EngineFailed(notice, recoverable=True))
                 if block is None:
                     if source.finished:
                         break

@@ -1,0 +1,207 @@
+"""A local stand-in for the Hugging Face hub's file API, on 127.0.0.1 (stdlib http.server).
+
+It serves one or more repositories from local folders the way huggingface.co does for the calls
+``huggingface_hub`` makes when downloading a model:
+
+- ``GET /api/models/{repo}/revision/{rev}``: ``{"id", "sha", "siblings": [{"rfilename", ...}]}``;
+- ``HEAD /{repo}/resolve/{rev}/{file}``: ``X-Repo-Commit``; for an LFS file (``model.bin``)
+  ``X-Linked-Etag`` (its sha256) and ``X-Linked-Size`` beside the pointer's ``ETag``; for a
+  small file ``ETag`` = its git blob sha1;
+- ``GET`` of the same URL, with ``Range: bytes=N-`` answered by ``206 Partial Content``.
+
+Faults for tests: `break_after` (bytes of a file's body sent before the connection is cut, once),
+`down` (every request answered 503 while set), `corrupt` (files served with one byte flipped,
+their recorded hashes unchanged). Every request is logged in `requests` as
+``(method, path, range header)``; `served` counts body bytes sent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+LFS_FILES = ("model.bin",)
+
+
+def git_blob_sha1(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()  # noqa: S324
+
+
+@dataclass
+class HubState:
+    repos: dict[str, dict[str, bytes]] = field(default_factory=dict)
+    requests: list[tuple[str, str, str]] = field(default_factory=list)
+    served: int = 0
+    break_after: dict[str, int] = field(default_factory=dict)  # file -> bytes, then cut (once)
+    down: bool = False
+    go_down_after_break: bool = False  # the cut leaves the server answering 503
+    corrupt: set[str] = field(default_factory=set)
+    throttle_bps: int = 0  # 0: as fast as it goes
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add_repo(self, repo: str, folder: Path, extra: dict[str, bytes] | None = None) -> None:
+        files = {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+        self.repos[repo] = {**files, **(extra or {})}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    state: HubState
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args: object) -> None:  # quiet
+        return None
+
+    def _log(self) -> None:
+        with self.state.lock:
+            self.state.requests.append((self.command, unquote(urlparse(self.path).path),
+                                        self.headers.get("Range", "")))
+
+    def _refuse_if_down(self) -> bool:
+        if self.state.down:
+            self._send(503, b'{"error": "Service Unavailable"}', "application/json")
+            return True
+        return False
+
+    def _send(self, code: int, body: bytes, ctype: str, headers: dict[str, str] | None = None,
+              head: bool = False) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        if not head:
+            self.wfile.write(body)
+
+    def _route(self) -> tuple[str, str, str] | None:
+        """(kind, repo, file-or-rev) for the hub's URL shapes."""
+        path = unquote(urlparse(self.path).path)
+        if path.startswith("/api/models/"):
+            rest = path[len("/api/models/"):]
+            repo, _, rev = rest.partition("/revision/")
+            return "info", repo, rev
+        if "/resolve/" in path:
+            repo, _, rest = path.lstrip("/").partition("/resolve/")
+            _rev, _, name = rest.partition("/")
+            return "file", repo, name
+        return None
+
+    def do_HEAD(self) -> None:  # noqa: N802 - http.server's naming
+        self._log()
+        if self._refuse_if_down():
+            return
+        route = self._route()
+        if route is None or route[0] != "file" or route[2] not in self.state.repos.get(route[1], {}):
+            self._send(404, b"", "text/plain", {"X-Error-Code": "EntryNotFound"}, head=True)
+            return
+        data = self.state.repos[route[1]][route[2]]
+        self._send(200, data, "application/octet-stream", _file_headers(route[2], data),
+                   head=True)
+
+    def do_GET(self) -> None:  # noqa: N802
+        self._log()
+        if self._refuse_if_down():
+            return
+        route = self._route()
+        if route is None or route[1] not in self.state.repos:
+            self._send(404, b'{"error": "Repository not found"}', "application/json",
+                       {"X-Error-Code": "RepoNotFound"})
+            return
+        kind, repo, name = route
+        files = self.state.repos[repo]
+        if kind == "info":
+            siblings = [{"rfilename": n} for n in files]
+            body = json.dumps({"id": repo, "modelId": repo, "sha": COMMIT,
+                               "siblings": siblings, "private": False}).encode()
+            self._send(200, body, "application/json")
+            return
+        if name not in files:
+            self._send(404, b"", "text/plain", {"X-Error-Code": "EntryNotFound"})
+            return
+        self._send_file(name, files[name])
+
+    def _send_file(self, name: str, data: bytes) -> None:
+        if name in self.state.corrupt:
+            data = bytes([data[0] ^ 0xFF]) + data[1:]
+        start = 0
+        ranged = self.headers.get("Range", "")
+        if ranged.startswith("bytes="):
+            start = int(ranged[len("bytes="):].split("-")[0])
+        body = data[start:]
+        self.send_response(206 if start else 200)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Length", str(len(body)))
+        if start:
+            self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+        for key, value in _file_headers(name, data).items():
+            self.send_header(key, value)
+        self.end_headers()
+        with self.state.lock:
+            cut = self.state.break_after.pop(name, None)
+        limit = len(body) if cut is None else max(0, min(len(body), cut - start))
+        sent = 0
+        chunk = 1 << 16
+        import time
+
+        began = time.monotonic()
+        while sent < limit:
+            piece = body[sent:min(limit, sent + chunk)]
+            try:
+                self.wfile.write(piece)
+            except (BrokenPipeError, ConnectionResetError):
+                break
+            sent += len(piece)
+            with self.state.lock:
+                self.state.served += len(piece)
+            if self.state.throttle_bps:
+                due = began + sent / self.state.throttle_bps
+                time.sleep(max(0.0, due - time.monotonic()))
+        if cut is not None:
+            if self.state.go_down_after_break:
+                self.state.down = True
+            self.close_connection = True
+            self.wfile.flush()
+            self.connection.shutdown(2)
+
+
+def _file_headers(name: str, data: bytes) -> dict[str, str]:
+    headers = {"X-Repo-Commit": COMMIT, "Accept-Ranges": "bytes"}
+    if name in LFS_FILES:
+        pointer = (f"version https://git-lfs.github.com/spec/v1\noid sha256:"
+                   f"{hashlib.sha256(data).hexdigest()}\nsize {len(data)}\n").encode()
+        headers.update({"ETag": f'"{git_blob_sha1(pointer)}"',
+                        "X-Linked-Etag": f'"{hashlib.sha256(data).hexdigest()}"',
+                        "X-Linked-Size": str(len(data))})
+    else:
+        headers["ETag"] = f'"{git_blob_sha1(data)}"'
+    return headers
+
+
+class LocalHub:
+    """The server on 127.0.0.1 (a free port), on its own thread; `url` is its HF_ENDPOINT."""
+
+    def __init__(self) -> None:
+        self.state = HubState()
+        handler = type("Handler", (_Handler,), {"state": self.state})
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def __enter__(self) -> LocalHub:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
