@@ -19,6 +19,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal, Slot
 from PySide6.QtWidgets import QApplication
 
+from app.caption_wiring import caption_config, caption_line, caption_style
 from app.dictation import Dictation
 from app.dictation_text import dictated, shown_final
 from app.engine_factory import EngineConfig, EngineFactory, make_engine
@@ -32,7 +33,15 @@ from app.settings import ENGINE_FIELDS, Settings, save_settings, with_changes
 from engine.atomic import OutputWriteError
 from engine.dictation import Dictation as TextPipeline
 from engine.dictation import Insertion
-from engine.events import Event, EventSink, FinalText, LiveEngine, Metrics, PartialText
+from engine.events import (
+    Event,
+    EventSink,
+    FinalText,
+    LiveEngine,
+    Metrics,
+    PartialText,
+    Translation,
+)
 from engine.vocabulary import parse as parse_vocabulary
 from ui.bridge import EngineBridge
 from ui.caption_window import CaptionWindow
@@ -76,6 +85,7 @@ class Controller(ImportHost):
         self.bridge = EngineBridge(self)
         self.window = MainWindow()
         self.captions = CaptionWindow(settings.caption_lines, settings.caption_font_pt)
+        self.captions.apply_style(caption_style(settings))
         self.injector = TextInjector(settings.inject_mode, settings.paste_keys, self)
         self.last_injection: tuple[bool, str] | None = None
         self._released_at: float | None = None  # the last push-to-talk release (monotonic)
@@ -95,6 +105,7 @@ class Controller(ImportHost):
         b.state_changed.connect(self._on_state)
         b.partial_text.connect(self._on_partial)
         b.final_text.connect(self._on_final)
+        b.translation.connect(self._on_translation)
         b.level_changed.connect(lambda rms, _peak, _end: w.set_level(rms))
         b.metrics.connect(self._on_metrics)
         b.failed.connect(self._on_failed)
@@ -146,7 +157,9 @@ class Controller(ImportHost):
                             device=s.device, language=s.language or None,
                             mode="vad" if captions else "ptt",
                             input_path=self.options.input_path,
-                            vocabulary=self.vocabulary_terms())
+                            vocabulary=self.vocabulary_terms(),
+                            captions=caption_config(s, self.model_name(), self.options.input_path,
+                                                    self.vocabulary_terms()) if captions else None)
 
     def vocabulary_terms(self, sets: tuple[str, ...] = ()) -> tuple[str, ...]:
         """The settings' default vocabulary set plus the named ``sets``."""
@@ -253,8 +266,9 @@ class Controller(ImportHost):
             self._partial_logged = event.utterance_id  # once per utterance: logs stay readable
             log.info("partial text for utterance %d: %s | %s", event.utterance_id,
                      event.committed, event.tentative)
-        self.window.transcript.show_partial(event.start, event.committed, event.tentative)
-        self.captions.show_partial(event.committed, event.tentative)
+        label = f"{event.source}: " if event.source else ""
+        self.window.transcript.show_partial(event.start, label + event.committed, event.tentative)
+        self.captions.show_partial(event.committed, event.tentative, event.source)
 
     def _on_final(self, event: FinalText) -> None:
         received = time.monotonic()
@@ -284,8 +298,15 @@ class Controller(ImportHost):
                 self.session.remove_last()
                 self.window.transcript.remove_last()
         self.session.add(shown_final(event, out))
-        self.window.transcript.add_final(event.start, out.shown)
-        self.captions.add_final(out.shown)
+        label = f"{event.source}: " if event.source and out.shown else ""
+        self.window.transcript.add_final(event.start, label + out.shown)
+        # Captions may amend their last line when the next goes on with its sentence; dictated
+        # lines stay as they were typed.
+        captions = self.engine_config().mode == "vad"
+        self.captions.add_final(caption_line(event, out.shown) if captions else out.shown)
+
+    def _on_translation(self, event: Translation) -> None:
+        self.captions.add_translation(f"{event.source}#{event.utterance_id}", event.text)
 
     def _show_breakdown(self, extra: Sequence[tuple[str, float]] = ()) -> None:
         stages = [*self._stages, *extra]
@@ -339,7 +360,7 @@ class Controller(ImportHost):
 
     def set_captions_visible(self, visible: bool) -> None:
         if visible and not self._captions_placed:
-            self.captions.place_at_bottom()
+            self.captions.dock()
             self._captions_placed = True
         self.captions.setVisible(visible)
         if visible != self.settings.captions_visible:
@@ -361,8 +382,7 @@ class Controller(ImportHost):
         """Adopt settings from the dialog: save, then restart what they affect."""
         old = self.settings
         self.update_settings(**{f: getattr(new, f) for f in new.__dataclass_fields__})
-        self.captions.set_max_lines(new.caption_lines)
-        self.captions.set_font_size(new.caption_font_pt)
+        self.captions.apply_style(caption_style(new))
         self.window.set_choice(EngineChoice(new.backend, new.remote_url, self.model_name(),
                                             new.device, new.language))
         if (old.hotkey, old.hotkey_mode) != (new.hotkey, new.hotkey_mode) and self._hotkey:

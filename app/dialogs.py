@@ -48,7 +48,20 @@ def settings_dialog(settings: Settings, keyring: str,
         changes: dict[str, Any] = dict(values)  # Settings.__post_init__ checks each value
         return replace(settings, **changes)
 
-    return SettingsDialog(settings, SETTINGS_CHOICES, apply, keyring, parent)
+    choices = replace(SETTINGS_CHOICES, playing_apps=tuple(app_names()))
+    return SettingsDialog(settings, choices, apply, keyring, parent)
+
+
+def app_names() -> list[str]:
+    """The apps playing sound now ([] when the sound server can't be asked)."""
+    from engine.audio.outputs import playing_apps
+    from engine.errors import EngineError
+
+    try:
+        return [app.name for app in playing_apps()]
+    except EngineError as exc:
+        log.info("no list of playing apps: %s", exc)
+        return []
 
 
 def journal_sessions() -> list[tuple[str, Path, str]]:

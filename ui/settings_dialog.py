@@ -19,16 +19,16 @@ from PySide6.QtWidgets import (
     QFormLayout,
     QLabel,
     QLineEdit,
-    QSpinBox,
     QTabWidget,
     QVBoxLayout,
     QWidget,
 )
 
+from ui.caption_settings import CaptionSettings, CaptionsPage
 from ui.settings_pages import DictationPage, DictationSettings, FieldValue, TextPage, VocabularyPage
 
 
-class ShownSettings(DictationSettings, Protocol):
+class ShownSettings(DictationSettings, CaptionSettings, Protocol):
     """The fields the dialog shows (read-only: the dialog never mutates the settings)."""
 
     @property
@@ -51,10 +51,6 @@ class ShownSettings(DictationSettings, Protocol):
     def inject_mode(self) -> str: ...
     @property
     def paste_keys(self) -> str: ...
-    @property
-    def caption_lines(self) -> int: ...
-    @property
-    def caption_font_pt(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -68,6 +64,7 @@ class SettingsChoices:
     inject_modes: tuple[str, ...]
     paste_keys: tuple[str, ...]
     text_styles: tuple[str, ...] = ("sentence", "chat")
+    playing_apps: tuple[str, ...] = ()  # offered on the Captions page
 
 
 S = TypeVar("S", bound=ShownSettings)
@@ -99,18 +96,11 @@ class SettingsDialog(QDialog, Generic[S]):
         self.hotkey_mode = self._combo(choices.hotkey_modes, settings.hotkey_mode)
         self.inject_mode = self._combo(choices.inject_modes, settings.inject_mode)
         self.paste_keys = self._combo(choices.paste_keys, settings.paste_keys)
-        self.caption_lines = QSpinBox()
-        self.caption_lines.setRange(1, 3)
-        self.caption_lines.setValue(settings.caption_lines)
-        self.caption_font = QSpinBox()
-        self.caption_font.setRange(8, 96)
-        self.caption_font.setValue(settings.caption_font_pt)
         rows = (("Backend", self.backend), ("Server URL", self.remote_url),
                 ("API key", self.api_key), ("Model", self.model), ("Device", self.device),
                 ("Language", self.language), ("Listening", self.listen_mode),
                 ("Hotkey", self.hotkey), ("Hotkey mode", self.hotkey_mode),
-                ("Insert text by", self.inject_mode), ("Paste keys", self.paste_keys),
-                ("Caption lines", self.caption_lines), ("Caption size (pt)", self.caption_font))
+                ("Insert text by", self.inject_mode), ("Paste keys", self.paste_keys))
         for label, widget in rows:
             form.addRow(label, widget)
         self.keyring_label = QLabel(keyring_status)
@@ -123,6 +113,8 @@ class SettingsDialog(QDialog, Generic[S]):
         self.tabs.addTab(self.text_page, "Text")
         self.tabs.addTab(self.vocabulary_page, "Vocabulary")
         self.tabs.addTab(self.dictation_page, "Dictation")
+        self.captions_page = CaptionsPage(settings, list(choices.playing_apps))
+        self.tabs.addTab(self.captions_page, "Captions")
         self.error_label = QLabel()
         self.error_label.setStyleSheet("color: #d0312d;")
         self.error_label.setWordWrap(True)
@@ -145,15 +137,14 @@ class SettingsDialog(QDialog, Generic[S]):
     def edited_settings(self) -> S:
         """The settings as edited; raises ValueError (with the reason) when invalid."""
         pages = {**self.text_page.values(), **self.vocabulary_page.values(),
-                 **self.dictation_page.values()}
+                 **self.dictation_page.values(), **self.captions_page.values()}
         return self._apply(dict(
             **pages, backend=self.backend.currentText(),
             remote_url=self.remote_url.text().strip(), model=self.model.text().strip(),
             device=self.device.currentText(), language=self.language.text().strip().lower(),
             listen_mode=self.listen_mode.currentText(), hotkey=self.hotkey.text().strip(),
             hotkey_mode=self.hotkey_mode.currentText(),
-            inject_mode=self.inject_mode.currentText(), paste_keys=self.paste_keys.currentText(),
-            caption_lines=self.caption_lines.value(), caption_font_pt=self.caption_font.value()))
+            inject_mode=self.inject_mode.currentText(), paste_keys=self.paste_keys.currentText()))
 
     def new_api_key(self) -> str | None:
         """The key typed in, or None to leave the stored one alone."""
