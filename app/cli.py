@@ -18,6 +18,7 @@ SUBCOMMAND_MODULES = (
     "app.commands.serve",  # sottovoce serve
     "app.commands.control",  # sottovoce toggle | ptt press|release | paste-last
     "app.commands.doctor",  # sottovoce doctor
+    "app.commands.export",  # sottovoce export SESSION (caption sessions as TXT/SRT/VTT/JSON)
 )
 
 

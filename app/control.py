@@ -32,7 +32,8 @@ from ui.qt_compat import emit
 
 log = logging.getLogger(__name__)
 
-COMMANDS = ("toggle", "ptt press", "ptt release", "status", "copy", "paste-last")
+COMMANDS = ("toggle", "ptt press", "ptt release", "status", "copy", "paste-last",
+            "captions older", "captions newer", "captions live")
 CLIENT_TIMEOUT_S = 3.0
 MAX_LINE = 256
 

@@ -257,6 +257,11 @@ class Controller(ImportHost):
             return "ok copied"
         if command == "paste-last":
             return self.dictation.paste_last()
+        if command.startswith("captions "):
+            direction = command.split()[1]
+            {"older": self.captions.scroll_older, "newer": self.captions.scroll_newer,
+             "live": self.captions.scroll_to_live}[direction]()
+            return f"ok captions {self.captions.scrolled_back} back"
         self.on_ptt("toggle" if command == "toggle" else command.split()[1])
         return f"ok talking={int(self.talking)}"
 
@@ -357,6 +362,19 @@ class Controller(ImportHost):
     def copy_selection(self) -> None:
         text = self.window.transcript.selected_text() or self.session.text()
         copy_to_clipboard(text)
+
+    def set_caption_source(self, source: str, app: str = "") -> None:
+        """Captions listen to ``source`` ("mic", "system", "app" with ``app``, "both") from
+        now on: saved, and a running caption engine restarted on it."""
+        try:
+            self.update_settings(caption_source=source,
+                                 caption_app=app or self.settings.caption_app)
+        except ValueError as exc:
+            self.window.show_message(str(exc), 10000)
+            return
+        if self.engine is not None and self.engine_config().mode == "vad":
+            self.stop_engine()
+            self.start_engine()
 
     def set_captions_visible(self, visible: bool) -> None:
         if visible and not self._captions_placed:

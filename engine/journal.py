@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from engine.atomic import open_private_append, private_dir
+from engine.core.captions import CaptionLine
 from engine.errors import EngineError
 from engine.events import FinalText
 from engine.paths import data_dir
@@ -181,6 +182,29 @@ def caption_session_id() -> str:
 
 def is_caption_session(path: Path) -> bool:
     return path.stem.endswith(CAPTION_SUFFIX)
+
+
+def caption_lines(entries: Sequence[JournalEntry]) -> list[CaptionLine]:
+    """A caption session's entries as caption lines (for the transcript and its export)."""
+    return [CaptionLine(e.source, f"{e.source}#{e.utterance_id}", e.text, e.start_s, e.end_s,
+                        e.language, e.translation) for e in entries]
+
+
+def find_session(name: str, root: Path | None = None) -> Path:
+    """A session by path, id (file stem) or "last" (the newest caption session); OSError when
+    there is none."""
+    if name == "last":
+        found = [p for p in list_sessions(root) if is_caption_session(p)]
+        if not found:
+            raise FileNotFoundError("no caption session saved yet")
+        return found[0]
+    path = Path(name)
+    if path.is_file():
+        return path
+    candidate = journal_dir(root) / f"{name}.jsonl"
+    if candidate.is_file():
+        return candidate
+    raise FileNotFoundError(f"no session {name!r} (not a file, nor in {journal_dir(root)})")
 
 
 def list_sessions(root: Path | None = None) -> list[Path]:
