@@ -316,9 +316,12 @@ class CaptionWindow(QWidget):
         for row in rows:
             self._paint_row(painter, row, MARGIN, y + QFontMetrics(self._font).ascent())
             y += line_height
-        if self._offset:
-            self._paint_row(painter, [(f"▲ {self._offset} back · scroll down for live", "more")],
-                            MARGIN, QFontMetrics(self._font_for("more")).ascent() + 4)
+        if self._offset:  # top right, clear of the text (which starts at the left)
+            note = f"▲ {self._offset} back · scroll down for live"
+            metrics = QFontMetrics(self._font_for("more"))
+            self._paint_row(painter, [(note, "more")],
+                            self.width() - MARGIN - metrics.horizontalAdvance(note) - 12,
+                            metrics.ascent() + 3)
         painter.end()
 
     def _paint_row(self, painter: QPainter, row: list[Run], x: float, baseline: float) -> None:
@@ -329,7 +332,7 @@ class CaptionWindow(QWidget):
             if outline:
                 path = QPainterPath()
                 path.addText(QPointF(x, baseline), font, text)
-                painter.setPen(QPen(QColor(0, 0, 0, 230), max(2.0, font.pointSizeF() / 7),
+                painter.setPen(QPen(QColor(0, 0, 0, 230), max(2.5, font.pointSizeF() / 5),
                                     Qt.PenStyle.SolidLine, Qt.PenCapStyle.RoundCap,
                                     Qt.PenJoinStyle.RoundJoin))
                 painter.setBrush(Qt.BrushStyle.NoBrush)

@@ -56,12 +56,13 @@ def continues(previous: CaptionLine, line: CaptionLine) -> bool:
 
 
 def amend(previous: CaptionLine, line: CaptionLine) -> CaptionLine | None:
-    """The one line ``previous`` becomes when ``line`` continues its sentence, else None."""
+    """The one line ``previous`` becomes when ``line`` continues its sentence, else None
+    ("...can do for you." + "ask what..." -> "...can do for you, ask what...")."""
     if not continues(previous, line):
         return None
     head = previous.text.rstrip()
     if head.endswith(_SENTENCE_STOP) and not head.endswith(".."):
-        head = head[:-1]
+        head = head[:-1] + ","  # the full stop was a clause's end: keep the pause it marked
     translation = " ".join(t for t in (previous.translation, line.translation) if t)
     return replace(previous, text=f"{head} {line.text.strip()}", end_s=line.end_s,
                    translation=translation)
