@@ -15,6 +15,10 @@ The recorder copies what `parec` writes into a bounded queue (drop-oldest, count
 `read()` runs on the consumer's thread. When nothing has come for ``gap_fill_s`` (the app is
 not playing, or paused, or the recorder is switching) it hands out silence for the time that
 passed, so the timeline keeps pace with the clock and an utterance cut off mid-word still ends.
+For one app the recorder also keeps a low-latency reader on the default output's monitor
+(the *anchor*, its audio thrown away): an output with no low-latency client renders up to 2 s
+ahead, and a stream that starts playing would have its first seconds mixed into the output
+before its recording could begin; anchored, they are a few tens of milliseconds.
 A ``device:`` target that goes away (or a server that goes away) raises `AudioDeviceError` from
 `read()`: what was captured before has been handed out already.
 """
@@ -115,6 +119,7 @@ class PulseCapture:
         self._lock = threading.Lock()
         self._want: tuple[str, str] | None = None
         self._proc: subprocess.Popen[bytes] | None = None
+        self._anchor: subprocess.Popen[bytes] | None = None
         self._failure: str | None = None
         self._position = 0
         self._dropped = 0
@@ -150,6 +155,8 @@ class PulseCapture:
         if self._want is None:
             log.info("%s: nothing playing yet; waiting for it", self.target.describe())
         self._stopped.clear()
+        if self.target.kind == "app":
+            self._anchor = self._parec(["--device=@DEFAULT_MONITOR@"], subprocess.DEVNULL)
         self._covered_until = time.monotonic()
         for name, run in (("watch", self._watch), ("record", self._record)):
             thread = threading.Thread(target=run, name=f"sottovoce-pulse-{name}", daemon=True)
@@ -160,6 +167,10 @@ class PulseCapture:
         self._stopped.set()
         self._wake.set()
         self._end_process()
+        anchor, self._anchor = self._anchor, None
+        if anchor is not None and anchor.poll() is None:
+            anchor.terminate()
+            anchor.wait(5)
 
     def read(self, timeout: float) -> Audio | None:
         try:
@@ -245,10 +256,14 @@ class PulseCapture:
         kind, name = want
         where = [f"--monitor-stream={name}"] if kind == "stream" else [f"--device={name}"]
         self.recording = f"{kind} {name}"
+        return self._parec(where, subprocess.PIPE)
+
+    @staticmethod
+    def _parec(where: list[str], stdout: int) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
             ["parec", "--raw", "--format=float32le", f"--rate={SAMPLE_RATE}", "--channels=1",
              "--latency-msec=20", f"--client-name={CLIENT_NAME}", *where],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            stdout=stdout, stderr=subprocess.PIPE)
 
     def _pump(self, stdout: IO[bytes]) -> None:
         pending = b""
