@@ -206,7 +206,20 @@ class CaptionEngine:
         else:
             self._emit(event)
         if self._guard is not None:
-            self._show(self._guard.due(self._clock()))
+            self._guarded(self._guard.due(self._clock()))
+
+    def _guarded(self, lines: list[CaptionLine]) -> None:
+        """Show what the echo guard let through; close each dropped echo with an empty final
+        (a viewer clears that source's partial text; nothing is printed or saved)."""
+        assert self._guard is not None
+        self._show(lines)
+        for echo in self._guard.dropped:
+            final = self._finals.pop((echo.source, int(echo.key.rsplit("#", 1)[1])), None)
+            if final is not None:
+                log.info("%s line kept once, as %s's: %s", echo.source, self._guard.them,
+                         echo.text)
+                self._emit(replace(final, text="", words=()))
+        self._guard.dropped.clear()
 
     def _on_final(self, final: FinalText) -> None:
         if self._mask is not None and final.text:
@@ -220,7 +233,7 @@ class CaptionEngine:
             self._emit(final)  # an empty final still closes its utterance for the viewer
             return
         self._finals[(final.source, final.utterance_id)] = final
-        self._show(self._guard.final(_line(final), self._clock()))
+        self._guarded(self._guard.final(_line(final), self._clock()))
 
     def _show(self, lines: list[CaptionLine]) -> None:
         for line in lines:
@@ -262,7 +275,7 @@ class CaptionEngine:
         if self._running:
             return
         if self._guard is not None:
-            self._show(self._guard.flush())
+            self._guarded(self._guard.flush())
         if self._translator is not None:
             self._lock.release()  # the translator's last result takes the lock
             try:

@@ -210,7 +210,9 @@ def test_two_sources_are_labelled_echoes_kept_once_and_journalled(tmp_path):
     you.say(3, "Absolutely right.", 7.1, 7.6)  # said while they talk: waits for their line
     them.say(2, "He does.", 7.0, 8.0)
     captions.stop()
-    finals = [(e.source, e.text) for e in events if isinstance(e, FinalText)]
+    assert [(e.source, e.utterance_id) for e in events
+            if isinstance(e, FinalText) and not e.text] == [("You", 1)]  # the echo, closed
+    finals = [(e.source, e.text) for e in events if isinstance(e, FinalText) and e.text]
     assert finals == [("Them", "Ask not what your country can do for you."),
                       ("You", "I think he means it."), ("Them", "He does."),
                       ("You", "Absolutely right.")]

@@ -255,10 +255,11 @@ def test_the_app_captions_you_and_them_labelled_in_the_overlay_and_journal(
 
         def shown(label: str, word: str) -> bool:
             return any(line.startswith(f"{label}: ") and word in line.lower()
-                       for line in controller.captions.visible_lines())
+                       for line in controller.captions.caption_texts())
         qtbot.waitUntil(lambda: shown("Alice", "apostle") or shown("Alice", "gospel"),
                         timeout=90_000)
         qtbot.waitUntil(lambda: shown("You", "suit"), timeout=90_000)
+        qtbot.wait(3000)  # a pause between the two exchanges
         # The speakers heard by the microphone too: kept once, as theirs.
         them, echo = play(shared_audio / PHIL, speakers), play(shared_audio / PHIL, private_mic)
         them.wait(60)
@@ -268,7 +269,9 @@ def test_the_app_captions_you_and_them_labelled_in_the_overlay_and_journal(
         from test_caption_overlay import busy_shot
 
         busy_shot(controller.captions, "app_you_and_them")
-        lines = controller.captions.visible_lines()
+        lines = controller.captions.caption_texts()
+        assert not any(kind == "partial" for row in controller.captions.visible_rows()
+                       for _, kind in row)  # the echo's partial text went with it
     finally:
         controller.stop_engine()
         qtbot.waitUntil(lambda: controller.state == "stopped", timeout=120_000)

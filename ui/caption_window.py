@@ -231,6 +231,12 @@ class CaptionWindow(QWidget):
         event.accept()
 
     # -- layout into rows ----------------------------------------------------------------------
+    def caption_texts(self) -> list[str]:
+        """Every final line kept (scrollback included), labelled, one string each, oldest
+        first: the transcript as the overlay shows it, before wrapping."""
+        labelled = len(self._sources) > 1
+        return [line.caption.labelled() if labelled else line.caption.text for line in self._lines]
+
     def visible_lines(self) -> list[str]:
         """The plain text of the rows on screen, oldest first (for tests and screenshots)."""
         return ["".join(text for text, _ in row) for row in self._visible_rows()]

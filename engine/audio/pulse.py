@@ -125,6 +125,7 @@ class PulseCapture:
         self._dropped = 0
         self._covered_until = 0.0  # monotonic time up to which audio or silence was handed out
         self._threads: list[threading.Thread] = []
+        self._watching: Any = None  # the watcher's connection, to wake it up on stop
         self.recording = ""  # what is being recorded now, for logs and tests
 
     # -- AudioSource ---------------------------------------------------------------------------
@@ -164,6 +165,8 @@ class PulseCapture:
             thread.start()
 
     def stop(self) -> None:
+        """Stop and wait for the threads to end (none is left inside libpulse when the
+        process exits)."""
         self._stopped.set()
         self._wake.set()
         self._end_process()
@@ -171,6 +174,13 @@ class PulseCapture:
         if anchor is not None and anchor.poll() is None:
             anchor.terminate()
             anchor.wait(5)
+        watching = self._watching
+        if watching is not None:
+            with contextlib.suppress(Exception):  # already closed: nothing to wake
+                watching.event_listen_stop()
+        for thread in self._threads:
+            if thread is not threading.current_thread():
+                thread.join(timeout=5)
 
     def read(self, timeout: float) -> Audio | None:
         try:
@@ -198,6 +208,7 @@ class PulseCapture:
         pulsectl = _pulsectl()
         try:
             with pulsectl.Pulse("sottovoce-watch") as pulse:
+                self._watching = pulse
                 pulse.event_mask_set("server", "sink", "sink_input", "source")
                 pulse.event_callback_set(self._on_event)
                 while not self._stopped.is_set():
@@ -211,6 +222,8 @@ class PulseCapture:
         except Exception as exc:  # noqa: BLE001 - the thread's top: report, never die silently
             log.exception("watching PulseAudio failed")
             self._fail(f"watching the sound server failed: {exc}")
+        finally:
+            self._watching = None
 
     def _on_event(self, _event: Any) -> None:
         self._changed.set()

@@ -114,7 +114,8 @@ class EchoGuard:
         self._recent: list[CaptionLine] = []  # system lines of the last window
         self._held: list[tuple[float, CaptionLine]] = []  # (release at, line)
         self._speaking = False
-        self.dropped: list[CaptionLine] = []  # microphone lines found to be echoes
+        self.dropped: list[CaptionLine] = []  # microphone lines found to be echoes (the
+        # caller reads and clears it)
 
     def speaking(self, active: bool) -> None:
         self._speaking = active
