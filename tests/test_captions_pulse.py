@@ -286,3 +286,52 @@ def test_the_app_captions_you_and_them_labelled_in_the_overlay_and_journal(
     shown_text = " ".join(lines)
     assert "Alice: " in shown_text and "You: " in shown_text
     assert sum("Phil" in line for line in lines) == 1, lines
+
+
+def test_translation_below_each_line_with_its_language(sinks, shared_audio, tmp_path):
+    speakers = sinks.add("speakers")
+    subprocess.run(["pactl", "set-default-sink", speakers], check=True, timeout=10)
+    listen = Listen("--source", "system", "--translate", data_dir=tmp_path)
+    try:
+        listen.wait_stderr("listening", timeout=300)  # the multilingual base model loads
+        play(shared_audio / "picovoice-fr.wav", speakers).wait(60)
+        listen.caption_with("consul")
+        english = listen.caption_with("[fr → en]", timeout=120)
+    finally:
+        code = listen.stop()
+    assert code == 0, listen.err
+    assert "translating with the multilingual 'base' model" in listen.err
+    original, translation = listen.captions
+    assert "consul" in original.lower()
+    assert english == translation and translation.startswith("  [fr → en] ")
+    words = set(translation.lower().replace(",", " ").replace(".", " ").split())
+    assert {"under", "the", "consulate"} <= words, translation  # English, not French
+    assert not {"sous", "le", "des", "et"} & words, translation
+    sessions = [p for p in list_sessions(tmp_path) if is_caption_session(p)]
+    (entry,) = read_journal(sessions[0])
+    assert (entry.text, entry.language) == (original, "fr")
+    assert entry.translation == translation.removeprefix("  [fr → en] ")
+
+
+def test_captions_on_a_remote_server(sinks, shared_audio, manifest, tmp_path, tiny_transcriber):
+    from engine.asr.ct2_decoder import Ct2Runner
+    from engine.server.server import ServerOptions, ServerThread, TranscriptionServer
+
+    runner = Ct2Runner(tiny_transcriber.model)
+    runner.load()
+    server = ServerThread(TranscriptionServer(runner, ServerOptions(port=0)))
+    server.start()
+    speakers = sinks.add("speakers")
+    subprocess.run(["pactl", "set-default-sink", speakers], check=True, timeout=10)
+    listen = Listen("--source", "system", "--server", f"ws://127.0.0.1:{server.port}",
+                    data_dir=tmp_path)
+    try:
+        listen.wait_stderr("listening")
+        play(shared_audio / QUILTER, speakers).wait(60)
+        line = listen.caption_with("gospel")
+    finally:
+        code = listen.stop()
+        server.stop()
+    assert code == 0, listen.err
+    assert error_rate(said(manifest, QUILTER), " ".join(listen.captions)) <= WER_BOUND, line
+    assert journal_lines(tmp_path) == listen.captions
