@@ -60,9 +60,11 @@ def run_gui(args: argparse.Namespace) -> int:
     from app.controller import Controller, LaunchOptions
     from app.dialogs import DialogActions, app_names
     from app.settings import read_settings
+    from ui.qt_compat import keep_none_alive
     from ui.tray import Tray, apply_stylesheet, load_icon
 
     qt_app = QApplication.instance() or QApplication(sys.argv[:1])
+    keep_none_alive()  # PySide6 6.12's void calls drop references to None (ui.qt_compat)
     assert isinstance(qt_app, QApplication)
     qt_app.setApplicationName("Sottovoce")
     qt_app.setDesktopFileName("sottovoce")

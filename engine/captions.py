@@ -194,6 +194,8 @@ class CaptionEngine:
             event = replace(event, source=label)
         if isinstance(event, SpeechStarted) and self._guard and label == self._guard.them:
             self._guard.speaking(True)
+        if isinstance(event, PartialText) and self._guard and label == self._guard.them:
+            self._guard.speaking(True, f"{event.committed} {event.tentative}")
         if isinstance(event, PartialText) and self._mask is not None:
             event = replace(event, committed=self._mask(event.committed),
                             tentative=self._mask(event.tentative))

@@ -187,3 +187,20 @@ def test_each_dock_screenshot(overlay, qtbot):
         subprocess.run(["import", "-window", "root", str(ARTIFACTS / f"caption_dock_{dock}.png")],
                        check=True, timeout=30)
     focus_kept(overlay, qtbot)
+
+
+def test_painting_for_long_does_not_run_none_out_of_references(qtbot):
+    """PySide6 6.12's void calls drop a reference to None each (ui.qt_compat): an overlay
+    painting for an hour makes far more of them than the ~5000 None starts with."""
+    import sys
+
+    from ui.caption_window import CaptionWindow
+
+    window = CaptionWindow(lines=3)
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitExposed(window)
+    for n in range(400):  # about 40 void calls a paint
+        window.show_partial(f"word {n}", "maybe", "")
+        window.repaint()
+    assert sys.getrefcount(None) > 1_000_000 or sys.version_info >= (3, 12)

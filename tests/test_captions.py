@@ -76,7 +76,10 @@ def test_echo_guard_keeps_a_line_heard_on_both_once_as_theirs():
     assert guard.final(held, now=20.0) == []
     later = line("Them", 2, "Lord but I am glad to see you again Phil.", 7.9, 10.1)
     assert guard.final(later, now=20.4) == [later]  # ...and is dropped as its echo
-    guard.speaking(True)
+    guard.speaking(True, "Lord but I")
+    mine_now = line("You", 7, "Completely different words here.", 12.0, 13.0)
+    assert guard.final(mine_now, now=29.0) == [mine_now]  # nothing in common: shown at once
+    guard.speaking(True)  # (no partial text yet: it could be anything)
     other = line("You", 4, "Completely different words here.", 12.0, 13.0)
     assert guard.final(other, now=30.0) == []
     assert guard.due(now=33.0) == []
@@ -207,7 +210,8 @@ def test_two_sources_are_labelled_echoes_kept_once_and_journalled(tmp_path):
     you.say(1, "ask not what your country can do for you", 1.05, 4.1)  # the speakers' echo
     you.say(2, "I think he means it.", 5.0, 6.0)
     them.sink(SpeechStarted(2, 7 * SAMPLE_RATE))
-    you.say(3, "Absolutely right.", 7.1, 7.6)  # said while they talk: waits for their line
+    them.sink(PartialText(2, "He", "does", 7 * SAMPLE_RATE))
+    you.say(3, "He does, absolutely right.", 7.1, 7.6)  # like their words: waits for their line
     them.say(2, "He does.", 7.0, 8.0)
     captions.stop()
     assert [(e.source, e.utterance_id) for e in events
@@ -215,7 +219,7 @@ def test_two_sources_are_labelled_echoes_kept_once_and_journalled(tmp_path):
     finals = [(e.source, e.text) for e in events if isinstance(e, FinalText) and e.text]
     assert finals == [("Them", "Ask not what your country can do for you."),
                       ("You", "I think he means it."), ("Them", "He does."),
-                      ("You", "Absolutely right.")]
+                      ("You", "He does, absolutely right.")]
     partials = {e.source for e in events if isinstance(e, PartialText)}
     assert partials == {"You", "Them"}
     states = [e.state for e in events if isinstance(e, StateChanged)]

@@ -36,6 +36,7 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QSizeGrip, QWidget
 
 from engine.core.captions import CaptionLine, amend
+from ui.qt_compat import keep_none_alive
 
 CAPTION_FLAGS = (
     Qt.WindowType.Window
@@ -93,6 +94,7 @@ class CaptionWindow(QWidget):
     """See the module docstring."""
 
     def __init__(self, lines: int = 2, font_pt: int = 28, parent: QWidget | None = None) -> None:
+        keep_none_alive()  # this window paints from Python: many void calls (ui.qt_compat)
         super().__init__(parent, CAPTION_FLAGS)
         self.setObjectName("captionWindow")
         self.setWindowTitle("Sottovoce captions")

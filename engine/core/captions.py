@@ -6,8 +6,9 @@
 - `EchoGuard`: with two sources ("you and them": microphone and system audio), what the speakers
   play reaches the microphone too. A microphone line that repeats a system line heard within a
   short window is dropped (kept once, as the system's); a microphone line that ends while the
-  system source is still inside an utterance is held until that utterance's final shows whether
-  it was an echo (at most ``hold_s``).
+  system source is still inside an utterance whose partial text already holds some of its
+  words is held until that utterance's final shows whether it was an echo (at most
+  ``hold_s``); one that shares nothing with it is the user's own and shows at once.
 - `export_captions`: a caption session as TXT, SRT, VTT or JSON, with or without source labels
   and timestamps, whole or a time range of it.
 """
@@ -114,11 +115,14 @@ class EchoGuard:
         self._recent: list[CaptionLine] = []  # system lines of the last window
         self._held: list[tuple[float, CaptionLine]] = []  # (release at, line)
         self._speaking = False
+        self._partial = ""  # the system's utterance in flight, as its last partial heard it
         self.dropped: list[CaptionLine] = []  # microphone lines found to be echoes (the
         # caller reads and clears it)
 
-    def speaking(self, active: bool) -> None:
+    def speaking(self, active: bool, partial: str = "") -> None:
+        """The system source is (not) in an utterance; ``partial``: its text so far."""
         self._speaking = active
+        self._partial = partial if active else ""
 
     def final(self, line: CaptionLine, now: float) -> list[CaptionLine]:
         """The lines to show now, in the order spoken."""
@@ -137,7 +141,9 @@ class EchoGuard:
         if self._is_echo(line):
             self.dropped.append(line)
             return []
-        if self._speaking:
+        in_flight = replace(line, source=self.them, text=self._partial)
+        if self._speaking and (not self._partial or echoes(
+                line, in_flight, window_s=float("inf"), similarity=self.similarity / 2)):
             self._held.append((now + self.hold_s, line))
             return []
         return [line]
