@@ -139,6 +139,7 @@ class CaptionEngine:
         self._finals: dict[tuple[str, int], FinalText] = {}  # shown, by (source, utterance)
         self._running = {feed.label for feed in feeds}
         self._primary = feeds[0].label  # whose lifecycle states stand for all
+        self._listening: set[str] = set()
         self._engines: list[LiveEngine] = []
         for feed in feeds:
             source = feed.source
@@ -269,6 +270,12 @@ class CaptionEngine:
             self._emit(Translation(final.utterance_id, final.source, text, final.language))
 
     def _on_state(self, label: str, event: StateChanged) -> None:
+        if event.state == "listening":
+            # Listening once every source is: the last to open its audio says so.
+            self._listening.add(label)
+            if self._listening >= self._running:
+                self._emit(event)
+            return
         if event.state != "stopped":
             if label == self._primary:
                 self._emit(event)

@@ -12,9 +12,11 @@ Threads (at the edge, as the microphone's PortAudio callback): a *watcher* liste
 server's events (default output changed, streams added or removed) and re-resolves the target;
 when it changed, the *recorder* is told to switch (its `parec` is ended and a new one started).
 The recorder copies what `parec` writes into a bounded queue (drop-oldest, counted).
-`read()` runs on the consumer's thread. When nothing has come for ``gap_fill_s`` (the app is
-not playing, or paused, or the recorder is switching) it hands out silence for the time that
-passed, so the timeline keeps pace with the clock and an utterance cut off mid-word still ends.
+`read()` runs on the consumer's thread. When nothing is being recorded (the app is not playing,
+the recorder is switching) or an app's stream has sent nothing for ``gap_fill_s`` (paused), it
+hands out silence for the time that passed, so the timeline keeps pace with the clock and an
+utterance cut off mid-word still ends. A monitor sends audio all the time, silence included: a
+late block from it is only late (a busy machine), and no silence is made up in its place.
 For one app the recorder also keeps a low-latency reader on the default output's monitor
 (the *anchor*, its audio thrown away): an output with no low-latency client renders up to 2 s
 ahead, and a stream that starts playing would have its first seconds mixed into the output
@@ -107,7 +109,7 @@ class PulseCapture:
     simulated = False
 
     def __init__(self, target: CaptureTarget, *, block_ms: int = 32, max_queue_s: float = 5.0,
-                 gap_fill_s: float = 0.3) -> None:
+                 gap_fill_s: float = 1.0) -> None:
         self.target = target
         self._block_bytes = SAMPLE_RATE * block_ms // 1000 * 4
         self._queue: queue.Queue[npt.NDArray[np.float32]] = queue.Queue(
@@ -196,7 +198,9 @@ class PulseCapture:
     def _silence(self) -> Audio | None:
         now = time.monotonic()
         gap = now - self._covered_until
-        if gap < self._gap_fill_s:
+        with self._lock:
+            want, recording = self._want, self._proc is not None and self._proc.poll() is None
+        if gap < self._gap_fill_s or (recording and want is not None and want[0] == "device"):
             return None
         self._covered_until = now
         silence = np.zeros(round(gap * SAMPLE_RATE), dtype=np.float32)
