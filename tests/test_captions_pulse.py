@@ -335,3 +335,37 @@ def test_captions_on_a_remote_server(sinks, shared_audio, manifest, tmp_path, ti
     assert code == 0, listen.err
     assert error_rate(said(manifest, QUILTER), " ".join(listen.captions)) <= WER_BOUND, line
     assert journal_lines(tmp_path) == listen.captions
+
+
+def test_the_app_shows_the_translation_line_under_the_original(qtbot, sinks, shared_audio):
+    from app.controller import Controller, LaunchOptions
+    from app.settings import Settings, with_changes
+
+    speakers = sinks.add("speakers")
+    subprocess.run(["pactl", "set-default-sink", speakers], check=True, timeout=10)
+    settings = with_changes(Settings(), listen_mode="captions", caption_source="system",
+                            caption_translate="below", caption_lines=4)
+    controller = Controller(settings, LaunchOptions(enable_hotkey=False))
+    qtbot.addWidget(controller.window)
+    qtbot.addWidget(controller.captions)
+    try:
+        controller.show()
+        controller.set_captions_visible(True)
+        controller.start_engine()
+        qtbot.waitUntil(lambda: controller.state == "listening", timeout=300_000)
+        play(shared_audio / "picovoice-fr.wav", speakers).wait(60)
+        qtbot.waitUntil(lambda: any(line.startswith("[en] ")
+                                    for line in controller.captions.visible_lines()),
+                        timeout=120_000)
+        from test_caption_overlay import busy_shot
+
+        busy_shot(controller.captions, "app_translation")
+        rows = controller.captions.visible_rows()
+    finally:
+        controller.stop_engine()
+        qtbot.waitUntil(lambda: controller.state == "stopped", timeout=120_000)
+    original = next(row for row in rows if row[0] == ("[fr] ", "tag"))
+    assert "consul" in "".join(text for text, _ in original).lower()
+    english = [row for row in rows if row[0] == ("[en] ", "tag")]
+    assert english and all(kind in ("tag", "translation") for row in english for _, kind in row)
+    assert "consulate" in " ".join(text for row in english for text, _ in row).lower()
