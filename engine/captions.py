@@ -155,8 +155,6 @@ class CaptionEngine:
 
     # -- LiveEngine ----------------------------------------------------------------------------
     def start(self) -> None:
-        if self._journal is not None:
-            self._journal.open()  # a caption session is listed even before its first line
         if self._translator is not None:
             self._translator.start()
         for engine in self._engines:

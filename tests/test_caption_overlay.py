@@ -16,7 +16,7 @@ ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 def busy_shot(widget, name: str) -> Path:  # type: ignore[no-untyped-def]
     """The overlay drawn over a busy picture (colour bands and black and white text), the way
     it sits on a video or a web page, saved as a PNG."""
-    from PySide6.QtCore import QPoint, Qt
+    from PySide6.QtCore import QPoint
     from PySide6.QtGui import QColor, QFont, QLinearGradient, QPainter, QPixmap
 
     shot = widget.grab()
@@ -35,8 +35,7 @@ def busy_shot(widget, name: str) -> Path:  # type: ignore[no-untyped-def]
     painter.end()
     ARTIFACTS.mkdir(exist_ok=True)
     path = ARTIFACTS / f"caption_{name}.png"
-    assert canvas.toImage().convertToFormat(canvas.toImage().Format.Format_RGB32).save(str(path))
-    del Qt
+    assert canvas.save(str(path))
     return path
 
 
