@@ -30,7 +30,8 @@ def caption_style(s: Settings) -> CaptionStyle:
                         font_pt=s.caption_font_pt, background=s.caption_background,
                         opacity=s.caption_opacity, dock=s.caption_dock,
                         click_through=s.caption_click_through,
-                        languages=s.caption_translate != "off")
+                        languages=s.caption_translate != "off",
+                        translated=s.caption_translate == "alone")
 
 
 def caption_line(final: FinalText, shown: str) -> CaptionLine:

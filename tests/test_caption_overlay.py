@@ -144,6 +144,10 @@ def test_language_and_translation_line_box_outline_docks_and_click_through(overl
         "[en] Under the consulate he became curator of waters and forests."]
     assert [kind for _, kind in overlay.visible_rows()[1]] == ["tag", "translation"]
     busy_shot(overlay, "translation")
+    overlay.apply_style(replace(style, translated=True))  # translation alone: English only
+    overlay.add_final(caption("", 2, "The council met at noon.", 5, 6, "fr"))
+    assert overlay.visible_lines()[-1] == "[fr → en] The council met at noon."
+    overlay.apply_style(style)
     overlay.apply_style(replace(style, background="outline"))
     busy_shot(overlay, "outline")
     overlay.apply_style(replace(style, opacity=25))

@@ -67,6 +67,7 @@ class CaptionStyle:
     dock: str = "bottom"
     click_through: bool = False
     languages: bool = False
+    translated: bool = False  # the text itself is the English translation ("[fr → en]")
 
     def __post_init__(self) -> None:
         if not 1 <= self.lines <= 20:
@@ -269,7 +270,8 @@ class CaptionWindow(QWidget):
             index = self._sources.index(caption.source) % 2 if caption.source in self._sources else 0
             head.append((f"{caption.source}: ", f"label{index}"))
         if self.style_.languages and caption.language:
-            head.append((f"[{caption.language}] ", "tag"))
+            into = " → en" if self.style_.translated and caption.language != "en" else ""
+            head.append((f"[{caption.language}{into}] ", "tag"))
         words = [(w, "final" if line.final else "partial") for w in caption.text.split()]
         words += [(w, "partial") for w in line.tentative.split()]
         rows = self._wrap(head, words, width)
