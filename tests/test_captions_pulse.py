@@ -93,9 +93,9 @@ class Listen:
     """`sottovoce listen ...` in a child process: its stdout lines (the captions) and its
     stderr lines, each awaited with a timeout."""
 
-    def __init__(self, *args: str, data_dir: Path) -> None:
+    def __init__(self, *args: str, data_dir: Path, **env_vars: str) -> None:
         env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1",
-                   SOTTOVOCE_DATA_DIR=str(data_dir))
+                   SOTTOVOCE_DATA_DIR=str(data_dir), **env_vars)
         self.proc = subprocess.Popen([sys.executable, "-m", "app.cli", "listen", *args], cwd=REPO,
                                      env=env, text=True, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE)
@@ -135,6 +135,13 @@ class Listen:
             if word.lower() in line.lower():
                 return line
         raise AssertionError(f"no caption with {word!r}: {self.captions}; stderr: {self.err}")
+
+    def captions_with(self, *words: str, timeout: float = 90) -> list[str]:
+        """Caption lines until each of ``words`` has been in one, in whatever order."""
+        deadline = time.monotonic() + timeout
+        while not all(any(w.lower() in line.lower() for line in self.captions) for w in words):
+            self.caption_with("", max(0.1, deadline - time.monotonic()))
+        return list(self.captions)
 
     def stop(self) -> int:
         if self.proc.poll() is None:
@@ -369,3 +376,24 @@ def test_the_app_shows_the_translation_line_under_the_original(qtbot, sinks, sha
     english = [row for row in rows if row[0] == ("[en] ", "tag")]
     assert english and all(kind in ("tag", "translation") for row in english for _, kind in row)
     assert "consulate" in " ".join(text for row in english for text, _ in row).lower()
+
+
+def test_listen_both_prints_each_line_with_its_label(sinks, shared_audio, manifest, tmp_path):
+    speakers, mic = sinks.add("speakers"), sinks.add("mic")
+    subprocess.run(["pactl", "set-default-sink", speakers], check=True, timeout=10)
+    listen = Listen("--source", "both", "--them", "Bob", data_dir=tmp_path,
+                    PULSE_SOURCE=f"{mic}.monitor")  # the child's microphone: the mic sink
+    try:
+        listen.wait_stderr("listening")
+        them, you = play(shared_audio / PHIL, speakers), play(shared_audio / SUIT, mic)
+        them.wait(60)
+        you.wait(60)
+        lines = listen.captions_with("phil", "suit")
+    finally:
+        code = listen.stop()
+    assert code == 0, listen.err
+    bob = next(line for line in lines if line.startswith("Bob: "))
+    mine = next(line for line in lines if line.startswith("You: "))
+    assert error_rate(said(manifest, PHIL), bob.removeprefix("Bob: ")) <= WER_BOUND, bob
+    assert error_rate(said(manifest, SUIT), mine.removeprefix("You: ")) <= WER_BOUND, mine
+    assert sorted(journal_lines(tmp_path)) == sorted(listen.captions)
