@@ -19,6 +19,7 @@ SUBCOMMAND_MODULES = (
     "app.commands.control",  # sottovoce toggle | ptt press|release | paste-last
     "app.commands.doctor",  # sottovoce doctor
     "app.commands.models",  # sottovoce models list | download NAME | remove NAME
+    "app.commands.export",  # sottovoce export SESSION (caption sessions as TXT/SRT/VTT/JSON)
 )
 # Run by compositor key bindings on every press and release: parse them without importing the
 # other commands' modules (numpy, Qt), so the release reaches the app sooner.

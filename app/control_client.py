@@ -14,7 +14,8 @@ import struct
 import tempfile
 from pathlib import Path
 
-COMMANDS = ("toggle", "ptt press", "ptt release", "status", "copy", "paste-last")
+COMMANDS = ("toggle", "ptt press", "ptt release", "status", "copy", "paste-last",
+            "captions older", "captions newer", "captions live")
 CLIENT_TIMEOUT_S = 3.0
 MAX_LINE = 256
 MAX_REPLY = 4 * MAX_LINE  # an error reply echoes the command (repr'd): a little longer

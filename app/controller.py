@@ -20,6 +20,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal, Slot
 from PySide6.QtWidgets import QApplication
 
+from app.caption_wiring import caption_config, caption_line, caption_style
 from app.desktop_routes import DesktopRoutes
 from app.dictation import Dictation
 from app.dictation_text import Dictated, TextWorker, shown_final
@@ -33,7 +34,15 @@ from app.session import Session
 from app.settings import ENGINE_FIELDS, Settings, save_settings, with_changes
 from engine.atomic import OutputWriteError
 from engine.dictation import Insertion
-from engine.events import Event, EventSink, FinalText, LiveEngine, Metrics, PartialText
+from engine.events import (
+    Event,
+    EventSink,
+    FinalText,
+    LiveEngine,
+    Metrics,
+    PartialText,
+    Translation,
+)
 from engine.languages import LANGUAGES, language_name, next_language, parse_languages
 from engine.model_catalog import installed, is_english_only
 from engine.vocabulary import parse as parse_vocabulary
@@ -82,6 +91,7 @@ class Controller(ImportHost):
         self.bridge = EngineBridge(self)
         self.window = MainWindow()
         self.captions = CaptionWindow(settings.caption_lines, settings.caption_font_pt)
+        self.captions.apply_style(caption_style(settings))
         self.injector = TextInjector(settings.inject_mode, settings.paste_keys, self)
         self.last_injection: tuple[bool, str] | None = None
         self._released_at: float | None = None  # the last push-to-talk release (monotonic)
@@ -103,6 +113,7 @@ class Controller(ImportHost):
         b.partial_text.connect(self._on_partial)
         b.final_text.connect(self._on_final)
         self.text.done.connect(self._on_dictated)
+        b.translation.connect(self._on_translation)
         b.level_changed.connect(lambda rms, _peak, _end: w.set_level(rms))
         b.metrics.connect(self._on_metrics)
         b.failed.connect(self._on_failed)
@@ -179,7 +190,9 @@ class Controller(ImportHost):
                             mode="vad" if captions else "ptt",
                             input_path=self.options.input_path,
                             vocabulary=self.vocabulary_terms(),
-                            languages=self.spoken_languages(), input_device=s.input_device)
+                            languages=self.spoken_languages(), input_device=s.input_device,
+                            captions=caption_config(s, self.model_name(), self.options.input_path,
+                                                    self.vocabulary_terms()) if captions else None)
 
     def spoken_languages(self) -> tuple[str, ...]:
         return parse_languages(self.settings.languages)
@@ -352,6 +365,11 @@ class Controller(ImportHost):
             return "ok copied"
         if command == "paste-last":
             return self.dictation.paste_last()
+        if command.startswith("captions "):
+            direction = command.split()[1]
+            {"older": self.captions.scroll_older, "newer": self.captions.scroll_newer,
+             "live": self.captions.scroll_to_live}[direction]()
+            return f"ok captions {self.captions.scrolled_back} back"
         self.on_ptt("toggle" if command == "toggle" else command.split()[1])
         return f"ok talking={int(self.talking)}"
 
@@ -361,8 +379,9 @@ class Controller(ImportHost):
             self._partial_logged = event.utterance_id  # once per utterance: logs stay readable
             log.info("partial text for utterance %d: %s | %s", event.utterance_id,
                      event.committed, event.tentative)
-        self.window.transcript.show_partial(event.start, event.committed, event.tentative)
-        self.captions.show_partial(event.committed, event.tentative)
+        label = f"{event.source}: " if event.source else ""
+        self.window.transcript.show_partial(event.start, label + event.committed, event.tentative)
+        self.captions.show_partial(event.committed, event.tentative, event.source)
 
     def _on_final(self, event: FinalText) -> None:
         received = time.monotonic()
@@ -394,8 +413,15 @@ class Controller(ImportHost):
                 self.session.remove_last()
                 self.window.transcript.remove_last()
         self.session.add(shown_final(event, out))
-        self.window.transcript.add_final(event.start, out.shown)
-        self.captions.add_final(out.shown)
+        label = f"{event.source}: " if event.source and out.shown else ""
+        self.window.transcript.add_final(event.start, label + out.shown)
+        # Captions may amend their last line when the next goes on with its sentence; dictated
+        # lines stay as they were typed.
+        captions = self.engine_config().mode == "vad"
+        self.captions.add_final(caption_line(event, out.shown) if captions else out.shown)
+
+    def _on_translation(self, event: Translation) -> None:
+        self.captions.add_translation(f"{event.source}#{event.utterance_id}", event.text)
 
     def _show_breakdown(self, extra: Sequence[tuple[str, float]] = ()) -> None:
         stages = [*self._stages, *extra]
@@ -447,9 +473,22 @@ class Controller(ImportHost):
         text = self.window.transcript.selected_text() or self.session.text()
         copy_to_clipboard(text)
 
+    def set_caption_source(self, source: str, app: str = "") -> None:
+        """Captions listen to ``source`` ("mic", "system", "app" with ``app``, "both") from
+        now on: saved, and a running caption engine restarted on it."""
+        try:
+            self.update_settings(caption_source=source,
+                                 caption_app=app or self.settings.caption_app)
+        except ValueError as exc:
+            self.window.show_message(str(exc), 10000)
+            return
+        if self.engine is not None and self.engine_config().mode == "vad":
+            self.stop_engine()
+            self.start_engine()
+
     def set_captions_visible(self, visible: bool) -> None:
         if visible and not self._captions_placed:
-            self.captions.place_at_bottom()
+            self.captions.dock()
             self._captions_placed = True
         self.captions.setVisible(visible)
         if visible != self.settings.captions_visible:
@@ -476,8 +515,7 @@ class Controller(ImportHost):
         """Adopt settings from the dialog: save, then restart what they affect."""
         old = self.settings
         self.update_settings(**{f: getattr(new, f) for f in new.__dataclass_fields__})
-        self.captions.set_max_lines(new.caption_lines)
-        self.captions.set_font_size(new.caption_font_pt)
+        self.captions.apply_style(caption_style(new))
         self.window.set_choice(EngineChoice(new.backend, new.remote_url, self.model_name(),
                                             new.device, new.language))
         if (old.hotkey, old.hotkey_mode) != (new.hotkey, new.hotkey_mode) and self._hotkey:

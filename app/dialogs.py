@@ -27,6 +27,7 @@ from app.settings import (
 from engine.events import FinalText
 from engine.remote.secrets import KeyringUnavailableError, keyring_status, store_api_key
 from engine.types import seconds_to_samples
+from ui.caption_export_dialog import CaptionExportDialog
 from ui.history_dialog import HistoryDialog
 from ui.settings_dialog import FieldValues, SettingsChoices, SettingsDialog, SetupServices
 
@@ -50,15 +51,28 @@ def settings_dialog(settings: Settings, keyring: str, parent: QWidget | None = N
         changes: dict[str, Any] = dict(values)  # Settings.__post_init__ checks each value
         return replace(settings, **changes)
 
-    return SettingsDialog(settings, SETTINGS_CHOICES, apply, keyring,
+    choices = replace(SETTINGS_CHOICES, playing_apps=tuple(app_names()))
+    return SettingsDialog(settings, choices, apply, keyring,
                           setup or setup_services(), parent, desktop)
+
+
+def app_names() -> list[str]:
+    """The apps playing sound now ([] when the sound server can't be asked)."""
+    from engine.audio.outputs import playing_apps
+    from engine.errors import EngineError
+
+    try:
+        return [app.name for app in playing_apps()]
+    except EngineError as exc:
+        log.info("no list of playing apps: %s", exc)
+        return []
 
 
 def journal_sessions() -> list[tuple[str, Path, str]]:
     """(label, path, text) of each journal session, newest first. A damaged file costs only its
     damaged lines (the label says how many were skipped); one that cannot be read at all is left
     out with a warning in the log, and the other sessions are still listed."""
-    from engine.journal import list_sessions, read_journal_report
+    from engine.journal import is_caption_session, list_sessions, read_journal_report
 
     sessions = []
     for path in list_sessions():
@@ -70,11 +84,13 @@ def journal_sessions() -> list[tuple[str, Path, str]]:
         entries = report.entries
         if not entries:
             continue
-        text = "\n".join(e.text.strip() for e in entries)
+        text = "\n".join((f"{e.source}: " if e.source else "") + e.text.strip()
+                         for e in entries)
         when = entries[0].written_at[:16].replace("T", " ")
         words = sum(len(e.text.split()) for e in entries)
         source = source_name(path.stem)  # imported files are named after the file
-        label = f"{when} UTC · {words} words" + (f" · {source}" if source else "")
+        kind = "Captions · " if is_caption_session(path) else ""
+        label = f"{kind}{when} UTC · {words} words" + (f" · {source}" if source else "")
         if report.skipped:
             label += f" · {report.skipped} damaged line{'s' if report.skipped > 1 else ''} skipped"
         sessions.append((label, path, text))
@@ -137,9 +153,40 @@ class DialogActions(QObject):
             return
         dialog = HistoryDialog(sessions, self.window)
         dialog.reopen_requested.connect(self.reopen)
+        dialog.export_requested.connect(lambda path: self.export_session(path, dialog))
         dialog.copied.connect(lambda text: self.window.show_message(
             f"Copied {len(text.split())} words from the history", 3000))
         dialog.exec()
+
+    def export_session(self, path: Path, parent: QWidget) -> None:
+        """History > Export…: a session (or a time range of it) with or without labels and
+        timestamps, in the format chosen."""
+        from app.commands.export import export_session
+        from engine.atomic import atomic_write_text
+        from engine.journal import read_journal
+
+        try:
+            entries = read_journal(path)
+        except OSError as exc:
+            QMessageBox.warning(parent, "Session unavailable", str(exc))
+            return
+        options = CaptionExportDialog(max((e.end_s for e in entries), default=0.0), parent)
+        if not options.exec():
+            return
+        choice = options.choice()
+        target, _ = QFileDialog.getSaveFileName(
+            parent, f"Export session as {choice.fmt.upper()}", f"{path.stem}.{choice.fmt}",
+            FILTERS[choice.fmt])
+        if not target:
+            return
+        try:
+            atomic_write_text(target, export_session(
+                path, choice.fmt, labels=choice.labels, timestamps=choice.timestamps,
+                start=choice.start, end=choice.end))
+        except Exception as exc:  # noqa: BLE001 - any read or write failure is shown
+            QMessageBox.warning(parent, "Export failed", str(exc))
+            return
+        self.window.show_message(f"Saved {target}", 5000)
 
     def reopen(self, path: Path) -> None:
         """Show a past session in the main window, where it can be copied and exported."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.captions import CaptionConfig
 from engine.errors import EngineError
 from engine.events import EventSink, LiveEngine
 from engine.types import ModelInfo, Runner
@@ -40,6 +41,7 @@ class EngineConfig:
     vocabulary: tuple[str, ...] = ()  # the settings' default set (engine.vocabulary)
     languages: tuple[str, ...] = ()  # auto-detection chooses among these (engine.languages)
     input_device: str = ""  # the microphone by name ("": the system default)
+    captions: CaptionConfig | None = None  # captions mode: sources, labels, translation
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -53,6 +55,11 @@ EngineFactory = Callable[[EngineConfig, EventSink], LiveEngine]
 
 def make_engine(config: EngineConfig, sink: EventSink) -> LiveEngine:
     """The real engine for `config`. Construction does no work; `start()` loads and opens."""
+    if config.captions is not None:
+        from app.captions import caption_engine
+
+        engine, runner = caption_engine(config.captions, sink)
+        return AppEngine(engine, runner)
     if config.backend == "remote":
         return _remote_engine(config, sink)
     return _local_engine(config, sink)

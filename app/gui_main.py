@@ -63,12 +63,14 @@ def run_gui(args: argparse.Namespace) -> int:
         return 2
     from app.control import ControlError, ControlServer
     from app.controller import Controller, LaunchOptions
-    from app.dialogs import DialogActions
+    from app.dialogs import DialogActions, app_names
     from app.settings import read_settings, set_aside
     from engine.atomic import OutputWriteError
+    from ui.qt_compat import keep_none_alive
     from ui.tray import Tray, apply_stylesheet, load_icon
 
     qt_app = QApplication.instance() or QApplication(sys.argv[:1])
+    keep_none_alive()  # PySide6 6.12's void calls drop references to None (ui.qt_compat)
     assert isinstance(qt_app, QApplication)
     qt_app.setApplicationName("Sottovoce")
     qt_app.setDesktopFileName("sottovoce")
@@ -99,7 +101,7 @@ def run_gui(args: argparse.Namespace) -> int:
             return 1
         # A file run (smoke test, demo) needs no remote control; let it run beside the app.
         log.warning("control socket unavailable: %s", exc)
-    tray = Tray(controller)
+    tray = Tray(controller, playing_apps=app_names)
     _connect_tray(tray, controller)
     tray.show()
     controller.desktop.start()  # before any window maps: sway's rules for the caption window
@@ -154,6 +156,10 @@ def _connect_tray(tray: object, controller: object) -> None:
         lambda: controller.stop_engine() if controller.engine else controller.start_engine())
     tray.captions_toggled.connect(window.captions_action.setChecked)
     window.captions_toggled.connect(tray.set_captions_checked)
+    settings = controller.settings
+    tray.set_caption_source(settings.caption_source,
+                            settings.caption_app if settings.caption_source == "app" else "")
+    tray.caption_source_chosen.connect(controller.set_caption_source)
     def show_window() -> None:
         window.showNormal()
         window.raise_()

@@ -43,7 +43,14 @@ TEXT_STYLES = ("sentence", "chat")
 # Native protocol over ws/wss; whisperlive:// talks to a WhisperLive server (engine.remote).
 REMOTE_SCHEMES = ("ws://", "wss://", "whisperlive://")
 # Changing one of these rebuilds the live engine (the model reloads); the others apply at once.
-ENGINE_FIELDS = ("backend", "remote_url", "model", "device", "listen_mode")
+ENGINE_FIELDS = ("backend", "remote_url", "model", "device", "listen_mode",
+                 "caption_source", "caption_app", "caption_you", "caption_them",
+                 "caption_translate", "caption_mask_profanity")
+CAPTION_SOURCES = ("mic", "system", "app", "both")
+CAPTION_TRANSLATE = ("off", "below", "alone")
+CAPTION_BACKGROUNDS = ("box", "outline")
+CAPTION_DOCKS = ("bottom", "top", "floating")
+MAX_CAPTION_LINES = 10
 
 
 @dataclass(frozen=True)
@@ -59,7 +66,7 @@ class Settings:
         (continuous, voice activity decides).
       hotkey: pynput hotkey syntax; hotkey_mode "hold" (talk while held) or "toggle".
       inject_mode: "paste" (clipboard + paste keys, clipboard restored), "type", or "off".
-      caption_lines: how many lines the caption window shows (1-3).
+      caption_lines: how many lines the caption window shows (1-10).
       first_run_hint: show the first-run hint; cleared once the user has seen it and saved.
 
     Dictation (version 3):
@@ -84,6 +91,14 @@ class Settings:
         (``language`` "") chooses among these only. "" : any language.
       language_hotkey: cycles the current language through auto-detect and ``languages``
         ("" : off; the tray menu does the same).
+
+    Captions (new keys, defaults for older files):
+      caption_source: "mic", "system" (what the computer plays), "app" (caption_app's sound)
+        or "both" (the mic labelled caption_you, the system caption_them).
+      caption_translate: "off", "below" (English under each line) or "alone" (English only).
+      caption_font_family ("" default sans), caption_background "box" or "outline",
+      caption_opacity (the box's, 0-100), caption_dock "bottom", "top" or "floating",
+      caption_click_through, caption_mask_profanity (off by default).
     """
 
     version: int = SETTINGS_VERSION
@@ -117,6 +132,18 @@ class Settings:
     model_dirs: str = ""
     languages: str = ""
     language_hotkey: str = ""
+    # -- captions --
+    caption_source: str = "mic"
+    caption_app: str = ""
+    caption_you: str = "You"
+    caption_them: str = "Them"
+    caption_translate: str = "off"
+    caption_font_family: str = ""
+    caption_background: str = "box"
+    caption_opacity: int = 67
+    caption_dock: str = "bottom"
+    caption_click_through: bool = False
+    caption_mask_profanity: bool = False
 
     def __post_init__(self) -> None:
         _one_of("backend", self.backend, BACKENDS)
@@ -133,10 +160,7 @@ class Settings:
             raise ValueError(f"invalid language code {self.language!r}")
         if self.backend == "remote" and not self.remote_url.startswith(REMOTE_SCHEMES):
             raise ValueError("remote_url must start with ws://, wss:// or whisperlive://")
-        if not 1 <= self.caption_lines <= 3:
-            raise ValueError("caption_lines must be 1, 2 or 3")
-        if not 8 <= self.caption_font_pt <= 96:
-            raise ValueError("caption_font_pt must be between 8 and 96")
+        _check_captions(self)
         if not self.hotkey.strip():
             raise ValueError("hotkey must not be empty")
         _one_of("text_style", self.text_style, TEXT_STYLES)
@@ -152,6 +176,24 @@ class Settings:
             raise ValueError(f"unknown language code {self.language!r}")
         if "\n" in self.input_device:
             raise ValueError("input_device is one device name")
+
+
+def _check_captions(s: Settings) -> None:
+    if not 1 <= s.caption_lines <= MAX_CAPTION_LINES:
+        raise ValueError(f"caption_lines must be between 1 and {MAX_CAPTION_LINES}")
+    if not 8 <= s.caption_font_pt <= 96:
+        raise ValueError("caption_font_pt must be between 8 and 96")
+    _one_of("caption_source", s.caption_source, CAPTION_SOURCES)
+    _one_of("caption_translate", s.caption_translate, CAPTION_TRANSLATE)
+    _one_of("caption_background", s.caption_background, CAPTION_BACKGROUNDS)
+    _one_of("caption_dock", s.caption_dock, CAPTION_DOCKS)
+    if not 0 <= s.caption_opacity <= 100:
+        raise ValueError("caption_opacity must be between 0 and 100")
+    if s.caption_source == "app" and not s.caption_app.strip():
+        raise ValueError("caption_app must name the app to caption")
+    if not s.caption_you.strip() or not s.caption_them.strip() or (
+            s.caption_you.strip() == s.caption_them.strip()):
+        raise ValueError("caption_you and caption_them must be two different names")
 
 
 def _one_of(name: str, value: str, allowed: tuple[str, ...]) -> None:

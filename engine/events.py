@@ -26,6 +26,7 @@ class StateChanged:
 class SpeechStarted:
     utterance_id: int
     at: int
+    source: str = ""  # the caption source's label when there are several ("You", "Them")
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,7 @@ class PartialText:
     committed: str
     tentative: str
     start: int
+    source: str = ""
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,8 @@ class FinalText:
     result received); `after_speech_end_ms` is end of speech to this event. `stages`: when it
     passed each step on the emitting process's clock (seconds): "speech_end", "ended" (the
     utterance was closed), "queued" (its final decode was issued: before "ended" when it was
-    decoded speculatively), "decode_start", "decoded", "emitted"; a driver may add its own."""
+    decoded speculatively), "decode_start", "decoded", "emitted"; a driver may add its own.
+    ``source``: the caption source's label ("You", "Them") when captions have several."""
 
     utterance_id: int
     text: str
@@ -62,6 +65,18 @@ class FinalText:
     after_speech_end_ms: float = 0.0
     language: str | None = None
     stages: tuple[tuple[str, float], ...] = ()
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class Translation:
+    """The English translation of a final (captions with translation below the original),
+    which it follows: same ``source`` and ``utterance_id``; ``language``: the original's."""
+
+    utterance_id: int
+    source: str
+    text: str
+    language: str | None = None
 
 
 @dataclass(frozen=True)
@@ -98,7 +113,7 @@ class EngineFailed:
 
 
 Event: TypeAlias = (StateChanged | SpeechStarted | SpeechEnded | PartialText | FinalText
-                    | LevelChanged | Metrics | EngineFailed)
+                    | Translation | LevelChanged | Metrics | EngineFailed)
 EventSink = Callable[[Event], None]
 
 

@@ -20,12 +20,13 @@ import math
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
 from engine.atomic import open_private_append, private_dir
+from engine.core.captions import CaptionLine
 from engine.errors import EngineError
 from engine.events import FinalText
 from engine.paths import data_dir
@@ -48,6 +49,8 @@ class JournalEntry:
     written_at: str  # ISO 8601, UTC
     words: tuple[Word, ...] = ()
     flags: tuple[str, ...] = ()  # hallucination checks the text failed; absent from most lines
+    source: str = ""  # captions: the source's label ("You", "Them"); absent from dictation
+    translation: str = ""  # captions translated to English: the translation, added later
 
 
 def journal_dir(root: Path | None = None) -> Path:
@@ -83,11 +86,9 @@ class Journal:
 
     def append(self, final: FinalText, flags: tuple[str, ...] = ()) -> None:
         """Write one utterance and force it to disk. `flags` (an imported file's suspect text)
-        is an optional key, so older readers still read the line."""
-        if self._file is None:
-            self.open()
-        assert self._file is not None
-        record = {
+        and `source` (a caption source's label) are optional keys, so older readers still read
+        the line."""
+        record: dict[str, object] = {
             "utterance_id": final.utterance_id, "text": final.text,
             "start_s": round(samples_to_seconds(final.start), 3),
             "end_s": round(samples_to_seconds(final.end), 3), "language": final.language,
@@ -96,6 +97,19 @@ class Journal:
         }
         if flags:
             record["flags"] = list(flags)
+        if final.source:
+            record["source"] = final.source
+        self._write(record)
+
+    def append_translation(self, utterance_id: int, source: str, text: str) -> None:
+        """Record the translation of an utterance already written; readers attach it to that
+        entry (`read_journal_report`)."""
+        self._write({"translation_of": utterance_id, "source": source, "text": text})
+
+    def _write(self, record: dict[str, object]) -> None:
+        if self._file is None:
+            self.open()
+        assert self._file is not None
         try:
             self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
             self._file.flush()
@@ -128,7 +142,7 @@ def read_journal(path: Path) -> list[JournalEntry]:
 def read_journal_report(path: Path) -> JournalRead:
     """Entries of one journal file and the number of damaged lines skipped. Raises OSError only
     when the file itself cannot be read."""
-    entries = []
+    entries: list[JournalEntry] = []
     skipped = 0
     data = path.read_bytes()
     for number, raw in enumerate(data.split(b"\n"), 1):
@@ -136,13 +150,61 @@ def read_journal_report(path: Path) -> JournalRead:
             continue
         try:
             # Per line, so one character torn by a crash costs one line, not the file.
-            entries.append(_entry(json.loads(raw.decode("utf-8"))))
+            row = json.loads(raw.decode("utf-8"))
+            if isinstance(row, dict) and "translation_of" in row:
+                _attach_translation(entries, row)
+                continue
+            entries.append(_entry(row))
         except (ValueError, KeyError, TypeError, OverflowError, RecursionError) as exc:
             # UnicodeDecodeError is a ValueError; int(inf) an OverflowError; deep nesting a
             # RecursionError.
             skipped += 1
             log.warning("%s:%d: skipping unreadable journal line (%s)", path, number, exc)
     return JournalRead(entries, skipped)
+
+
+def _attach_translation(entries: list[JournalEntry], row: dict[str, Any]) -> None:
+    key = (int(row["translation_of"]), str(row.get("source", "")))
+    for at in range(len(entries) - 1, -1, -1):
+        if (entries[at].utterance_id, entries[at].source) == key:
+            entries[at] = replace(entries[at], translation=str(row["text"]))
+            return
+    raise KeyError(f"translation of utterance {key[0]} ({key[1]!r}) before the utterance")
+
+
+CAPTION_SUFFIX = "-captions"
+
+
+def caption_session_id() -> str:
+    """A caption session's id: its file name tells History it holds captions."""
+    return new_session_id() + CAPTION_SUFFIX
+
+
+def is_caption_session(path: Path) -> bool:
+    return path.stem.endswith(CAPTION_SUFFIX)
+
+
+def caption_lines(entries: Sequence[JournalEntry]) -> list[CaptionLine]:
+    """A caption session's entries as caption lines (for the transcript and its export)."""
+    return [CaptionLine(e.source, f"{e.source}#{e.utterance_id}", e.text, e.start_s, e.end_s,
+                        e.language, e.translation) for e in entries]
+
+
+def find_session(name: str, root: Path | None = None) -> Path:
+    """A session by path, id (file stem) or "last" (the newest caption session); OSError when
+    there is none."""
+    if name == "last":
+        found = [p for p in list_sessions(root) if is_caption_session(p)]
+        if not found:
+            raise FileNotFoundError("no caption session saved yet")
+        return found[0]
+    path = Path(name)
+    if path.is_file():
+        return path
+    candidate = journal_dir(root) / f"{name}.jsonl"
+    if candidate.is_file():
+        return candidate
+    raise FileNotFoundError(f"no session {name!r} (not a file, nor in {journal_dir(root)})")
 
 
 def list_sessions(root: Path | None = None) -> list[Path]:
@@ -166,6 +228,7 @@ def _entry(row: object) -> JournalEntry:
         start_s=_seconds(row["start_s"]), end_s=_seconds(row["end_s"]), language=language,
         written_at=str(row["written_at"]), words=words,
         flags=tuple(str(f) for f in row.get("flags", [])),
+        source=str(row.get("source", "")),
     )
 
 

@@ -93,7 +93,7 @@ def test_paste_last_inserts_the_last_text_again_from_the_socket_and_the_tray(qtb
     tray = Tray(controller)
     _connect_tray(tray, controller)
     assert [a.text() for a in tray.icon.contextMenu().actions()] == [
-        "Start", "Caption window", "Paste last text", "Microphone",
+        "Start", "Caption window", "Captions listen to", "Paste last text", "Microphone",
         "Language: English (English-only model)", "Show window", "Quit"]
     assert not tray.language_action.isEnabled()  # tiny.en has no other language
     tray.paste_last_action.trigger()

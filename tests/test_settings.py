@@ -155,7 +155,7 @@ def test_unknown_keys_are_dropped(caplog):
 @pytest.mark.parametrize("changes", [
     {"backend": "cloud"}, {"device": "tpu"}, {"hotkey_mode": "tap"}, {"inject_mode": "x"},
     {"paste_keys": "ctrl+p"}, {"listen_mode": "x"}, {"model": " "}, {"language": "e1"},
-    {"backend": "remote", "remote_url": "http://x"}, {"caption_lines": 4},
+    {"backend": "remote", "remote_url": "http://x"}, {"caption_lines": 11}, {"caption_source": "radio"}, {"caption_opacity": 101},
     {"caption_font_pt": 2}, {"hotkey": ""}, {"version": 1},
 ])
 def test_invalid_settings_are_rejected(changes):

@@ -27,6 +27,7 @@ from engine.events import (
     SpeechEnded,
     SpeechStarted,
     StateChanged,
+    Translation,
 )
 from ui.qt_compat import emit
 
@@ -41,6 +42,7 @@ class EngineBridge(QObject):
     speech_ended = Signal(int, int)
     partial_text = Signal(object)  # PartialText
     final_text = Signal(object)  # FinalText
+    translation = Signal(object)  # Translation (captions translated below the original)
     level_changed = Signal(float, float, object)  # rms_db, peak_db, end (samples; -1 unknown)
     metrics = Signal(object)  # Metrics
     failed = Signal(str, bool)  # message, recoverable
@@ -81,6 +83,8 @@ class EngineBridge(QObject):
             emit(self.partial_text, event)
         elif isinstance(event, FinalText):
             emit(self.final_text, event)
+        elif isinstance(event, Translation):
+            emit(self.translation, event)
         elif isinstance(event, Metrics):
             emit(self.metrics, event)
         elif isinstance(event, SpeechStarted):

@@ -51,6 +51,7 @@ class HistoryDialog(QDialog):
     ``copied`` (the text)."""
 
     reopen_requested = Signal(object)  # Path
+    export_requested = Signal(object)  # Path: export the session (format, labels, range)
     copied = Signal(str)
 
     def __init__(self, sessions: list[tuple[str, Path, str]],
@@ -71,10 +72,13 @@ class HistoryDialog(QDialog):
         self.status = QLabel()
         self.copy_entry_button = QPushButton("Copy utterance")
         self.copy_session_button = QPushButton("Copy session")
+        self.export_button = QPushButton("Export…")
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
         self.open_button = buttons.addButton("Open", QDialogButtonBox.ButtonRole.AcceptRole)
         buttons.addButton(self.copy_entry_button, QDialogButtonBox.ButtonRole.ActionRole)
         buttons.addButton(self.copy_session_button, QDialogButtonBox.ButtonRole.ActionRole)
+        buttons.addButton(self.export_button, QDialogButtonBox.ButtonRole.ActionRole)
+        self.export_button.clicked.connect(self._export)
         self.search.textChanged.connect(self._filter)
         self.list.currentItemChanged.connect(lambda _c, _p: self._show_entries())
         self.list.itemDoubleClicked.connect(lambda _item: self._reopen())
@@ -158,6 +162,7 @@ class HistoryDialog(QDialog):
         has_session = self.list.currentItem() is not None
         self.open_button.setEnabled(has_session)
         self.copy_session_button.setEnabled(has_session)
+        self.export_button.setEnabled(has_session)
         self.copy_entry_button.setEnabled(self.entries.currentItem() is not None)
 
     # -- actions -------------------------------------------------------------------------------
@@ -179,6 +184,11 @@ class HistoryDialog(QDialog):
         words = len(text.split())
         self.status.setText(f"Copied {words} word{'s' if words != 1 else ''} to the clipboard")
         emit(self.copied, text)
+
+    def _export(self) -> None:
+        item = self.list.currentItem()
+        if item is not None:
+            emit(self.export_requested, self._sessions[item.data(ROLE)[0]][1])
 
     def _reopen(self) -> None:
         item = self.list.currentItem()

@@ -6,6 +6,14 @@ hundred emits CPython frees `True` and aborts ("bool_dealloc: deallocating True 
 mid-session or at exit. `emit()` below gives the reference back when, and only when, a probe
 shows the running PySide6 has the bug; use it (and `forwarder()` for signal-to-signal chains)
 instead of calling `.emit` directly. Harmless on fixed versions: the probe finds nothing to fix.
+
+The same bindings return `None` from every C++ method returning void (`setText`, `setPen`,
+`drawText`, ...) without taking a reference to it: each such call made from Python drops one
+reference to `None`, which a Qt process holds only ~5000 of, and CPython aborts
+("none_dealloc: deallocating None") once they are gone; a caption overlay painting a few lines
+makes that many calls in minutes. `keep_none_alive()` gives `None` a reserve of references
+that outlasts any session (as CPython 3.12 does by making it immortal), when, and only when, a
+probe shows the bug.
 """
 
 from __future__ import annotations
@@ -56,6 +64,34 @@ def emit_drops_reference() -> bool:
             if _emit_drops_ref is None:
                 _emit_drops_ref = _detect()
     return _emit_drops_ref
+
+
+_NONE_RESERVE = 1 << 40  # references: more void calls than a process makes in years
+_none_kept = False
+
+
+def void_call_drops_none() -> bool:
+    """Does a void C++ method called from Python drop a reference to None?"""
+    probe = QObject()
+    before = sys.getrefcount(None)
+    for _ in range(8):
+        probe.setObjectName("probe")
+    dropped = sys.getrefcount(None) < before - 4
+    probe.deleteLater()
+    return dropped
+
+
+def keep_none_alive() -> None:
+    """Give None its reserve where the bindings have the bug (idempotent; see the module
+    docstring). CPython >= 3.12 makes None immortal: nothing to do there."""
+    global _none_kept
+    with _lock:
+        if _none_kept or sys.version_info >= (3, 12) or sys.implementation.name != "cpython":
+            return
+        _none_kept = True
+        if void_call_drops_none():
+            # ob_refcnt is the first field of every CPython object.
+            ctypes.c_ssize_t.from_address(id(None)).value += _NONE_RESERVE
 
 
 def emit(signal: Any, *args: Any) -> None:

@@ -21,12 +21,12 @@ from PySide6.QtWidgets import (
     QFormLayout,
     QLabel,
     QLineEdit,
-    QSpinBox,
     QTabWidget,
     QVBoxLayout,
     QWidget,
 )
 
+from ui.caption_settings import CaptionSettings, CaptionsPage
 from ui.hotkey_edit import HotkeyEdit
 from ui.settings_pages import DictationPage, DictationSettings, FieldValue, TextPage, VocabularyPage
 from ui.settings_setup import (
@@ -38,7 +38,7 @@ from ui.settings_setup import (
 )
 
 
-class ShownSettings(DictationSettings, Protocol):
+class ShownSettings(DictationSettings, CaptionSettings, Protocol):
     """The fields the dialog shows (read-only: the dialog never mutates the settings)."""
 
     @property
@@ -62,10 +62,6 @@ class ShownSettings(DictationSettings, Protocol):
     @property
     def paste_keys(self) -> str: ...
     @property
-    def caption_lines(self) -> int: ...
-    @property
-    def caption_font_pt(self) -> int: ...
-    @property
     def allow_ydotool(self) -> bool: ...
     @property
     def input_device(self) -> str: ...
@@ -88,6 +84,7 @@ class SettingsChoices:
     inject_modes: tuple[str, ...]
     paste_keys: tuple[str, ...]
     text_styles: tuple[str, ...] = ("sentence", "chat")
+    playing_apps: tuple[str, ...] = ()  # offered on the Captions page
 
 
 @dataclass(frozen=True)
@@ -133,18 +130,11 @@ class SettingsDialog(QDialog, Generic[S]):
         self.hotkey_mode = self._combo(choices.hotkey_modes, settings.hotkey_mode)
         self.inject_mode = self._combo(choices.inject_modes, settings.inject_mode)
         self.paste_keys = self._combo(choices.paste_keys, settings.paste_keys)
-        self.caption_lines = QSpinBox()
-        self.caption_lines.setRange(1, 3)
-        self.caption_lines.setValue(settings.caption_lines)
-        self.caption_font = QSpinBox()
-        self.caption_font.setRange(8, 96)
-        self.caption_font.setValue(settings.caption_font_pt)
         rows = (("Backend", self.backend), ("Server URL", self.remote_url),
                 ("API key", self.api_key), ("Device", self.device),
                 ("Listening", self.listen_mode),
                 ("Push-to-talk hotkey", self.hotkey), ("Hotkey mode", self.hotkey_mode),
-                ("Insert text by", self.inject_mode), ("Paste keys", self.paste_keys),
-                ("Caption lines", self.caption_lines), ("Caption size (pt)", self.caption_font))
+                ("Insert text by", self.inject_mode), ("Paste keys", self.paste_keys))
         for label, widget in rows:
             form.addRow(label, widget)
         self.allow_ydotool = QCheckBox("Wayland: allow ydotool when nothing else can send keys "
@@ -195,6 +185,8 @@ class SettingsDialog(QDialog, Generic[S]):
         self.tabs.addTab(self.text_page, "Text")
         self.tabs.addTab(self.vocabulary_page, "Vocabulary")
         self.tabs.addTab(self.dictation_page, "Dictation")
+        self.captions_page = CaptionsPage(settings, list(choices.playing_apps))
+        self.tabs.addTab(self.captions_page, "Captions")
         self.error_label = QLabel()
         self.error_label.setObjectName("settingsError")
         self.error_label.setStyleSheet("color: #d0312d;")
@@ -231,7 +223,8 @@ class SettingsDialog(QDialog, Generic[S]):
         """The settings as edited; raises ValueError (with the reason) when invalid."""
         pages = {**self.text_page.values(), **self.vocabulary_page.values(),
                  **self.dictation_page.values(), **self.microphone_page.values(),
-                 **self.models_page.values(), **self.languages_page.values()}
+                 **self.models_page.values(), **self.languages_page.values(),
+                 **self.captions_page.values()}
         return self._apply(dict(
             **pages, backend=self.backend.currentText(),
             remote_url=self.remote_url.text().strip(),
@@ -239,7 +232,6 @@ class SettingsDialog(QDialog, Generic[S]):
             listen_mode=self.listen_mode.currentText(), hotkey=self.hotkey.hotkey(),
             hotkey_mode=self.hotkey_mode.currentText(),
             inject_mode=self.inject_mode.currentText(), paste_keys=self.paste_keys.currentText(),
-            caption_lines=self.caption_lines.value(), caption_font_pt=self.caption_font.value(),
             allow_ydotool=self.allow_ydotool.isChecked()))
 
     def new_api_key(self) -> str | None:

@@ -5,6 +5,7 @@ without resources (the app then just looks plainer)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QAction, QActionGroup, QIcon
@@ -37,9 +38,16 @@ def apply_stylesheet(app: QApplication) -> None:
         log.debug("stylesheet unavailable: %s", exc)
 
 
+CAPTION_SOURCES = (("mic", "Microphone"), ("system", "What the computer plays"),
+                   ("both", "You and them (microphone + computer)"))
+
+
 class Tray(QObject):
+    """``playing_apps``: called when the caption source menu opens, for the apps to offer."""
+
     start_stop_requested = Signal()
     captions_toggled = Signal(bool)
+    caption_source_chosen = Signal(str, str)  # source ("mic", "system", "app", "both"), app
     show_window_requested = Signal()
     paste_last_requested = Signal()
     microphone_chosen = Signal(str)  # a device name ("": the system default)
@@ -47,8 +55,10 @@ class Tray(QObject):
     language_cycle_requested = Signal()
     quit_requested = Signal()
 
-    def __init__(self, parent: QObject | None = None) -> None:
+    def __init__(self, parent: QObject | None = None,
+                 playing_apps: Callable[[], list[str]] = list) -> None:
         super().__init__(parent)
+        self._playing_apps = playing_apps
         self._idle_icon = load_icon(tray=True)
         self._recording_icon = load_icon(tray=True, recording=True)
         self.icon = QSystemTrayIcon(self._idle_icon, self)
@@ -70,8 +80,13 @@ class Tray(QObject):
         show_action.triggered.connect(forwarder(self.show_window_requested, 0))
         quit_action = QAction("Quit", menu)
         quit_action.triggered.connect(forwarder(self.quit_requested, 0))
-        for action in (self.start_action, self.captions_action, self.paste_last_action):
+        self.source_menu = QMenu("Captions listen to", menu)
+        self.source_menu.aboutToShow.connect(self.fill_source_menu)
+        self._source = ("mic", "")
+        for action in (self.start_action, self.captions_action):
             menu.addAction(action)
+        menu.addMenu(self.source_menu)
+        menu.addAction(self.paste_last_action)
         menu.addMenu(self.microphone_menu)
         menu.addAction(self.language_action)
         for action in (show_action, quit_action):
@@ -112,6 +127,33 @@ class Tray(QObject):
     def set_language_text(self, text: str, can_cycle: bool) -> None:
         self.language_action.setText(f"Language: {text}")
         self.language_action.setEnabled(can_cycle)
+
+    def set_caption_source(self, source: str, app: str = "") -> None:
+        self._source = (source, app)
+
+    def fill_source_menu(self) -> None:
+        """The sources, the current one checked; one entry per app playing sound now."""
+        menu = self.source_menu
+        menu.clear()
+        group = QActionGroup(menu)
+        entries = [(value, "", name) for value, name in CAPTION_SOURCES]
+        apps = sorted(set(self._playing_apps()) | ({self._source[1]} if self._source[1] else set()))
+        entries[2:2] = [("app", app, f"App: {app}") for app in apps]
+        for value, app, name in entries:
+            action = QAction(name, menu)
+            action.setCheckable(True)
+            action.setChecked((value, app) == self._source)
+            action.triggered.connect(lambda _c=False, v=value, a=app: self._choose(v, a))
+            group.addAction(action)
+            menu.addAction(action)
+        if not apps:
+            none = QAction("(no app is playing sound)", menu)
+            none.setEnabled(False)
+            menu.insertAction(menu.actions()[2], none)
+
+    def _choose(self, source: str, app: str) -> None:
+        self._source = (source, app)
+        emit(self.caption_source_chosen, source, app)
 
     def set_captions_checked(self, checked: bool) -> None:
         self.captions_action.blockSignals(True)

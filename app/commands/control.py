@@ -1,4 +1,5 @@
-"""`sottovoce toggle`, `sottovoce ptt press|release` and `sottovoce paste-last`: drive the running app from a desktop
+"""`sottovoce toggle`, `sottovoce ptt press|release`, `sottovoce paste-last` and
+`sottovoce captions older|newer|live` (scroll the caption overlay): drive the running app from a desktop
 shortcut (Wayland has no global key grabs for apps; bind these in the desktop's settings)."""
 
 from __future__ import annotations
@@ -22,6 +23,12 @@ def add_parser(subparsers: Any) -> None:
         "paste-last", help="insert the last dictated text again",
         description="Insert the last dictated text into the focused app again.")
     paste_last.set_defaults(handler=run, control_command="paste-last")
+    captions = subparsers.add_parser(
+        "captions", help="scroll the caption window back (older), forward (newer) or to live",
+        description="Scroll the caption overlay without giving it the keyboard focus: bind "
+                    "'captions older' and 'captions newer' to keys in the desktop's settings.")
+    captions.add_argument("direction", choices=("older", "newer", "live"))
+    captions.set_defaults(handler=run, control_command="captions")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -30,6 +37,8 @@ def run(args: argparse.Namespace) -> int:
     command = args.control_command
     if command == "ptt":
         command = f"ptt {args.action}"
+    elif command == "captions":
+        command = f"captions {args.direction}"
     try:
         reply = send_command(command)
     except ControlError as exc:

@@ -1,9 +1,12 @@
-"""`sottovoce listen`: live transcription in the terminal, from a microphone or a file.
+"""`sottovoce listen`: live transcription in the terminal, from a microphone or a file; with
+``--source`` live captions of what the computer plays, one app, or you and them (app.captions).
 
 Partial text is shown on one updating line (committed words plain, tentative ones dim); each
 final line shows when it was spoken and its latency; a summary follows at the end. Ctrl+C stops
 cleanly: the utterance in flight is decoded and printed (and journaled) before exit.
 In ``--mode ptt`` the Enter key toggles talking (press Enter, speak, press Enter).
+Captions (``--source``, ``--translate``, ``--server``) print one plain line per final, labelled
+("You: ...", "Them: ...") when there are two sources, its translation on the next line.
 Exit status: 0 done, 1 the engine failed (no microphone, model missing...), 2 usage error.
 """
 
@@ -13,11 +16,13 @@ import argparse
 import statistics
 import sys
 import threading
+from pathlib import Path
 from typing import Any, TextIO
 
 from engine.asr import local_runner
 from engine.audio.sources import AudioSource, FileSource, MicrophoneSource
 from engine.core.policy import PolicyOptions
+from engine.errors import EngineError
 from engine.events import (
     EngineFailed,
     Event,
@@ -25,6 +30,7 @@ from engine.events import (
     Metrics,
     PartialText,
     StateChanged,
+    Translation,
 )
 from engine.live import LiveOptions, LocalLiveEngine
 from engine.models import DEFAULT_MODEL
@@ -53,6 +59,21 @@ def add_parser(subparsers: Any) -> None:
                    help="use faster-whisper's padded 30 s decode instead of the fast chunk path")
     p.add_argument("--no-partials", action="store_true", help="final text only")
     p.add_argument("--no-journal", action="store_true", help="do not autosave finals")
+    captions = p.add_argument_group("captions")
+    captions.add_argument(
+        "--source", metavar="SOURCE",
+        help="caption mic, system (what the computer plays), app:NAME (one app's sound), "
+             "both (you on the mic and them on the system) or device:NAME")
+    captions.add_argument("--translate", nargs="?", const="below", choices=("below", "alone"),
+                          help="English translation under each line (below) or instead (alone); "
+                               "uses the multilingual base model")
+    captions.add_argument("--server", metavar="URL",
+                          help="caption on a remote server (ws://..., whisperlive://...)")
+    captions.add_argument("--you", default="You", help="label of the microphone with --source both")
+    captions.add_argument("--them", default="Them", help="label of the system with --source both")
+    captions.add_argument("--mask-profanity", action="store_true", help="mask swear words")
+    captions.add_argument("--list-apps", action="store_true",
+                          help="list the apps playing sound now (for --source app:NAME) and exit")
     p.set_defaults(handler=run)
 
 
@@ -142,7 +163,87 @@ def _toggle_on_enter(engine: LocalLiveEngine, printer: Printer) -> None:
         print("talking..." if talking else "stopped talking", file=sys.stderr, flush=True)
 
 
+class CaptionPrinter(Printer):
+    """Captions: one plain line per final (labelled when there are two sources), its
+    translation under it; the timing stays in the summary."""
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, Translation):
+            self._clear()
+            label = f"{event.source} " if event.source else ""
+            self.out.write(f"  {label}[{event.language or '?'} → en] {event.text}\n")
+            self.out.flush()
+        else:
+            super().__call__(event)
+
+    def _final(self, event: FinalText) -> None:
+        self._clear()
+        if not event.text:
+            return
+        self.finals.append(event)
+        self.out.write((f"{event.source}: " if event.source else "") + event.text + "\n")
+        self.out.flush()
+
+
+def _list_apps() -> int:
+    from engine.audio.outputs import playing_apps
+
+    try:
+        apps = playing_apps()
+    except EngineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    for app in apps:
+        print(f"{app.name}\t{app.media}{'  (paused)' if app.corked else ''}")
+    if not apps:
+        print("no app is playing sound now", file=sys.stderr)
+    return 0
+
+
+def _run_captions(args: argparse.Namespace) -> int:
+    from app.captions import CaptionConfig, caption_engine
+
+    try:
+        config = CaptionConfig(
+            source=args.source or "mic", you=args.you, them=args.them,
+            translate=args.translate or "off", mask=args.mask_profanity, model=args.model,
+            language=args.language, server=args.server or "", journal=not args.no_journal,
+            mic=int(args.device) if args.device and args.device.isdigit() else args.device,
+            input_path=Path(args.input) if args.input else None)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if config.decode_model != args.model:
+        print(f"translating with the multilingual {config.decode_model!r} model",
+              file=sys.stderr)
+    printer = CaptionPrinter(sys.stdout)
+    try:
+        engine, _runner = caption_engine(config, printer)
+    except EngineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    engine.start()
+    try:
+        engine.wait()
+    except KeyboardInterrupt:
+        print("\nstopping (finishing the last line)...", file=sys.stderr, flush=True)
+        engine.stop()
+        engine.wait()
+    print(printer.summary(), file=sys.stderr)
+    if engine.journal_path and printer.finals:
+        print(f"saved to {engine.journal_path}", file=sys.stderr)
+    return 1 if printer.failure is not None else 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.list_apps:
+        return _list_apps()
+    if args.source or args.translate or args.server:
+        if args.mode == "ptt" or args.fast or args.padded:
+            print("error: captions listen by voice activity in real time (no --mode ptt, "
+                  "--fast or --padded)", file=sys.stderr)
+            return 2
+        return _run_captions(args)
     if args.fast and not args.input:
         print("error: --fast needs --input", file=sys.stderr)
         return 2

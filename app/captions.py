@@ -1,0 +1,146 @@
+"""Build live captions from settings or command-line options: which sources (microphone, what
+the computer plays, one app, or you and them), local model or remote server, translation and
+the profanity mask. Used by `sottovoce listen --source ...` and the app's captions mode.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.audio.sources import AudioSource
+from engine.captions import CaptionEngine, EngineBuilder, Feed, SharedRunner
+from engine.errors import EngineError
+from engine.events import EventSink, LiveEngine
+from engine.models import DEFAULT_MODEL
+from engine.types import Runner
+
+SOURCES = ("mic", "system", "app", "both")
+TRANSLATE_MODES = ("off", "below", "alone")
+TRANSLATION_MODEL = "base"  # the bundled multilingual model: Whisper's translate task needs one
+
+
+@dataclass(frozen=True)
+class CaptionConfig:
+    """``source``: "mic", "system", "app:NAME", "both" (mic as ``you``, system as ``them``) or
+    "device:NAME" (one named PulseAudio source or monitor). ``translate``: "off", "below" (an
+    English line under each original) or "alone" (English only). ``server``: a remote server's
+    URL (ours or whisperlive://) instead of the local model."""
+
+    source: str = "mic"
+    you: str = "You"
+    them: str = "Them"
+    translate: str = "off"
+    mask: bool = False
+    model: str = DEFAULT_MODEL
+    device: str = "auto"
+    language: str | None = None
+    server: str = ""
+    mic: int | str | None = None  # input device for the microphone (None: the default)
+    input_path: Path | None = None  # a file played as the microphone (tests, demos)
+    journal: bool = True
+    vocabulary: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        kind = self.source.partition(":")[0]
+        if kind not in (*SOURCES, "device"):
+            raise ValueError(f"unknown caption source {self.source!r}: use mic, system, "
+                             "app:NAME or both")
+        if kind in ("app", "device") and not self.source.partition(":")[2].strip():
+            raise ValueError(f"{kind}: needs a name ({kind}:NAME)")
+        if self.translate not in TRANSLATE_MODES:
+            raise ValueError(f"translate must be one of {TRANSLATE_MODES}")
+        if self.source == "both" and (not self.you.strip() or not self.them.strip()
+                                      or self.you.strip() == self.them.strip()):
+            raise ValueError("the two sources need two different names")
+        if self.server and self.translate != "off":
+            raise ValueError("translation needs the local multilingual model (not --server)")
+
+    @property
+    def decode_model(self) -> str:
+        """The model to load: a translation needs a multilingual one."""
+        if self.translate != "off" and self.model.endswith(".en"):
+            return TRANSLATION_MODEL
+        return self.model
+
+
+def _microphone(config: CaptionConfig) -> AudioSource:
+    from engine.audio.sources import FileSource, MicrophoneSource
+
+    if config.input_path is not None:
+        return FileSource(config.input_path, realtime=True, tail_silence_s=1.0)
+    return MicrophoneSource(config.mic)
+
+
+def _output(spec: str) -> AudioSource:
+    from engine.audio.outputs import CaptureTarget, output_capture
+
+    return output_capture(CaptureTarget.parse(spec))
+
+
+def feeds(config: CaptionConfig) -> list[Feed]:
+    if config.source == "both":
+        return [Feed(config.you.strip(), _microphone(config)),
+                Feed(config.them.strip(), _output("system"))]
+    if config.source == "mic":
+        return [Feed("", _microphone(config))]
+    return [Feed("", _output(config.source))]
+
+
+def caption_engine(config: CaptionConfig, sink: EventSink) -> tuple[CaptionEngine, SharedRunner | None]:
+    """The caption engine for ``config`` (not started) and its shared local runner (None with
+    a server). Raises EngineError (no sound server, no model...) with a message to show."""
+    mask = None
+    if config.mask:
+        from engine.profanity import profanity_mask
+
+        mask = profanity_mask()
+    journal = CaptionEngine.new_journal() if config.journal else None
+    if config.server:
+        return CaptionEngine(sink, feeds(config), _remote_builder(config), mask=mask,
+                             journal=journal), None
+    runner = SharedRunner(_local_runner(config))
+    return CaptionEngine(sink, feeds(config), _local_builder(config, runner),
+                         translate_with=runner if config.translate == "below" else None,
+                         mask=mask, journal=journal), runner
+
+
+def _local_runner(config: CaptionConfig) -> Runner:
+    try:
+        from engine.asr import local_runner
+    except ImportError as exc:
+        raise EngineError(f"the local engine is not available: {exc}") from exc
+    cores = os.cpu_count() or 1
+    return local_runner(config.decode_model, device=config.device, streams=min(2, cores),
+                        cpu_threads=min(4, cores))
+
+
+def _local_builder(config: CaptionConfig, runner: SharedRunner) -> EngineBuilder:
+    from engine.core.policy import PolicyOptions
+    from engine.live import LiveOptions, LocalLiveEngine
+
+    task = "translate" if config.translate == "alone" else "transcribe"
+    options = LiveOptions(mode="vad", journal=False, policy=PolicyOptions(
+        language=config.language, task=task, vocabulary=config.vocabulary))
+
+    def build(source: AudioSource, sink: EventSink) -> LiveEngine:
+        return LocalLiveEngine(sink, source=source, runner=runner, options=options)
+    return build
+
+
+def _remote_builder(config: CaptionConfig) -> EngineBuilder:
+    from engine.remote.client import RemoteLiveEngine
+    from engine.remote.secrets import KeyringUnavailableError, load_api_key
+
+    try:
+        api_key = load_api_key(config.server)
+    except KeyringUnavailableError:
+        api_key = None
+
+    def build(source: AudioSource, sink: EventSink) -> LiveEngine:
+        engine = RemoteLiveEngine(sink, url=config.server, api_key=api_key, source=source,
+                                  language=config.language, mode="vad")
+        engine.set_vocabulary(config.vocabulary)
+        return engine
+    return build

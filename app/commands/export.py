@@ -1,0 +1,69 @@
+"""`sottovoce export SESSION`: a saved caption (or dictation) session as TXT, SRT, VTT or JSON,
+with or without source labels and timestamps, whole or a time range of it.
+
+SESSION is a journal file, a session id, or "last" (the newest caption session). Times
+(``--from``/``--to``) are seconds from the session's start. Writes to ``-o FILE`` (atomically)
+or prints. Exit status: 0 done, 1 the session can't be read or the file written, 2 usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from engine.core.captions import EXPORT_FORMATS
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "export", help="export a saved caption session (TXT, SRT, VTT, JSON)",
+        description="Export a saved session: labels and timestamps optional, or a time range.")
+    p.add_argument("session", help="journal file, session id, or 'last' (newest captions)")
+    p.add_argument("--format", choices=EXPORT_FORMATS, default="txt")
+    p.add_argument("--no-labels", action="store_true", help="leave out 'You:' / 'Them:'")
+    p.add_argument("--no-timestamps", action="store_true",
+                   help="leave out times (TXT, JSON; subtitles always have them)")
+    p.add_argument("--no-translations", action="store_true", help="leave out translations")
+    p.add_argument("--from", dest="start", type=float, metavar="S", help="from S seconds")
+    p.add_argument("--to", dest="end", type=float, metavar="S", help="to S seconds")
+    p.add_argument("-o", "--output", metavar="FILE", help="write here (default: print)")
+    p.set_defaults(handler=run)
+
+
+def export_session(path: Path, fmt: str, *, labels: bool = True, timestamps: bool = True,
+                   translations: bool = True, start: float | None = None,
+                   end: float | None = None) -> str:
+    """The session at ``path`` rendered (OSError when it can't be read)."""
+    from engine.core.captions import export_captions, in_range
+    from engine.journal import caption_lines, read_journal
+
+    lines = in_range(caption_lines(read_journal(path)), start, end)
+    return export_captions(lines, fmt, labels=labels, timestamps=timestamps,
+                           translations=translations)
+
+
+def run(args: argparse.Namespace) -> int:
+    from engine.atomic import atomic_write_text
+    from engine.errors import EngineError
+    from engine.journal import find_session
+
+    if args.start is not None and args.end is not None and args.end < args.start:
+        print("error: --to must not be before --from", file=sys.stderr)
+        return 2
+    try:
+        path = find_session(args.session)
+        text = export_session(path, args.format, labels=not args.no_labels,
+                              timestamps=not args.no_timestamps,
+                              translations=not args.no_translations,
+                              start=args.start, end=args.end)
+        if args.output:
+            atomic_write_text(args.output, text)
+            print(f"saved to {args.output}", file=sys.stderr)
+        else:
+            sys.stdout.write(text)
+    except (OSError, EngineError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0

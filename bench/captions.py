@@ -1,0 +1,227 @@
+"""Live captions, end to end: from the last sample of a clip played on the computer's output to
+its final caption shown in the real overlay, and the caption WER.
+
+    . .ci/desktop.sh && python bench/captions.py --out bench/results/captions.json
+
+The real app's controller and caption overlay (in this process, on the X display) caption
+what PulseAudio plays: the corpus's short English clips (/work/shared/audio, else tests/audio)
+are played one at a time by `paplay` into a null sink that is the default output ("system":
+what the computer plays), then in pairs for "you and them": one clip into the speakers and
+another into the microphone (a second null sink whose monitor the microphone records) at the
+same time. Per clip: its last sample played (paplay drained) -> the overlay painting the last
+final of that clip (`CaptionWindow.add_final` followed by a synchronous repaint), p50 and p95;
+the caption WER of the clip's finals against its reference; for the pairs, whether each clip
+was captioned under its own label (none lost, none mislabelled). Prints a table, writes JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO)]
+
+from engine.evaluation import english, error_rate, read_manifest  # noqa: E402
+
+SETTLE_S = 4.0  # no new final for this long after the clip: its captions are complete
+MAX_WAIT_S = 25.0
+
+
+def corpus() -> Path:
+    shared = Path("/work/shared/audio")
+    return shared if (shared / "manifest.jsonl").is_file() else REPO / "tests" / "audio"
+
+
+def sink(name: str) -> str:
+    return subprocess.run(
+        ["pactl", "load-module", "module-null-sink", f"sink_name={name}", "rate=16000",
+         "channels=1", f"sink_properties=device.description={name}"],
+        capture_output=True, text=True, check=True, timeout=10).stdout.strip()
+
+
+def stats(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {"n": 0}
+    return {"n": len(values), "p50_ms": round(float(np.percentile(values, 50)) * 1000),
+            "p95_ms": round(float(np.percentile(values, 95)) * 1000),
+            "max_ms": round(max(values) * 1000)}
+
+
+class Overlay:
+    """Records when the overlay has painted each final: (time, source label, text)."""
+
+    def __init__(self, controller: Any) -> None:
+        from PySide6.QtWidgets import QApplication
+
+        self.app = QApplication.instance()
+        self.shown: list[tuple[float, str, str]] = []
+        window = controller.captions
+        original = window.add_final
+
+        def add_final(line: Any) -> None:
+            original(line)
+            window.repaint()  # painted now, not at the next event loop turn
+            text = getattr(line, "text", line)
+            if str(text).strip():
+                self.shown.append((time.monotonic(), getattr(line, "source", ""), str(text)))
+        window.add_final = add_final
+
+    def pump(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            self.app.processEvents()
+            time.sleep(0.005)
+
+    def play(self, *plays: tuple[Path, str]) -> list[float]:
+        """Play each (wav, sink) at once; the time each one's last sample was played."""
+        procs = [subprocess.Popen(["paplay", f"--device={where}", "--latency-msec=20",
+                                   str(wav)]) for wav, where in plays]
+        ended: list[float | None] = [None] * len(procs)
+        while any(t is None for t in ended):
+            self.app.processEvents()
+            for i, proc in enumerate(procs):
+                if ended[i] is None and proc.poll() is not None:
+                    ended[i] = time.monotonic()
+            time.sleep(0.002)
+        return [t for t in ended if t is not None]
+
+    def settle(self, since: int) -> None:
+        """Wait until the finals of what was played have come (quiet for SETTLE_S)."""
+        deadline = time.monotonic() + MAX_WAIT_S
+        last = time.monotonic()
+        count = len(self.shown)
+        while time.monotonic() < deadline and time.monotonic() - last < SETTLE_S:
+            self.pump(0.05)
+            if len(self.shown) != count:
+                count, last = len(self.shown), time.monotonic()
+
+
+def run_source(controller: Any, overlay: Overlay, source: str, clips: list[Any],
+               speakers: str, mic: str) -> dict[str, Any]:
+    controller.set_caption_source(source)
+    if controller.engine is None:
+        controller.start_engine()
+    deadline = time.monotonic() + 300
+    while controller.state != "listening" and time.monotonic() < deadline:
+        overlay.pump(0.1)
+    overlay.pump(2.0)
+    rows: list[dict[str, Any]] = []
+    pairs = [(c, None) for c in clips] if source == "system" else list(
+        zip(clips[0::2], clips[1::2], strict=False))
+    for them, you in pairs:
+        before = len(overlay.shown)
+        plays = [(them.path, speakers)] + ([(you.path, mic)] if you is not None else [])
+        ended = overlay.play(*plays)
+        overlay.settle(before)
+        shown = overlay.shown[before:]
+        for clip, label, end in ((them, "Them", ended[0]), *(
+                [(you, "You", ended[1])] if you is not None else [])):
+            mine = [s for s in shown if source == "system" or s[1] == label]
+            text = " ".join(t for _, _, t in mine)
+            rows.append({"clip": clip.path.name, "label": label, "reference": clip.text,
+                         "captions": text, "latency_s": (mine[-1][0] - end) if mine else None,
+                         "lost": not mine})
+        print(f"  {source}: {[(r['label'], r['captions'][:60]) for r in rows[-len(plays):]]}",
+              file=sys.stderr)
+    controller.stop_engine()
+    deadline = time.monotonic() + 120
+    while controller.state != "stopped" and time.monotonic() < deadline:
+        overlay.pump(0.1)
+    return summarise(source, rows)
+
+
+def summarise(source: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    kept = [r for r in rows if not r["lost"]]
+    result: dict[str, Any] = {
+        "source": source, "clips": len(rows), "lost": len(rows) - len(kept),
+        "latency": stats([r["latency_s"] for r in kept]),
+        "wer": round(error_rate([r["reference"] for r in kept], [r["captions"] for r in kept]), 4)
+        if kept else None, "rows": rows}
+    if source == "both":
+        for label in ("Them", "You"):
+            mine = [r for r in kept if r["label"] == label]
+            result[label] = {"latency": stats([r["latency_s"] for r in mine]),
+                             "wer": round(error_rate([r["reference"] for r in mine],
+                                                     [r["captions"] for r in mine]), 4)
+                             if mine else None}
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clips", type=int, default=12, help="clips for the system source")
+    parser.add_argument("--pairs", type=int, default=6, help="clip pairs for you and them")
+    parser.add_argument("--model", default="tiny.en")
+    parser.add_argument("--sources", default="system,both", help="which runs (system, both)")
+    parser.add_argument("--out", type=Path, help="write the JSON here")
+    args = parser.parse_args()
+
+    speakers, mic = f"bench_speakers_{os.getpid()}", f"bench_mic_{os.getpid()}"
+    modules = [sink(speakers), sink(mic)]
+    default = subprocess.run(["pactl", "get-default-sink"], capture_output=True, text=True,
+                             timeout=10).stdout.strip()
+    os.environ["PULSE_SOURCE"] = f"{mic}.monitor"  # the microphone hears the mic sink
+    try:
+        subprocess.run(["pactl", "set-default-sink", speakers], check=True, timeout=10)
+        return _bench(args, speakers, mic)
+    finally:
+        subprocess.run(["pactl", "set-default-sink", default], timeout=10, check=False)
+        for module in modules:
+            subprocess.run(["pactl", "unload-module", module], timeout=10, check=False)
+
+
+def _bench(args: argparse.Namespace, speakers: str, mic: str) -> int:
+    from PySide6.QtWidgets import QApplication
+
+    from app.controller import Controller, LaunchOptions
+    from app.settings import Settings, with_changes
+
+    clips = [e for e in english(read_manifest(corpus() / "manifest.jsonl"))
+             if e.duration_s <= 12.0]
+    app = QApplication.instance() or QApplication([])
+    settings = with_changes(Settings(), listen_mode="captions", model=args.model,
+                            caption_lines=4)
+    controller = Controller(settings, LaunchOptions(enable_hotkey=False, model=args.model))
+    controller.set_captions_visible(True)
+    overlay = Overlay(controller)
+    runs = {"system": clips[:args.clips], "both": clips[:2 * args.pairs]}
+    results = [run_source(controller, overlay, source, runs[source], speakers, mic)
+               for source in args.sources.split(",")]
+    controller.captions.close()
+    controller.window.close()
+    del app
+    print(table(results))
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"model": args.model, "results": results}, indent=1))
+    return 0
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    lines = ["| source | clips | lost | last sample -> caption shown p50 / p95 | caption WER |",
+             "|---|---|---|---|---|"]
+    for r in results:
+        lat = r["latency"]
+        lines.append(f"| {r['source']} | {r['clips']} | {r['lost']} | "
+                     f"{lat.get('p50_ms', '-')} / {lat.get('p95_ms', '-')} ms | "
+                     f"{r['wer'] * 100 if r['wer'] is not None else float('nan'):.1f} % |")
+        for label in ("Them", "You"):
+            if label in r:
+                part = r[label]
+                lines.append(f"| both: {label} | | | {part['latency'].get('p50_ms', '-')} / "
+                             f"{part['latency'].get('p95_ms', '-')} ms | "
+                             f"{(part['wer'] or 0) * 100:.1f} % |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

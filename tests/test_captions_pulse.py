@@ -1,0 +1,399 @@
+"""Captions of what the computer plays, for real: PulseAudio null sinks stand for the outputs
+(a second one for the default output changing, or for a device that goes away), `paplay`
+clients stand for apps, the real model captions, and what is checked is what a person reads:
+the lines `sottovoce listen` prints and the caption session's journal, and in the real app the
+overlay's lines (labels included) and the journal.
+
+Needs the desktop session (.ci/desktop.sh: PulseAudio, X display for the app test).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from engine.evaluation import error_rate as corpus_error_rate
+from engine.journal import is_caption_session, list_sessions, read_journal
+
+REPO = Path(__file__).resolve().parents[1]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
+JFK = "jfk-inaugural-1961-excerpt.wav"
+PHIL = "arctic-axb-a0004.wav"  # Lord, but I'm glad to see you again, Phil.
+SUIT = "timit-ldc93s1.wav"  # She had your dark suit in greasy wash water all year.
+QUILTER = "ls-dc-1272-128104-0000.wav"  # Mr. Quilter is the apostle of the middle classes...
+WER_BOUND = 0.3  # tiny.en on these clips through a null sink: 0-10 % measured here
+
+
+def error_rate(reference: str, hypothesis: str) -> float:
+    return corpus_error_rate([reference], [hypothesis])
+
+
+def pulse_missing() -> str | None:
+    try:
+        ok = subprocess.run(["pactl", "info"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        ok = False
+    return None if ok else "needs a PulseAudio server: source .ci/desktop.sh"
+
+
+class Sinks:
+    """Null sinks made for one test, unloaded after it; the default output is put back."""
+
+    def __init__(self) -> None:
+        self.modules: dict[str, str] = {}  # sink name -> module index
+        self.default = subprocess.run(["pactl", "get-default-sink"], capture_output=True,
+                                      text=True, timeout=10).stdout.strip()
+
+    def add(self, role: str) -> str:
+        name = f"sv_{role}_{os.getpid()}_{time.monotonic_ns() % 100000}"
+        module = subprocess.run(
+            ["pactl", "load-module", "module-null-sink", f"sink_name={name}", "rate=16000",
+             "channels=1", f"sink_properties=device.description={role}"],
+            capture_output=True, text=True, check=True, timeout=10).stdout.strip()
+        self.modules[name] = module
+        return name
+
+    def remove(self, sink: str) -> None:
+        subprocess.run(["pactl", "unload-module", self.modules.pop(sink)], check=True, timeout=10)
+
+    def close(self) -> None:
+        if self.default:
+            subprocess.run(["pactl", "set-default-sink", self.default], timeout=10, check=False)
+        for module in self.modules.values():
+            subprocess.run(["pactl", "unload-module", module], timeout=10, check=False)
+
+
+@pytest.fixture
+def sinks() -> Iterator[Sinks]:
+    reason = pulse_missing()
+    if reason:
+        pytest.skip(reason)
+    made = Sinks()
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+def play(wav: Path, sink: str, app: str = "paplay") -> subprocess.Popen[bytes]:
+    """An app playing ``wav`` on ``sink``, its client named ``app``."""
+    return subprocess.Popen(["paplay", f"--device={sink}", f"--client-name={app}", str(wav)])
+
+
+class Listen:
+    """`sottovoce listen ...` in a child process: its stdout lines (the captions) and its
+    stderr lines, each awaited with a timeout."""
+
+    def __init__(self, *args: str, data_dir: Path, **env_vars: str) -> None:
+        env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1",
+                   SOTTOVOCE_DATA_DIR=str(data_dir), **env_vars)
+        self.proc = subprocess.Popen([sys.executable, "-m", "app.cli", "listen", *args], cwd=REPO,
+                                     env=env, text=True, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE)
+        self.out: queue.Queue[str] = queue.Queue()
+        self.err: list[str] = []
+        self.captions: list[str] = []
+        threading.Thread(target=self._read, args=(self.proc.stdout, self.out), daemon=True).start()
+        threading.Thread(target=self._read, args=(self.proc.stderr, None), daemon=True).start()
+
+    def _read(self, stream: object, into: queue.Queue[str] | None) -> None:
+        for line in stream:  # type: ignore[attr-defined]
+            if into is not None:
+                into.put(line.rstrip("\n"))
+            else:
+                self.err.append(line.rstrip("\n"))
+
+    def wait_stderr(self, needle: str, timeout: float = 180) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if any(needle in line for line in self.err):
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        raise AssertionError(f"no {needle!r} on stderr: {self.err}")
+
+    def caption_with(self, word: str, timeout: float = 90) -> str:
+        """The next caption line containing ``word`` (case-insensitive); lines before it are
+        kept in ``captions`` too."""
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = self.out.get(timeout=left)
+            except queue.Empty:
+                break
+            self.captions.append(line)
+            if word.lower() in line.lower():
+                return line
+        raise AssertionError(f"no caption with {word!r}: {self.captions}; stderr: {self.err}")
+
+    def captions_with(self, *words: str, timeout: float = 90) -> list[str]:
+        """Caption lines until each of ``words`` has been in one, in whatever order."""
+        deadline = time.monotonic() + timeout
+        while not all(any(w.lower() in line.lower() for line in self.captions) for w in words):
+            self.caption_with("", max(0.1, deadline - time.monotonic()))
+        return list(self.captions)
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+        code = self.proc.wait(120)
+        while not self.out.empty():
+            self.captions.append(self.out.get_nowait())
+        return code
+
+
+def journal_lines(data_dir: Path) -> list[str]:
+    sessions = [p for p in list_sessions(data_dir) if is_caption_session(p)]
+    assert len(sessions) == 1, sessions
+    return [(f"{e.source}: " if e.source else "") + e.text for e in read_journal(sessions[0])]
+
+
+def said(manifest, name: str) -> str:  # type: ignore[no-untyped-def]
+    return next(e.text for e in manifest if e.path.name == name)
+
+
+def test_system_audio_follows_the_default_output(sinks, shared_audio, manifest, tmp_path):
+    speakers, headphones = sinks.add("speakers"), sinks.add("headphones")
+    subprocess.run(["pactl", "set-default-sink", speakers], check=True, timeout=10)
+    listen = Listen("--source", "system", data_dir=tmp_path)
+    try:
+        listen.wait_stderr("listening")
+        play(shared_audio / PHIL, speakers).wait(60)
+        first = listen.caption_with("Phil")
+        # Headphones plugged in: the default output changes mid-session.
+        subprocess.run(["pactl", "set-default-sink", headphones], check=True, timeout=10)
+        time.sleep(1.0)  # (the switch is an event; a person does not play within a second)
+        play(shared_audio / SUIT, headphones).wait(60)
+        second = listen.caption_with("suit")
+    finally:
+        code = listen.stop()
+    assert code == 0, listen.err
+    assert first.startswith("Lord,") and first.endswith("again, Phil."), first
+    assert error_rate(said(manifest, PHIL), first) <= WER_BOUND, first
+    assert error_rate(said(manifest, SUIT), second) <= WER_BOUND, second
+    assert listen.captions == [first, second]  # nothing else heard, each line once
+    assert journal_lines(tmp_path) == listen.captions
+
+
+def test_one_app_alone_and_picked_up_again_when_it_plays_again(sinks, shared_audio, manifest,
+                                                               tmp_path):
+    output = sinks.add("output")
+    subprocess.run(["pactl", "set-default-sink", output], check=True, timeout=10)
+    listen = Listen("--source", "app:lecture-player", data_dir=tmp_path)
+    try:
+        listen.wait_stderr("listening")
+        # Two apps play at once on the same output; only the lecture is captioned.
+        lecture = play(shared_audio / QUILTER, output, "lecture-player")
+        other = play(shared_audio / JFK, output, "music-player")
+        lecture.wait(60)
+        first = listen.caption_with("apostle")
+        other.wait(60)
+        time.sleep(2.0)  # the app has stopped playing (its stream is gone)
+        play(shared_audio / PHIL, output, "lecture-player").wait(60)
+        again = listen.caption_with("Phil")
+    finally:
+        code = listen.stop()
+    assert code == 0, listen.err
+    assert error_rate(said(manifest, QUILTER), first) <= WER_BOUND, first
+    assert again.startswith("Lord,") and again.endswith("again, Phil."), again
+    heard = " ".join(listen.captions).lower()
+    assert "country" not in heard and "americans" not in heard  # the other app: not a word
+    assert journal_lines(tmp_path) == listen.captions
+
+
+def test_a_device_that_goes_away_gives_a_clear_message_and_loses_nothing(sinks, shared_audio,
+                                                                        tmp_path, manifest):
+    dock = sinks.add("usb-dock")
+    listen = Listen("--source", f"device:{dock}.monitor", data_dir=tmp_path)
+    try:
+        listen.wait_stderr("listening")
+        play(shared_audio / PHIL, dock).wait(60)
+        line = listen.caption_with("Phil")
+        sinks.remove(dock)  # unplugged
+        code = listen.proc.wait(60)
+    finally:
+        listen.stop()
+    assert code == 1
+    assert f"error: the audio device '{dock}.monitor' went away" in listen.err
+    assert line.startswith("Lord,") and line.endswith("again, Phil."), line
+    assert journal_lines(tmp_path) == [line]  # what was captured before is saved
+
+
+@pytest.fixture
+def private_mic(sinks: Sinks, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A null sink whose monitor is what this process's microphone (PortAudio through the
+    "pulse" ALSA device) records: playing into it is speaking into the microphone."""
+    mic = sinks.add("mic")
+    monkeypatch.setenv("PULSE_SOURCE", f"{mic}.monitor")
+    return mic
+
+
+def test_the_app_captions_you_and_them_labelled_in_the_overlay_and_journal(
+        qtbot, private_mic, sinks, shared_audio, manifest, tmp_path, monkeypatch):
+    from app.controller import Controller, LaunchOptions
+    from app.settings import Settings, with_changes
+
+    speakers = sinks.add("speakers")
+    subprocess.run(["pactl", "set-default-sink", speakers], check=True, timeout=10)
+    settings = with_changes(Settings(), listen_mode="captions", caption_source="both",
+                            caption_them="Alice", caption_lines=6)
+    controller = Controller(settings, LaunchOptions(enable_hotkey=False))
+    qtbot.addWidget(controller.window)
+    qtbot.addWidget(controller.captions)
+    try:
+        controller.show()
+        controller.set_captions_visible(True)
+        controller.start_engine()
+        qtbot.waitUntil(lambda: controller.state == "listening", timeout=180_000)
+        # One clip into the speakers (them) and another into the microphone (you), at once.
+        them, you = play(shared_audio / QUILTER, speakers), play(shared_audio / SUIT, private_mic)
+        them.wait(60)
+        you.wait(60)
+
+        def shown(label: str, word: str) -> bool:
+            return any(line.startswith(f"{label}: ") and word in line.lower()
+                       for line in controller.captions.caption_texts())
+        qtbot.waitUntil(lambda: shown("Alice", "apostle") or shown("Alice", "gospel"),
+                        timeout=90_000)
+        qtbot.waitUntil(lambda: shown("You", "suit"), timeout=90_000)
+        qtbot.wait(3000)  # a pause between the two exchanges
+        # The speakers heard by the microphone too: kept once, as theirs.
+        them, echo = play(shared_audio / PHIL, speakers), play(shared_audio / PHIL, private_mic)
+        them.wait(60)
+        echo.wait(60)
+        qtbot.waitUntil(lambda: shown("Alice", "phil"), timeout=90_000)
+        qtbot.wait(4000)  # the microphone's copy had its chance to show
+        from test_caption_overlay import busy_shot
+
+        busy_shot(controller.captions, "app_you_and_them")
+        lines = controller.captions.caption_texts()
+        assert not any(kind == "partial" for row in controller.captions.visible_rows()
+                       for _, kind in row)  # the echo's partial text went with it
+    finally:
+        controller.stop_engine()
+        qtbot.waitUntil(lambda: controller.state == "stopped", timeout=120_000)
+    sessions = [p for p in list_sessions() if is_caption_session(p)]
+    entries = read_journal(sessions[0])
+    mine = " ".join(e.text for e in entries if e.source == "You")
+    theirs = " ".join(e.text for e in entries if e.source == "Alice")
+    assert {e.source for e in entries} == {"You", "Alice"}
+    assert error_rate(said(manifest, SUIT), mine) <= WER_BOUND, mine  # no echo in "You"
+    assert error_rate(said(manifest, QUILTER) + " " + said(manifest, PHIL), theirs) <= WER_BOUND
+    assert "phil" not in mine.lower()
+    shown_text = " ".join(lines)
+    assert "Alice: " in shown_text and "You: " in shown_text
+    assert sum("Phil" in line for line in lines) == 1, lines
+
+
+def test_translation_below_each_line_with_its_language(sinks, shared_audio, tmp_path):
+    speakers = sinks.add("speakers")
+    subprocess.run(["pactl", "set-default-sink", speakers], check=True, timeout=10)
+    listen = Listen("--source", "system", "--translate", data_dir=tmp_path)
+    try:
+        listen.wait_stderr("listening", timeout=300)  # the multilingual base model loads
+        play(shared_audio / "picovoice-fr.wav", speakers).wait(60)
+        listen.caption_with("consul")
+        english = listen.caption_with("[fr → en]", timeout=120)
+    finally:
+        code = listen.stop()
+    assert code == 0, listen.err
+    assert "translating with the multilingual 'base' model" in listen.err
+    original, translation = listen.captions
+    assert "consul" in original.lower()
+    assert english == translation and translation.startswith("  [fr → en] ")
+    words = set(translation.lower().replace(",", " ").replace(".", " ").split())
+    assert {"under", "the", "consulate"} <= words, translation  # English, not French
+    assert not {"sous", "le", "des", "et"} & words, translation
+    sessions = [p for p in list_sessions(tmp_path) if is_caption_session(p)]
+    (entry,) = read_journal(sessions[0])
+    assert (entry.text, entry.language) == (original, "fr")
+    assert entry.translation == translation.removeprefix("  [fr → en] ")
+
+
+def test_captions_on_a_remote_server(sinks, shared_audio, manifest, tmp_path, tiny_transcriber):
+    from engine.asr.ct2_decoder import Ct2Runner
+    from engine.server.server import ServerOptions, ServerThread, TranscriptionServer
+
+    runner = Ct2Runner(tiny_transcriber.model)
+    runner.load()
+    server = ServerThread(TranscriptionServer(runner, ServerOptions(port=0)))
+    server.start()
+    speakers = sinks.add("speakers")
+    subprocess.run(["pactl", "set-default-sink", speakers], check=True, timeout=10)
+    listen = Listen("--source", "system", "--server", f"ws://127.0.0.1:{server.port}",
+                    data_dir=tmp_path)
+    try:
+        listen.wait_stderr("listening")
+        play(shared_audio / QUILTER, speakers).wait(60)
+        line = listen.caption_with("gospel")
+    finally:
+        code = listen.stop()
+        server.stop()
+    assert code == 0, listen.err
+    assert error_rate(said(manifest, QUILTER), " ".join(listen.captions)) <= WER_BOUND, line
+    assert journal_lines(tmp_path) == listen.captions
+
+
+def test_the_app_shows_the_translation_line_under_the_original(qtbot, sinks, shared_audio):
+    from app.controller import Controller, LaunchOptions
+    from app.settings import Settings, with_changes
+
+    speakers = sinks.add("speakers")
+    subprocess.run(["pactl", "set-default-sink", speakers], check=True, timeout=10)
+    settings = with_changes(Settings(), listen_mode="captions", caption_source="system",
+                            caption_translate="below", caption_lines=4)
+    controller = Controller(settings, LaunchOptions(enable_hotkey=False))
+    qtbot.addWidget(controller.window)
+    qtbot.addWidget(controller.captions)
+    try:
+        controller.show()
+        controller.set_captions_visible(True)
+        controller.start_engine()
+        qtbot.waitUntil(lambda: controller.state == "listening", timeout=300_000)
+        play(shared_audio / "picovoice-fr.wav", speakers).wait(60)
+        qtbot.waitUntil(lambda: any(line.startswith("[en] ")
+                                    for line in controller.captions.visible_lines()),
+                        timeout=120_000)
+        from test_caption_overlay import busy_shot
+
+        busy_shot(controller.captions, "app_translation")
+        rows = controller.captions.visible_rows()
+    finally:
+        controller.stop_engine()
+        qtbot.waitUntil(lambda: controller.state == "stopped", timeout=120_000)
+    original = next(row for row in rows if row[0] == ("[fr] ", "tag"))
+    assert "consul" in "".join(text for text, _ in original).lower()
+    english = [row for row in rows if row[0] == ("[en] ", "tag")]
+    assert english and all(kind in ("tag", "translation") for row in english for _, kind in row)
+    assert "consulate" in " ".join(text for row in english for text, _ in row).lower()
+
+
+def test_listen_both_prints_each_line_with_its_label(sinks, shared_audio, manifest, tmp_path):
+    speakers, mic = sinks.add("speakers"), sinks.add("mic")
+    subprocess.run(["pactl", "set-default-sink", speakers], check=True, timeout=10)
+    listen = Listen("--source", "both", "--them", "Bob", data_dir=tmp_path,
+                    PULSE_SOURCE=f"{mic}.monitor")  # the child's microphone: the mic sink
+    try:
+        listen.wait_stderr("listening")
+        them, you = play(shared_audio / PHIL, speakers), play(shared_audio / SUIT, mic)
+        them.wait(60)
+        you.wait(60)
+        lines = listen.captions_with("phil", "suit")
+    finally:
+        code = listen.stop()
+    assert code == 0, listen.err
+    bob = next(line for line in lines if line.startswith("Bob: "))
+    mine = next(line for line in lines if line.startswith("You: "))
+    assert error_rate(said(manifest, PHIL), bob.removeprefix("Bob: ")) <= WER_BOUND, bob
+    assert error_rate(said(manifest, SUIT), mine.removeprefix("You: ")) <= WER_BOUND, mine
+    assert sorted(journal_lines(tmp_path)) == sorted(listen.captions)
