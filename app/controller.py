@@ -27,12 +27,16 @@ from app.import_flow import ImportFlow, RunnerFactory, import_runner
 from app.import_host import ImportHost, engine_finished
 from app.inject import TextInjector, copy_to_clipboard
 from app.latency_trace import breakdown, describe
+from app.polish import Outcome, Polisher, ServerConfig
+from app.profiles import DictationTarget
 from app.session import Session
 from app.settings import ENGINE_FIELDS, Settings, save_settings, with_changes
+from app.voice_edit import VoiceEdit
 from engine.atomic import OutputWriteError
 from engine.dictation import Dictation as TextPipeline
 from engine.dictation import Insertion
 from engine.events import Event, EventSink, FinalText, LiveEngine, Metrics, PartialText
+from engine.journal import Journal, JournalError
 from engine.vocabulary import parse as parse_vocabulary
 from ui.bridge import EngineBridge
 from ui.caption_window import CaptionWindow
@@ -58,6 +62,7 @@ class LaunchOptions:
 class Controller(ImportHost):
     talking_changed = Signal(bool)
     _hotkey_action = Signal(str)  # from the pynput thread, delivered queued
+    _edit_action = Signal(str)  # the command (voice edit) hotkey, likewise
 
     def __init__(self, settings: Settings, options: LaunchOptions | None = None,
                  engine_factory: EngineFactory = make_engine,
@@ -71,6 +76,8 @@ class Controller(ImportHost):
         self.state = "stopped"
         self.talking = False
         self._hotkey: GlobalHotkey | None = None
+        self._edit_hotkey: GlobalHotkey | None = None
+        self._polish_journal: Journal | None = None  # polish lines beside the engine's journal
         self.session = Session()
         self.text = TextPipeline()  # joining, replacement rules, spoken commands
         self.bridge = EngineBridge(self)
@@ -88,6 +95,9 @@ class Controller(ImportHost):
         self.imports = ImportFlow(self, runner_factory)  # File > Open file…
         self._connect()
         self.dictation = Dictation(self)  # paste-last, cues, hands-free, per-app profiles
+        self.polisher = Polisher(self.polish_config, parent=self)  # AI polish (app.polish)
+        self.voice_edit = VoiceEdit(self, self)  # voice edits of a selection
+        self._edit_action.connect(self.voice_edit.on_command)
 
     # -- setup ---------------------------------------------------------------------------------
     def _connect(self) -> None:
@@ -137,6 +147,27 @@ class Controller(ImportHost):
             log.warning("global hotkey unavailable: %s", exc)
             return
         self.dictation.start_hotkey()
+        self.start_edit_hotkey()
+
+    def start_edit_hotkey(self) -> None:
+        """Listen for the voice-edit chord while AI polish is on (and the chord is set)."""
+        if self._edit_hotkey is not None:
+            self._edit_hotkey.stop()
+            self._edit_hotkey = None
+        s = self.settings
+        if not (s.polish and s.command_hotkey) or not self.options.enable_hotkey:
+            return
+        hotkey = GlobalHotkey(s.command_hotkey, "hold", forwarder(self._edit_action, 1))
+        try:
+            hotkey.start()
+        except HotkeyUnavailableError as exc:
+            log.warning("voice-edit hotkey unavailable: %s", exc)
+            return
+        self._edit_hotkey = hotkey
+
+    def polish_config(self) -> ServerConfig:
+        s = self.settings
+        return ServerConfig(s.polish_url, s.polish_model, s.polish_budget_s)
 
     # -- engine lifecycle ----------------------------------------------------------------------
     def engine_config(self) -> EngineConfig:
@@ -244,6 +275,8 @@ class Controller(ImportHost):
             return "ok copied"
         if command == "paste-last":
             return self.dictation.paste_last()
+        if command.startswith("edit "):
+            return self.voice_edit.on_command(command.split()[1])
         self.on_ptt("toggle" if command == "toggle" else command.split()[1])
         return f"ok talking={int(self.talking)}"
 
@@ -263,6 +296,8 @@ class Controller(ImportHost):
         released = [("release", self._released_at)] if self._released_at is not None else []
         self._released_at = None
         self._stages = [*released, *event.stages, ("received", received)]
+        if self.voice_edit.take(event.text):
+            return  # the spoken instruction of a voice edit (app.voice_edit)
         # In push-to-talk mode every final was dictated on purpose and goes into the focused
         # app, as that app's profile says (app.dictation); in captions mode text only shows
         # on screen (replacement rules, no commands).
@@ -272,11 +307,50 @@ class Controller(ImportHost):
                            target=target.window_class, style=target.style,
                            commands=target.commands)
             self._show_final(event, out)
+            if target.polish != "off" and out.text.strip() and out.delete_chars == 0:
+                stages, self._stages = self._stages, []
+                self.polisher.polish(
+                    out.text.strip(), target.polish, self.settings.polish_custom,
+                    lambda outcome: self._insert_polished(event, out, target, outcome, stages))
+                return  # inserted when the answer is in, or the budget is spent
             if self.dictation.insert(out, target):
                 return  # the breakdown is shown when the insertion is done
         else:
             self._show_final(event, dictated(self.text, event, self.settings, insert=False))
         self._show_breakdown()
+
+    def _insert_polished(self, event: FinalText, out: Insertion, target: DictationTarget,
+                         outcome: Outcome, stages: list[tuple[str, float]]) -> None:
+        """A final's AI polish is done (answered and checked, rejected, failed or out of time):
+        insert its outcome, with the joining whitespace the text pipeline gave the raw text."""
+        text = out.text
+        if outcome.ok:
+            lead = text[:len(text) - len(text.lstrip())]
+            text = lead + outcome.text + text[len(text.rstrip()):]
+        else:
+            self.window.show_message(outcome.describe(), 10000)
+        self.window.latency.set_polish(outcome.llm_ms, outcome.reason, outcome.describe())
+        self._journal_polish(event.utterance_id, out.text.strip(), outcome)
+        self.session.set_stages(event.utterance_id, (*event.stages, *outcome.stages))
+        self._stages = [*stages, *outcome.stages]
+        if not self.dictation.insert(Insertion(text, out.delete_chars, out.shown, out.unshown),
+                                     target):
+            self._show_breakdown()
+
+    def _journal_polish(self, utterance_id: int, raw: str, outcome: Outcome) -> None:
+        """History keeps both texts: a polish line beside the engine's line for the final."""
+        path = getattr(self.engine, "journal_path", None)
+        if not path:
+            return
+        where = Path(path)
+        if self._polish_journal is None or self._polish_journal.path != where:
+            self._polish_journal = Journal(where.stem, where.parent)
+        try:
+            self._polish_journal.append_polish(
+                utterance_id, raw, outcome.text if outcome.ok else None,
+                "" if outcome.ok else f"{outcome.reason}: {outcome.detail}")
+        except JournalError as exc:
+            log.warning("%s", exc)
 
     def _show_final(self, event: FinalText, out: Insertion) -> None:
         for text in out.unshown:  # "scratch that"
@@ -370,6 +444,8 @@ class Controller(ImportHost):
             self.start_hotkey()
         elif old.paste_last_hotkey != new.paste_last_hotkey and self._hotkey:
             self.dictation.start_hotkey()
+        if (old.polish, old.command_hotkey) != (new.polish, new.command_hotkey) and self._hotkey:
+            self.start_edit_hotkey()
         if self.engine is not None and any(
                 getattr(old, f) != getattr(new, f) for f in ENGINE_FIELDS):
             self.stop_engine()
@@ -390,6 +466,10 @@ class Controller(ImportHost):
     def quit(self) -> None:
         if self._hotkey is not None:
             self._hotkey.stop()
+        if self._edit_hotkey is not None:
+            self._edit_hotkey.stop()
+        if self._polish_journal is not None:
+            self._polish_journal.close()
         self.dictation.shutdown()
         self.imports.shutdown()
         self.stop_engine()

@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
 
 from app.controller import Controller
 from app.file_import import MEDIA_SUFFIXES, source_name
+from app.polish import ConnectionTest, key_account
 from app.session import save_export
 from app.settings import (
     BACKENDS,
@@ -25,6 +26,7 @@ from app.settings import (
     Settings,
 )
 from engine.events import FinalText
+from engine.polish.guard import PRESET_NAMES
 from engine.remote.secrets import KeyringUnavailableError, keyring_status, store_api_key
 from engine.types import seconds_to_samples
 from ui.history_dialog import HistoryDialog
@@ -34,7 +36,8 @@ log = logging.getLogger(__name__)
 
 SETTINGS_CHOICES = SettingsChoices(
     backends=BACKENDS, devices=DEVICES, listen_modes=LISTEN_MODES, hotkey_modes=HOTKEY_MODES,
-    inject_modes=INJECT_MODES, paste_keys=PASTE_KEYS, text_styles=TEXT_STYLES)
+    inject_modes=INJECT_MODES, paste_keys=PASTE_KEYS, text_styles=TEXT_STYLES,
+    polish_presets=PRESET_NAMES)
 
 FILTERS = {"txt": "Text (*.txt)", "srt": "SubRip subtitles (*.srt)",
            "vtt": "WebVTT subtitles (*.vtt)", "json": "JSON with word timings (*.json)"}
@@ -48,7 +51,12 @@ def settings_dialog(settings: Settings, keyring: str,
         changes: dict[str, Any] = dict(values)  # Settings.__post_init__ checks each value
         return replace(settings, **changes)
 
-    return SettingsDialog(settings, SETTINGS_CHOICES, apply, keyring, parent)
+    dialog = SettingsDialog(settings, SETTINGS_CHOICES, apply, keyring, parent)
+    tester = ConnectionTest(dialog)  # "Test connection" on the AI polish page, off the GUI thread
+    page = dialog.polish_page
+    page.test_requested.connect(lambda url, model, key: tester.run(url, model, key or None))
+    tester.done.connect(page.show_test_result)
+    return dialog
 
 
 def journal_sessions() -> list[tuple[str, Path, str]]:
@@ -166,5 +174,11 @@ class DialogActions(QObject):
                 store_api_key(new.remote_url, key)
             except KeyringUnavailableError as exc:
                 QMessageBox.warning(self.window, "API key not saved", str(exc))
+        llm_key = dialog.polish_page.new_api_key()
+        if llm_key:
+            try:
+                store_api_key(key_account(new.polish_url), llm_key)
+            except KeyringUnavailableError as exc:
+                QMessageBox.warning(self.window, "LLM API key not saved", str(exc))
         self.controller.apply_settings(new)
         self.window.show_message("Settings saved", 3000)

@@ -23,6 +23,7 @@ from app.profiles import check_profiles
 from engine.atomic import OutputWriteError, atomic_write_text, private_dir
 from engine.dictation.rules import parse_rules
 from engine.paths import config_dir
+from engine.polish.guard import PRESET_NAMES
 from engine.vocabulary import parse as parse_vocabulary
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,17 @@ class Settings:
       sounds, sound_volume: start/stop cues on the output device (volume 0-100).
       auto_stop_s: hands-free (toggle mode) recording stops after this much silence (0: never).
       app_profiles: per-application behaviour, one line per window class (see app.profiles).
+
+    AI polish (optional, off by default; engine.polish, app.polish). No new version: a file
+    without these keys gets their defaults.
+      polish: pass each dictated final through the LLM server before it is inserted.
+      polish_url, polish_model: an OpenAI-compatible API root (".../v1") and model name; the
+        API key, when the server needs one, is in the OS keyring (engine.remote.secrets).
+      polish_preset: the instruction (engine.polish.guard.PRESETS); a profile may pick another
+        ("polish=email") or turn it off for one application; polish_custom: the "custom" one.
+      polish_budget_s: the longest the LLM may take; past it the raw text is inserted.
+      command_hotkey: hold it and say how to change the selected text ("" turns it off; it
+        works only while polish is on).
     """
 
     version: int = SETTINGS_VERSION
@@ -95,6 +107,14 @@ class Settings:
     sound_volume: int = 40
     auto_stop_s: float = 2.0
     app_profiles: str = ""
+    # -- AI polish --
+    polish: bool = False
+    polish_url: str = "http://127.0.0.1:11434/v1"
+    polish_model: str = ""
+    polish_preset: str = "clean"
+    polish_custom: str = ""
+    polish_budget_s: float = 2.0
+    command_hotkey: str = "<ctrl>+<alt>+e"
 
     def __post_init__(self) -> None:
         _one_of("backend", self.backend, BACKENDS)
@@ -125,6 +145,13 @@ class Settings:
         parse_rules(self.replacements)  # RuleError (a ValueError) names the bad line
         check_profiles(self.app_profiles, self.vocabulary)  # ProfileError names the bad line
         parse_vocabulary(self.vocabulary)  # VocabularyError (a ValueError) names the line
+        _one_of("polish_preset", self.polish_preset, PRESET_NAMES)
+        if not 0.2 <= self.polish_budget_s <= 30:
+            raise ValueError("polish_budget_s must be between 0.2 and 30 seconds")
+        if self.polish and not self.polish_url.startswith(("http://", "https://")):
+            raise ValueError("the LLM server URL must start with http:// or https://")
+        if self.polish_preset == "custom" and not self.polish_custom.strip():
+            raise ValueError("the custom polish instruction is empty")
 
 
 def _one_of(name: str, value: str, allowed: tuple[str, ...]) -> None:

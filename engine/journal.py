@@ -20,7 +20,7 @@ import math
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
@@ -48,6 +48,11 @@ class JournalEntry:
     written_at: str  # ISO 8601, UTC
     words: tuple[Word, ...] = ()
     flags: tuple[str, ...] = ()  # hallucination checks the text failed; absent from most lines
+    # AI polish (a "polish" line the app wrote after the final's own line): the text sent,
+    # the answer inserted (None: the raw text was inserted) and why not.
+    raw: str | None = None
+    polished: str | None = None
+    polish_note: str = ""
 
 
 def journal_dir(root: Path | None = None) -> Path:
@@ -84,9 +89,6 @@ class Journal:
     def append(self, final: FinalText, flags: tuple[str, ...] = ()) -> None:
         """Write one utterance and force it to disk. `flags` (an imported file's suspect text)
         is an optional key, so older readers still read the line."""
-        if self._file is None:
-            self.open()
-        assert self._file is not None
         record = {
             "utterance_id": final.utterance_id, "text": final.text,
             "start_s": round(samples_to_seconds(final.start), 3),
@@ -96,6 +98,20 @@ class Journal:
         }
         if flags:
             record["flags"] = list(flags)
+        self._write(record)
+
+    def append_polish(self, utterance_id: int, raw: str, polished: str | None,
+                      note: str = "") -> None:
+        """Record a final's AI polish: the raw text sent, the answer inserted (None when the
+        raw text was), and why not. Readers attach it to the utterance's own line."""
+        self._write({"utterance_id": utterance_id,
+                     "polish": {"raw": raw, "text": polished, "note": note},
+                     "written_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds")})
+
+    def _write(self, record: dict[str, Any]) -> None:
+        if self._file is None:
+            self.open()
+        assert self._file is not None
         try:
             self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
             self._file.flush()
@@ -128,7 +144,7 @@ def read_journal(path: Path) -> list[JournalEntry]:
 def read_journal_report(path: Path) -> JournalRead:
     """Entries of one journal file and the number of damaged lines skipped. Raises OSError only
     when the file itself cannot be read."""
-    entries = []
+    entries: list[JournalEntry] = []
     skipped = 0
     data = path.read_bytes()
     for number, raw in enumerate(data.split(b"\n"), 1):
@@ -136,13 +152,34 @@ def read_journal_report(path: Path) -> JournalRead:
             continue
         try:
             # Per line, so one character torn by a crash costs one line, not the file.
-            entries.append(_entry(json.loads(raw.decode("utf-8"))))
+            row = json.loads(raw.decode("utf-8"))
+            if isinstance(row, dict) and "polish" in row and "text" not in row:
+                _attach_polish(entries, row)
+            else:
+                entries.append(_entry(row))
         except (ValueError, KeyError, TypeError, OverflowError, RecursionError) as exc:
             # UnicodeDecodeError is a ValueError; int(inf) an OverflowError; deep nesting a
             # RecursionError.
             skipped += 1
             log.warning("%s:%d: skipping unreadable journal line (%s)", path, number, exc)
     return JournalRead(entries, skipped)
+
+
+def _attach_polish(entries: list[JournalEntry], row: dict[str, Any]) -> None:
+    """Put a polish line on the latest entry of its utterance (ValueError when there is none)."""
+    polish = row["polish"]
+    if not isinstance(polish, dict):
+        raise TypeError("polish must be an object")
+    number = int(row["utterance_id"])
+    polished = polish.get("text")
+    for index in range(len(entries) - 1, -1, -1):
+        if entries[index].utterance_id == number:
+            entries[index] = replace(
+                entries[index], raw=str(polish.get("raw", "")),
+                polished=None if polished is None else str(polished),
+                polish_note=str(polish.get("note", "")))
+            return
+    raise ValueError(f"a polish line for utterance {number}, which has no line before it")
 
 
 def list_sessions(root: Path | None = None) -> list[Path]:

@@ -25,10 +25,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ui.polish_page import PolishPage, PolishSettings
 from ui.settings_pages import DictationPage, DictationSettings, FieldValue, TextPage, VocabularyPage
 
 
-class ShownSettings(DictationSettings, Protocol):
+class ShownSettings(DictationSettings, PolishSettings, Protocol):
     """The fields the dialog shows (read-only: the dialog never mutates the settings)."""
 
     @property
@@ -68,6 +69,7 @@ class SettingsChoices:
     inject_modes: tuple[str, ...]
     paste_keys: tuple[str, ...]
     text_styles: tuple[str, ...] = ("sentence", "chat")
+    polish_presets: tuple[str, ...] = ("clean",)
 
 
 S = TypeVar("S", bound=ShownSettings)
@@ -119,10 +121,12 @@ class SettingsDialog(QDialog, Generic[S]):
         self.text_page = TextPage(settings, choices.text_styles)
         self.vocabulary_page = VocabularyPage(settings)
         self.dictation_page = DictationPage(settings)
+        self.polish_page = PolishPage(settings, choices.polish_presets)
         self.tabs.addTab(general, "General")
         self.tabs.addTab(self.text_page, "Text")
         self.tabs.addTab(self.vocabulary_page, "Vocabulary")
         self.tabs.addTab(self.dictation_page, "Dictation")
+        self.tabs.addTab(self.polish_page, "AI polish")
         self.error_label = QLabel()
         self.error_label.setStyleSheet("color: #d0312d;")
         self.error_label.setWordWrap(True)
@@ -145,7 +149,7 @@ class SettingsDialog(QDialog, Generic[S]):
     def edited_settings(self) -> S:
         """The settings as edited; raises ValueError (with the reason) when invalid."""
         pages = {**self.text_page.values(), **self.vocabulary_page.values(),
-                 **self.dictation_page.values()}
+                 **self.dictation_page.values(), **self.polish_page.values()}
         return self._apply(dict(
             **pages, backend=self.backend.currentText(),
             remote_url=self.remote_url.text().strip(), model=self.model.text().strip(),

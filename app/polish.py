@@ -1,0 +1,219 @@
+"""AI polish in the app: each request to the LLM server runs on a worker thread, under a time
+budget kept on the GUI thread, and its outcome is delivered in order.
+
+- `Polisher.polish(raw, preset, custom, deliver)`: a dictated final. `deliver(Outcome)` is
+  called on the GUI thread, exactly once, with the text to insert: the server's answer when it
+  came within the budget and passed the guard (engine.polish.guard.check_polish), else the raw
+  text and the reason. Past the budget the raw text is delivered at once and the late answer,
+  when it comes, is logged and dropped: it is never inserted afterwards.
+- `Polisher.edit(selection, command, deliver)`: a voice edit of a selection, under the same
+  budget; its outcome is ``ok`` only for an answer that passed `check_edit`.
+- Outcomes are delivered in the order the requests were made (a quick second final never
+  overtakes a slow first one), each with its stages (``polish_sent`` and ``polish_done`` /
+  ``polish_rejected`` / ``polish_failed`` / ``polish_timeout``, time.monotonic seconds) for the
+  latency breakdown.
+
+The API key is read from the OS keyring on the worker thread (a Secret Service call may block),
+under the account ``api-key:llm:<url>`` (engine.remote.secrets).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from PySide6.QtCore import QObject, QTimer, Signal
+
+from engine.polish import ChatClient, PolishError, Verdict, check_edit, check_polish
+from engine.polish.guard import edit_messages, polish_messages, words
+from ui.qt_compat import emit
+
+log = logging.getLogger(__name__)
+
+
+def key_account(url: str) -> str:
+    """The keyring name the LLM server's API key is kept under (engine.remote.secrets)."""
+    return f"llm:{url}"
+
+
+def load_key(url: str) -> str | None:
+    """The stored API key for the LLM server, or None (none stored, or no keyring)."""
+    from engine.remote.secrets import KeyringUnavailableError, load_api_key
+
+    try:
+        return load_api_key(key_account(url))
+    except KeyringUnavailableError as exc:
+        log.info("no keyring for the LLM server's API key: %s", exc)
+        return None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What to use for one request. ``ok``: ``text`` is the server's checked answer; else
+    ``text`` is the raw text and ``reason`` says why (a guard cause, "timeout", "error")."""
+
+    text: str
+    ok: bool
+    reason: str = ""
+    detail: str = ""
+    llm_ms: float = 0.0
+    stages: tuple[tuple[str, float], ...] = ()
+
+    def describe(self) -> str:
+        """One line for the status bar and the latency meter."""
+        if self.ok:
+            return f"AI polish +{self.llm_ms:.0f} ms"
+        return f"AI polish skipped ({self.reason}: {self.detail}); raw text used"
+
+
+@dataclass
+class _Job:
+    seq: int
+    raw: str
+    check: Callable[[str], Verdict]
+    deliver: Callable[[Outcome], None]
+    sent_at: float
+    outcome: Outcome | None = None
+    timer: QTimer | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    url: str
+    model: str
+    budget_s: float
+
+
+class Polisher(QObject):
+    """Lives on the GUI thread. ``config()`` is read at each request (the settings of now)."""
+
+    _answered = Signal(int, object)  # (job, str answer or PolishError) from a worker thread
+
+    def __init__(self, config: Callable[[], ServerConfig],
+                 key: Callable[[str], str | None] = load_key,
+                 parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.config = config
+        self.key = key
+        self._jobs: deque[_Job] = deque()
+        self._seq = 0
+        self._expired: dict[int, float] = {}  # job -> when it was sent, for its late answer
+        self._answered.connect(self._on_answer)
+
+    @property
+    def pending(self) -> int:
+        return len(self._jobs)
+
+    def polish(self, raw: str, preset: str, custom: str,
+               deliver: Callable[[Outcome], None]) -> None:
+        tokens = 3 * len(words(raw)) + 64  # an answer much longer than that is rejected anyway
+        self._submit(polish_messages(raw, preset, custom), raw,
+                     lambda answer: check_polish(raw, answer, preset), tokens, deliver)
+
+    def edit(self, selection: str, command: str, deliver: Callable[[Outcome], None]) -> None:
+        tokens = 4 * len(words(selection)) + 128
+        self._submit(edit_messages(selection, command), selection,
+                     lambda answer: check_edit(selection, answer), tokens, deliver)
+
+    def _submit(self, messages: list[dict[str, str]], raw: str,
+                check: Callable[[str], Verdict], max_tokens: int,
+                deliver: Callable[[Outcome], None]) -> None:
+        config = self.config()
+        self._seq += 1
+        job = _Job(self._seq, raw, check, deliver, time.monotonic())
+        self._jobs.append(job)
+        job.timer = QTimer(self)
+        job.timer.setSingleShot(True)
+        job.timer.timeout.connect(lambda: self._expire(job))
+        job.timer.start(int(config.budget_s * 1000))
+        threading.Thread(target=self._ask, args=(job.seq, config, messages, max_tokens),
+                         name="sottovoce-polish", daemon=True).start()
+
+    def _ask(self, seq: int, config: ServerConfig, messages: list[dict[str, str]],
+             max_tokens: int) -> None:
+        """Worker thread: one request, its answer (or its error) back to the GUI thread."""
+        result: str | PolishError
+        try:
+            client = ChatClient(config.url, config.model, self.key(config.url))
+            # The socket gives up a little after the budget: the thread always ends, and the
+            # GUI thread's timer has already delivered the raw text by then.
+            result = client.complete(messages, config.budget_s + 1.0, max_tokens)
+        except PolishError as exc:
+            result = exc
+        except Exception as exc:  # noqa: BLE001 - the thread's top: report, never die silently
+            log.exception("AI polish request failed")
+            result = PolishError(f"internal error: {exc}")
+        emit(self._answered, seq, result)
+
+    def _find(self, seq: int) -> _Job | None:
+        return next((job for job in self._jobs if job.seq == seq), None)
+
+    def _on_answer(self, seq: int, result: object) -> None:
+        job = self._find(seq)
+        now = time.monotonic()
+        if job is None or job.outcome is not None:
+            sent_at = self._expired.pop(seq, now)
+            log.info("AI polish: a late answer (after %.0f ms) was dropped", 1000 * (now - sent_at))
+            return
+        ms = 1000 * (now - job.sent_at)
+        sent = ("polish_sent", job.sent_at)
+        if isinstance(result, PolishError):
+            job.outcome = Outcome(job.raw, False, "error", str(result), ms,
+                                  (sent, ("polish_failed", now)))
+        else:
+            verdict = job.check(str(result))
+            if verdict.ok:
+                job.outcome = Outcome(verdict.text, True, llm_ms=ms,
+                                      stages=(sent, ("polish_done", now)))
+            else:
+                log.info("AI polish answer rejected (%s): %r", verdict.cause, str(result)[:200])
+                job.outcome = Outcome(job.raw, False, verdict.cause, verdict.detail, ms,
+                                      (sent, ("polish_rejected", now)))
+        self._flush()
+
+    def _expire(self, job: _Job) -> None:
+        if job.outcome is not None:
+            return
+        now = time.monotonic()
+        budget = now - job.sent_at
+        self._expired[job.seq] = job.sent_at
+        job.outcome = Outcome(job.raw, False, "timeout", f"no answer within {budget:.1f} s",
+                              1000 * budget, (("polish_sent", job.sent_at),
+                                              ("polish_timeout", now)))
+        self._flush()
+
+    def _flush(self) -> None:
+        """Deliver the finished outcomes at the head of the queue, in request order."""
+        while self._jobs and self._jobs[0].outcome is not None:
+            job = self._jobs.popleft()
+            if job.timer is not None:
+                job.timer.stop()
+                job.timer.deleteLater()
+            outcome = job.outcome
+            assert outcome is not None
+            if outcome.ok:
+                log.info("AI polish: %s", outcome.describe())
+            else:
+                log.warning("AI polish: %s", outcome.describe())
+            job.deliver(outcome)
+
+
+class ConnectionTest(QObject):
+    """The settings' "Test connection" button: the check runs on a worker thread and its one
+    line comes back through ``done`` on the GUI thread."""
+
+    done = Signal(str)
+
+    def run(self, url: str, model: str, key: str | None) -> None:
+        def work() -> None:
+            try:
+                line = ChatClient(url, model, key or load_key(url)).check()
+            except PolishError as exc:
+                line = f"Failed: {exc}"
+            emit(self.done, line)
+
+        threading.Thread(target=work, name="sottovoce-polish-test", daemon=True).start()
