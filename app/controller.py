@@ -78,6 +78,7 @@ class Controller(ImportHost):
         self._hotkey: GlobalHotkey | None = None
         self._edit_hotkey: GlobalHotkey | None = None
         self._polish_journal: Journal | None = None  # polish lines beside the engine's journal
+        self._injection_note = ""  # said with the next insertion's message (a skipped polish)
         self.session = Session()
         self.text = TextPipeline()  # joining, replacement rules, spoken commands
         self.bridge = EngineBridge(self)
@@ -327,8 +328,9 @@ class Controller(ImportHost):
         if outcome.ok:
             lead = text[:len(text) - len(text.lstrip())]
             text = lead + outcome.text + text[len(text.rstrip()):]
-        else:
-            self.window.show_message(outcome.describe(), 10000)
+        else:  # the user sees why, with the insertion's own message (_on_injected)
+            self._injection_note = outcome.describe()
+            self.window.show_message(self._injection_note, 10000)
         self.window.latency.set_polish(outcome.llm_ms, outcome.reason, outcome.describe())
         self._journal_polish(event.utterance_id, out.text.strip(), outcome)
         self.session.set_stages(event.utterance_id, (*event.stages, *outcome.stages))
@@ -391,12 +393,11 @@ class Controller(ImportHost):
 
     def _on_injected(self, ok: bool, message: str) -> None:
         self.last_injection = (ok, message)
-        if ok:
-            log.info("%s", message)
-            self.window.show_message(message, 3000)
-        else:
-            log.warning("%s", message)
-            self.window.show_message(message, 20000)
+        note, self._injection_note = self._injection_note, ""
+        if note:
+            message = f"{message} · {note}"
+        (log.info if ok else log.warning)("%s", message)
+        self.window.show_message(message, 3000 if ok and not note else 20000)
         self._show_breakdown(self.injector.timings)
 
     # -- export and settings -------------------------------------------------------------------

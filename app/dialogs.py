@@ -59,10 +59,13 @@ def settings_dialog(settings: Settings, keyring: str,
     return dialog
 
 
-def journal_sessions() -> list[tuple[str, Path, str]]:
+def journal_sessions(raw_texts: dict[Path, list[str | None]] | None = None
+                     ) -> list[tuple[str, Path, str]]:
     """(label, path, text) of each journal session, newest first. A damaged file costs only its
     damaged lines (the label says how many were skipped); one that cannot be read at all is left
-    out with a warning in the log, and the other sessions are still listed."""
+    out with a warning in the log, and the other sessions are still listed. An AI-polished
+    utterance's line is the polished text; ``raw_texts`` (when given) gets each session's raw
+    texts, line by line (None where the line was not polished)."""
     from engine.journal import list_sessions, read_journal_report
 
     sessions = []
@@ -75,7 +78,9 @@ def journal_sessions() -> list[tuple[str, Path, str]]:
         entries = report.entries
         if not entries:
             continue
-        text = "\n".join(e.text.strip() for e in entries)
+        text = "\n".join((e.polished or e.text).strip().replace("\n", " ") for e in entries)
+        if raw_texts is not None:
+            raw_texts[path] = [e.raw if e.polished else None for e in entries]
         when = entries[0].written_at[:16].replace("T", " ")
         words = sum(len(e.text.split()) for e in entries)
         source = source_name(path.stem)  # imported files are named after the file
@@ -136,15 +141,23 @@ class DialogActions(QObject):
 
     def show_history(self) -> None:
         try:
-            sessions = journal_sessions()
+            raw_texts: dict[Path, list[str | None]] = {}
+            sessions = journal_sessions(raw_texts)
         except (ImportError, OSError) as exc:
             QMessageBox.warning(self.window, "History unavailable", str(exc))
             return
-        dialog = HistoryDialog(sessions, self.window)
+        dialog = HistoryDialog(sessions, self.window, raw_texts)
+        dialog.reinsert_requested.connect(self.reinsert)
         dialog.reopen_requested.connect(self.reopen)
         dialog.copied.connect(lambda text: self.window.show_message(
             f"Copied {len(text.split())} words from the history", 3000))
         dialog.exec()
+
+    def reinsert(self, text: str) -> None:
+        """A past text (polished or raw) becomes what paste-last inserts next."""
+        self.controller.dictation.last_text = text
+        chord = self.controller.settings.paste_last_hotkey or "the tray's Paste last text"
+        self.window.show_message(f"Press {chord} in the application to insert it", 10000)
 
     def reopen(self, path: Path) -> None:
         """Show a past session in the main window, where it can be copied and exported."""

@@ -127,9 +127,9 @@ def clean_answer(answer: str) -> str:
 
 
 def _opening(text: str, pattern: re.Pattern[str], raw: str) -> bool:
-    """The answer opens with the pattern, and the dictation itself did not ("Sure, I'll be
-    there" dictated may be polished into "Sure, I'll be there.")."""
-    return bool(pattern.match(text)) and not pattern.match(raw)
+    """The answer opens with the pattern, and not with the dictation's own first words ("sure
+    I'll be there" dictated may be polished into "Sure, I'll be there.")."""
+    return bool(pattern.match(text)) and words(text)[:2] != words(raw)[:2]
 
 
 def check_polish(raw: str, answer: str, preset: str = "clean") -> Verdict:
