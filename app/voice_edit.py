@@ -26,6 +26,7 @@ from PySide6.QtGui import QClipboard, QGuiApplication
 from app.hotkeys import pynput_keyboard
 from app.inject import TextInjector, snapshot_clipboard
 from app.polish import Outcome, Polisher
+from app.settings import Settings
 from ui.main_window import MainWindow
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,8 @@ _PROBE = "application/x-sottovoce-selection-probe"
 class EditHost(Protocol):
     """What this needs of the controller (app.controller.Controller)."""
 
+    @property
+    def settings(self) -> Settings: ...
     @property
     def window(self) -> MainWindow: ...
     @property
@@ -114,6 +117,10 @@ class VoiceEdit(QObject):
 
     def on_command(self, action: str) -> str:
         """"press" / "release" from the command hotkey or the control socket."""
+        if action == "press" and not self.host.settings.polish:
+            self.host.window.show_message("Voice edits need AI polish: turn it on in "
+                                          "Settings > AI polish", 10000)
+            return "error AI polish is off"
         if action == "press" and self.state == "idle":
             self.state, self._said = "listening", []
             self.host.on_ptt("press")

@@ -153,8 +153,9 @@ def make_controller(qtbot, tmp_path, monkeypatch):
             return str(self.journal.path)
 
     def make(url: str, script: tuple[str, ...], **changes: object):  # type: ignore[no-untyped-def]
-        settings = with_changes(Settings(), sounds=False, polish=True, polish_url=url,
-                                polish_model=MODEL_ALIAS, **changes)
+        changes = {"sounds": False, "polish": True, "polish_url": url,
+                   "polish_model": MODEL_ALIAS, **changes}
+        settings = with_changes(Settings(), **changes)
         controller = Controller(settings, LaunchOptions(enable_hotkey=False),
                                 engine_factory=lambda _config, sink: JournalledEngine(sink,
                                                                                       script))
@@ -382,3 +383,9 @@ def test_history_shows_both_texts_and_reinserts_either(qtbot, make_controller) -
         qtbot.waitUntil(lambda text=text: target.toPlainText().endswith(text), timeout=5000)
         qtbot.wait(700)  # the clipboard restore
     assert target.toPlainText() == "Um so we meet at noonWe meet at noon."
+
+
+def test_a_voice_edit_needs_ai_polish_on(qtbot, make_controller) -> None:
+    controller = make_controller("http://127.0.0.1:9/v1", ("Translate it.",), polish=False)
+    assert controller.control_command("edit press") == "error AI polish is off"
+    assert not controller.talking and controller.voice_edit.state == "idle"

@@ -1,4 +1,5 @@
-"""`sottovoce toggle`, `sottovoce ptt press|release` and `sottovoce paste-last`: drive the running app from a desktop
+"""`sottovoce toggle`, `sottovoce ptt press|release`, `sottovoce paste-last` and `sottovoce edit
+press|release` (a voice edit of the selection, app.voice_edit): drive the running app from a desktop
 shortcut (Wayland has no global key grabs for apps; bind these in the desktop's settings)."""
 
 from __future__ import annotations
@@ -22,14 +23,21 @@ def add_parser(subparsers: Any) -> None:
         "paste-last", help="insert the last dictated text again",
         description="Insert the last dictated text into the focused app again.")
     paste_last.set_defaults(handler=run, control_command="paste-last")
+    edit = subparsers.add_parser(
+        "edit", help="voice edit of the selected text: press, say what to do, release",
+        description="Bind 'edit press' to a key's press and 'edit release' to its release: "
+                    "the spoken instruction is applied to the selected text by the AI polish "
+                    "server (Settings > AI polish).")
+    edit.add_argument("action", choices=("press", "release"))
+    edit.set_defaults(handler=run, control_command="edit")
 
 
 def run(args: argparse.Namespace) -> int:
     from app.control import ControlError, send_command
 
     command = args.control_command
-    if command == "ptt":
-        command = f"ptt {args.action}"
+    if command in ("ptt", "edit"):
+        command = f"{command} {args.action}"
     try:
         reply = send_command(command)
     except ControlError as exc:
