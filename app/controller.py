@@ -257,6 +257,8 @@ class Controller(ImportHost):
             return
         if action == "press" and not self.talking:
             self.talking = True
+            if self.settings.polish:
+                self.polisher.prepare()  # key and connection ready before the final
             self.dictation.on_press(hands_free)
             self.dictation.pressed_at(self.engine.begin_utterance())
         elif action == "release" and self.talking:
@@ -447,6 +449,7 @@ class Controller(ImportHost):
             self.dictation.start_hotkey()
         if (old.polish, old.command_hotkey) != (new.polish, new.command_hotkey) and self._hotkey:
             self.start_edit_hotkey()
+        self.polisher.close()  # the server, model or its API key may have changed
         if self.engine is not None and any(
                 getattr(old, f) != getattr(new, f) for f in ENGINE_FIELDS):
             self.stop_engine()
@@ -471,6 +474,7 @@ class Controller(ImportHost):
             self._edit_hotkey.stop()
         if self._polish_journal is not None:
             self._polish_journal.close()
+        self.polisher.close()
         self.dictation.shutdown()
         self.imports.shutdown()
         self.stop_engine()

@@ -102,6 +102,10 @@ class Polisher(QObject):
         self._jobs: deque[_Job] = deque()
         self._seq = 0
         self._expired: dict[int, float] = {}  # job -> when it was sent, for its late answer
+        self.late_answers = 0  # answers that came after their budget (dropped)
+        self._clients: dict[tuple[str, str, str | None], ChatClient] = {}  # kept: warm sockets
+        self._keys: dict[str, str | None] = {}  # API key by server URL, read once
+        self._clients_lock = threading.Lock()  # the worker threads share them
         self._answered.connect(self._on_answer)
 
     @property
@@ -138,7 +142,7 @@ class Polisher(QObject):
         """Worker thread: one request, its answer (or its error) back to the GUI thread."""
         result: str | PolishError
         try:
-            client = ChatClient(config.url, config.model, self.key(config.url))
+            client = self._client(config)
             # The socket gives up a little after the budget: the thread always ends, and the
             # GUI thread's timer has already delivered the raw text by then.
             result = client.complete(messages, config.budget_s + 1.0, max_tokens)
@@ -149,6 +153,38 @@ class Polisher(QObject):
             result = PolishError(f"internal error: {exc}")
         emit(self._answered, seq, result)
 
+    def prepare(self) -> None:
+        """Read the API key and make the client now, on a worker thread (a keyring lookup and
+        a new client take a noticeable share of a 2 s budget): the controller calls this at the
+        push-to-talk press, so the final's request goes out at once."""
+        config = self.config()
+
+        def work() -> None:
+            try:
+                self._client(config)
+            except PolishError as exc:
+                log.warning("AI polish: %s", exc)
+        threading.Thread(target=work, name="sottovoce-polish-prepare", daemon=True).start()
+
+    def _client(self, config: ServerConfig) -> ChatClient:
+        """Worker thread: the client for this server and model, with its key (each made once,
+        until `close`)."""
+        with self._clients_lock:
+            if config.url not in self._keys:
+                self._keys[config.url] = self.key(config.url)
+            name = (config.url, config.model, self._keys[config.url])
+            if name not in self._clients:
+                self._clients[name] = ChatClient(*name)
+            return self._clients[name]
+
+    def close(self) -> None:
+        """Forget the clients and keys (the settings changed, or the app quits)."""
+        with self._clients_lock:
+            self._keys.clear()
+            for client in self._clients.values():
+                client.close()
+            self._clients.clear()
+
     def _find(self, seq: int) -> _Job | None:
         return next((job for job in self._jobs if job.seq == seq), None)
 
@@ -157,7 +193,9 @@ class Polisher(QObject):
         now = time.monotonic()
         if job is None or job.outcome is not None:
             sent_at = self._expired.pop(seq, now)
-            log.info("AI polish: a late answer (after %.0f ms) was dropped", 1000 * (now - sent_at))
+            self.late_answers += 1
+            log.info("AI polish: a late answer (after %.0f ms) was dropped: %.80s",
+                     1000 * (now - sent_at), result)
             return
         ms = 1000 * (now - job.sent_at)
         sent = ("polish_sent", job.sent_at)
@@ -211,7 +249,11 @@ class ConnectionTest(QObject):
     def run(self, url: str, model: str, key: str | None) -> None:
         def work() -> None:
             try:
-                line = ChatClient(url, model, key or load_key(url)).check()
+                client = ChatClient(url, model, key or load_key(url))
+                try:
+                    line = client.check()
+                finally:
+                    client.close()
             except PolishError as exc:
                 line = f"Failed: {exc}"
             emit(self.done, line)

@@ -157,8 +157,8 @@ class BadServer:
             else:
                 body = json.dumps({"choices": [{"message": {"role": "assistant",
                                                             "content": self.answer}}]}).encode()
+            self.answered_at = time.monotonic()
             conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
                          b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
-            self.answered_at = time.monotonic()
         except OSError:
             pass
