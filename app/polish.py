@@ -35,6 +35,9 @@ from ui.qt_compat import emit
 log = logging.getLogger(__name__)
 
 
+LATE_WAIT_S = 5.0  # how long a request's socket waits past its budget
+
+
 def key_account(url: str) -> str:
     """The keyring name the LLM server's API key is kept under (engine.remote.secrets)."""
     return f"llm:{url}"
@@ -143,9 +146,10 @@ class Polisher(QObject):
         result: str | PolishError
         try:
             client = self._client(config)
-            # The socket gives up a little after the budget: the thread always ends, and the
-            # GUI thread's timer has already delivered the raw text by then.
-            result = client.complete(messages, config.budget_s + 1.0, max_tokens)
+            # The socket gives up some time after the budget: the thread always ends, the GUI
+            # thread's timer has delivered the raw text long before, and a late answer shows
+            # in the log (how late) instead of as a timeout.
+            result = client.complete(messages, config.budget_s + LATE_WAIT_S, max_tokens)
         except PolishError as exc:
             result = exc
         except Exception as exc:  # noqa: BLE001 - the thread's top: report, never die silently
