@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from engine.polish import ChatClient, PolishError, Verdict, check_edit, check_polish
-from engine.polish.guard import edit_messages, polish_messages, words
+from engine.polish import ChatClient, PolishError, Reply, Verdict, check_edit, check_polish
+from engine.polish.guard import edit_messages, max_tokens, polish_messages, words
 from ui.qt_compat import emit
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,7 @@ class Outcome:
 class _Job:
     seq: int
     raw: str
-    check: Callable[[str], Verdict]
+    check: Callable[[Reply], Verdict]
     deliver: Callable[[Outcome], None]
     sent_at: float
     outcome: Outcome | None = None
@@ -117,17 +117,18 @@ class Polisher(QObject):
 
     def polish(self, raw: str, preset: str, custom: str,
                deliver: Callable[[Outcome], None]) -> None:
-        tokens = 3 * len(words(raw)) + 64  # an answer much longer than that is rejected anyway
         self._submit(polish_messages(raw, preset, custom), raw,
-                     lambda answer: check_polish(raw, answer, preset), tokens, deliver)
+                     lambda reply: check_polish(raw, reply.text, preset, reply.truncated),
+                     max_tokens(raw, preset), deliver)
 
     def edit(self, selection: str, command: str, deliver: Callable[[Outcome], None]) -> None:
         tokens = 4 * len(words(selection)) + 128
         self._submit(edit_messages(selection, command), selection,
-                     lambda answer: check_edit(selection, answer), tokens, deliver)
+                     lambda reply: check_edit(selection, reply.text, reply.truncated), tokens,
+                     deliver)
 
     def _submit(self, messages: list[dict[str, str]], raw: str,
-                check: Callable[[str], Verdict], max_tokens: int,
+                check: Callable[[Reply], Verdict], tokens: int,
                 deliver: Callable[[Outcome], None]) -> None:
         config = self.config()
         self._seq += 1
@@ -137,19 +138,19 @@ class Polisher(QObject):
         job.timer.setSingleShot(True)
         job.timer.timeout.connect(lambda: self._expire(job))
         job.timer.start(int(config.budget_s * 1000))
-        threading.Thread(target=self._ask, args=(job.seq, config, messages, max_tokens),
+        threading.Thread(target=self._ask, args=(job.seq, config, messages, tokens),
                          name="sottovoce-polish", daemon=True).start()
 
     def _ask(self, seq: int, config: ServerConfig, messages: list[dict[str, str]],
-             max_tokens: int) -> None:
+             tokens: int) -> None:
         """Worker thread: one request, its answer (or its error) back to the GUI thread."""
-        result: str | PolishError
+        result: Reply | PolishError
         try:
             client = self._client(config)
             # The socket gives up some time after the budget: the thread always ends, the GUI
             # thread's timer has delivered the raw text long before, and a late answer shows
             # in the log (how late) instead of as a timeout.
-            result = client.complete(messages, config.budget_s + LATE_WAIT_S, max_tokens)
+            result = client.complete(messages, config.budget_s + LATE_WAIT_S, tokens)
         except PolishError as exc:
             result = exc
         except Exception as exc:  # noqa: BLE001 - the thread's top: report, never die silently
@@ -207,12 +208,13 @@ class Polisher(QObject):
             job.outcome = Outcome(job.raw, False, "error", str(result), ms,
                                   (sent, ("polish_failed", now)))
         else:
-            verdict = job.check(str(result))
+            assert isinstance(result, Reply)
+            verdict = job.check(result)
             if verdict.ok:
                 job.outcome = Outcome(verdict.text, True, llm_ms=ms,
                                       stages=(sent, ("polish_done", now)))
             else:
-                log.info("AI polish answer rejected (%s): %r", verdict.cause, str(result)[:200])
+                log.info("AI polish answer rejected (%s): %r", verdict.cause, result.text[:200])
                 job.outcome = Outcome(job.raw, False, verdict.cause, verdict.detail, ms,
                                       (sent, ("polish_rejected", now)))
         self._flush()

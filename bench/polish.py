@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import os
 import statistics
 import sys
 import time
@@ -37,7 +38,7 @@ sys.path.insert(0, str(REPO))
 from polish_server import API_KEY, MODEL_ALIAS, llama_server  # noqa: E402
 
 from engine.polish import ChatClient, PolishError, check_polish, polish_messages  # noqa: E402
-from engine.polish.guard import CAUSES, words  # noqa: E402
+from engine.polish.guard import CAUSES, max_tokens  # noqa: E402
 
 MANIFESTS = {"tests": REPO / "tests" / "audio" / "manifest.jsonl",
              "eval": Path("/work/shared/audio-eval/manifest.jsonl")}
@@ -62,18 +63,18 @@ def run_preset(client: ChatClient, texts: list[str], preset: str,
     for text in texts:
         started = time.monotonic()
         try:
-            answer = client.complete(polish_messages(text, preset), 60.0,
-                                     3 * len(words(text)) + 64)
+            reply = client.complete(polish_messages(text, preset), 60.0,
+                                    max_tokens(text, preset))
         except PolishError as exc:
             causes["error"] += 1
             examples.setdefault("error", {"raw": text, "answer": str(exc)})
             continue
         ms = 1000 * (time.monotonic() - started)
         latencies.append(ms)
-        verdict = check_polish(text, answer, preset)
+        verdict = check_polish(text, reply.text, preset, reply.truncated)
         cause = "used" if verdict.ok else verdict.cause
         causes[cause] += 1
-        examples.setdefault(cause, {"raw": text, "answer": answer})
+        examples.setdefault(cause, {"raw": text, "answer": reply.text})
     n = len(texts)
     over = sum(ms > budget_s * 1000 for ms in latencies)
     return {
@@ -117,12 +118,8 @@ def main() -> None:
         client.complete(polish_messages("Warm up.", "clean"), 60.0, 16)
         for preset in args.presets.split(","):
             rows.append(run_preset(client, texts, preset.strip(), args.budget))
-    try:
-        import os
-
-        load = os.getloadavg()[0]
-    except OSError:
-        load = float("nan")
+        client.close()
+    load = os.getloadavg()[0]
     print(f"AI polish through llama-cpp-python + SmolLM2-135M-Instruct Q4_1, {len(texts)} "
           f"finals of the {args.corpus} corpus, budget {args.budget:g} s, load {load:.1f}")
     print_table(rows, args.budget)

@@ -20,6 +20,7 @@ from engine.polish.guard import (
     check_edit,
     check_polish,
     edit_messages,
+    max_tokens,
     polish_messages,
     words,
 )
@@ -44,6 +45,9 @@ def test_a_clean_up_of_what_was_said_passes() -> None:
     ("I'm sorry, but I can't help with that.", "refusal"),
     ("Sure, here is the cleaned-up text: I think we should meet tomorrow at noon.", "preamble"),
     ("Here's the rewritten text:\nI think we should meet tomorrow at noon.", "preamble"),
+    ("The original text is:\n<dictation>I think we should meet tomorrow at noon to talk "
+     "about the budget.</dictation>", "preamble"),
+    ("I think we should meet.", "length"),
     ("Meet.", "length"),
     ("Whiskers soft and purring low, the cat sleeps where the sunbeams go, dreaming of a "
      "mouse.", "words"),
@@ -52,6 +56,12 @@ def test_an_answer_that_is_not_a_rewrite_is_rejected_with_its_cause(answer: str,
                                                                      cause: str) -> None:
     verdict = check_polish(DICTATED, answer)
     assert (verdict.ok, verdict.cause, verdict.text) == (False, cause, DICTATED)
+
+
+def test_an_answer_cut_at_the_token_limit_is_rejected() -> None:
+    cut = "I think we should meet tomorrow at noon to talk about the"
+    assert check_polish(DICTATED, cut, truncated=True).cause == "length"
+    assert check_edit("hello there", "Bonjour", truncated=True).cause == "length"
 
 
 def test_a_dictation_that_itself_opens_like_a_preamble_may_keep_it() -> None:
@@ -206,11 +216,12 @@ def _sent(controller, monkeypatch) -> list[str]:  # type: ignore[no-untyped-def]
     return sent
 
 
-def _server_answer(url: str, messages: list[dict[str, str]]) -> str:
+def _server_answer(url: str, messages: list[dict[str, str]], tokens: int = 512):  # type: ignore[no-untyped-def]
+    """The server's reply to the same request the app made."""
     from app.polish import load_key
     from engine.polish import ChatClient
 
-    return ChatClient(url, MODEL_ALIAS, load_key(url)).complete(messages, 120.0)
+    return ChatClient(url, MODEL_ALIAS, load_key(url)).complete(messages, 120.0, tokens)
 
 
 def _record(name: str, data: dict[str, object]) -> None:
@@ -228,8 +239,9 @@ def test_a_dictation_lands_the_servers_checked_answer(qtbot, make_controller, ll
     sent = _sent(controller, monkeypatch)
     target = _field(qtbot)
     inserted = _dictate(qtbot, controller, target)
-    answer = _server_answer(llm, polish_messages(sent[0], "clean"))
-    verdict = check_polish(sent[0], answer)
+    reply = _server_answer(llm, polish_messages(sent[0], "clean"), max_tokens(sent[0]))
+    answer = reply.text
+    verdict = check_polish(sent[0], answer, "clean", reply.truncated)
     _record("dictation", {"raw": sent[0], "answer": answer, "verdict": verdict.cause or "ok",
                           "inserted": inserted})
     assert verdict.ok, f"the server's answer failed the check: {verdict.detail} ({answer!r})"
@@ -248,8 +260,9 @@ def test_a_dictated_instruction_is_inserted_as_the_users_words(qtbot, make_contr
     sent = _sent(controller, monkeypatch)
     target = _field(qtbot)
     inserted = _dictate(qtbot, controller, target)
-    answer = _server_answer(llm, polish_messages(sent[0], "clean"))
-    verdict = check_polish(sent[0], answer)
+    reply = _server_answer(llm, polish_messages(sent[0], "clean"), max_tokens(sent[0]))
+    answer = reply.text
+    verdict = check_polish(sent[0], answer, "clean", reply.truncated)
     _record("injection", {"dictated": INJECTION, "raw": sent[0], "server_answer": answer,
                           "guard": verdict.cause or "ok", "detail": verdict.detail,
                           "inserted": inserted})
@@ -294,8 +307,10 @@ def test_a_voice_edit_replaces_the_selection_in_a_text_field(qtbot, make_control
     assert controller.control_command("edit release") == "ok edit waiting"
     qtbot.waitUntil(lambda: controller.voice_edit.last_result is not None, timeout=120000)
     qtbot.wait(700)
-    answer = _server_answer(llm, edit_messages(selection, command))
-    verdict = check_edit(selection, answer)
+    tokens = 4 * len(words(selection)) + 128
+    reply = _server_answer(llm, edit_messages(selection, command), tokens)
+    answer = reply.text
+    verdict = check_edit(selection, answer, reply.truncated)
     _record("voice-edit", {"selection": selection, "command": command, "answer": answer,
                            "field": target.toPlainText()})
     assert verdict.ok and controller.voice_edit.last_result[0] is True

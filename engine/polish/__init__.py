@@ -7,7 +7,7 @@ HTTP adapter (httpx, the only importer). Threads and the time budget live in the
 (app/polish.py): nothing here waits longer than the timeout it is given.
 """
 
-from engine.polish.client import ChatClient, PolishError
+from engine.polish.client import ChatClient, PolishError, Reply
 from engine.polish.guard import (
     PRESETS,
     Verdict,
@@ -17,5 +17,5 @@ from engine.polish.guard import (
     polish_messages,
 )
 
-__all__ = ["PRESETS", "ChatClient", "PolishError", "Verdict", "check_edit", "check_polish",
+__all__ = ["PRESETS", "ChatClient", "PolishError", "Reply", "Verdict", "check_edit", "check_polish",
            "edit_messages", "polish_messages"]

@@ -10,6 +10,7 @@ what went wrong in words.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from engine.errors import EngineError, missing_dependency
@@ -19,6 +20,14 @@ log = logging.getLogger(__name__)
 
 class PolishError(EngineError):
     """The LLM server could not give an answer (down, too slow, an error, not OpenAI-like)."""
+
+
+@dataclass(frozen=True)
+class Reply:
+    """The assistant's text; ``truncated``: it stopped at max_tokens (cut short)."""
+
+    text: str
+    truncated: bool = False
 
 
 def _httpx() -> Any:
@@ -68,17 +77,18 @@ class ChatClient:
                               f"server?): {reply.text[:80]!r}") from exc
 
     def complete(self, messages: list[dict[str, str]], timeout_s: float,
-                 max_tokens: int = 512) -> str:
+                 max_tokens: int = 512) -> Reply:
         """The assistant's reply to ``messages`` (temperature 0: the same text, the same answer)."""
         body = {"model": self.model, "messages": messages, "temperature": 0,
                 "max_tokens": max_tokens, "stream": False}
         data = self._request("POST", "/chat/completions", timeout_s, body)
         try:
-            content = data["choices"][0]["message"]["content"]
+            choice = data["choices"][0]
+            content = choice["message"]["content"]
         except (KeyError, IndexError, TypeError) as exc:
             raise PolishError(f"{self.base_url} answered something that is not a chat "
                               f"completion: {str(data)[:80]}") from exc
-        return str(content or "")
+        return Reply(str(content or ""), choice.get("finish_reason") == "length")
 
     def check(self, timeout_s: float = 5.0) -> str:
         """"Test connection": one line saying what the server offers, or PolishError. Lists the

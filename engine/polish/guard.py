@@ -55,6 +55,8 @@ _PREAMBLE = re.compile(
     r"^\W*((sure|certainly|of course|absolutely|okay|ok)\b\s*[!,.:]"
     r"|(here(?:'s| is| are)|below is|the (?:rewritten|corrected|cleaned[- ]up|polished|revised|"
     r"edited) (?:text|version|message))\b[^\n]{0,80}?(:|\n))", re.IGNORECASE)
+# "The rewritten text is:\n...": a first line that only announces what follows.
+_ANNOUNCE = re.compile(r"^[^\n]{0,80}:\s*\n\s*\S")
 _TAGS = re.compile(r"</?\s*(dictation|text)\s*>", re.IGNORECASE)
 _WORD = re.compile(r"[\w']+")
 
@@ -70,7 +72,8 @@ class Limits:
     own: float  # share of the answer's distinct words found in the input
 
 
-CLEAN_LIMITS = Limits(longer=1.5, shorter=0.5, slack=3, kept=0.5, own=0.6)
+# A clean-up drops fillers and repeats (rarely a third of the words) and adds punctuation.
+CLEAN_LIMITS = Limits(longer=1.3, shorter=0.6, slack=3, kept=0.7, own=0.7)
 FORMAT_LIMITS = Limits(longer=2.5, shorter=0.3, slack=15, kept=0.4, own=0.35)
 LIMITS = {"clean": CLEAN_LIMITS, "message": CLEAN_LIMITS}
 
@@ -110,6 +113,13 @@ def edit_messages(selection: str, command: str) -> list[dict[str, str]]:
              "content": f"Instruction: {command.strip()}\n<text>\n{_as_data(selection)}\n</text>"}]
 
 
+def max_tokens(raw: str, preset: str = "clean") -> int:
+    """Room for the longest answer `check_polish` accepts (about 1.6 tokens a word): a server
+    that runs on is stopped there, not at the time budget."""
+    limits = LIMITS.get(preset, FORMAT_LIMITS)
+    return int(1.6 * (limits.longer * len(words(raw)) + limits.slack)) + 16
+
+
 def words(text: str) -> list[str]:
     return [w.lower().strip("'") for w in _WORD.findall(text)]
 
@@ -130,9 +140,16 @@ def _opening(text: str, pattern: re.Pattern[str], raw: str) -> bool:
     return bool(pattern.match(text)) and words(text)[:2] != words(raw)[:2]
 
 
-def check_polish(raw: str, answer: str, preset: str = "clean") -> Verdict:
-    """Whether ``answer`` may replace the dictated ``raw`` text (see the module's notes)."""
+def check_polish(raw: str, answer: str, preset: str = "clean",
+                 truncated: bool = False) -> Verdict:
+    """Whether ``answer`` may replace the dictated ``raw`` text (see the module's notes).
+    ``truncated``: the server stopped at the token limit (the answer is cut short)."""
+    if _ANNOUNCE.match(answer.strip()) and not _ANNOUNCE.match(raw.strip()):
+        return Verdict(False, raw, "preamble",
+                       f"the answer opens with a preamble: {answer.strip()[:40]!r}")
     text = clean_answer(answer)
+    if truncated:
+        return Verdict(False, raw, "length", "the answer ran past the token limit")
     if not text:
         return Verdict(False, raw, "empty", "the server's answer was empty")
     if _opening(text, _REFUSAL, raw):
@@ -157,9 +174,12 @@ def check_polish(raw: str, answer: str, preset: str = "clean") -> Verdict:
     return Verdict(True, text)
 
 
-def check_edit(selection: str, answer: str) -> Verdict:
-    """Whether a voice edit's ``answer`` may replace the selection: not empty, not a refusal."""
+def check_edit(selection: str, answer: str, truncated: bool = False) -> Verdict:
+    """Whether a voice edit's ``answer`` may replace the selection: not empty, not a refusal,
+    not cut short at the token limit."""
     text = clean_answer(answer)
+    if truncated:
+        return Verdict(False, selection, "length", "the answer ran past the token limit")
     if not text:
         return Verdict(False, selection, "empty", "the server's answer was empty")
     if _opening(text, _REFUSAL, selection):
