@@ -16,7 +16,7 @@ SUBCOMMAND_MODULES = (
     "app.commands.transcribe",  # sottovoce transcribe FILE...
     "app.commands.listen",  # sottovoce listen
     "app.commands.serve",  # sottovoce serve
-    "app.commands.control",  # sottovoce toggle | ptt press|release | paste-last
+    "app.commands.control",  # sottovoce toggle | ptt press|release | paste-last | edit press|release
     "app.commands.doctor",  # sottovoce doctor
     "app.commands.models",  # sottovoce models list | download NAME | remove NAME
     "app.commands.export",  # sottovoce export SESSION (caption sessions as TXT/SRT/VTT/JSON)

@@ -3,7 +3,8 @@
 `sottovoce ptt release`, which send one line here.
 
 Protocol: the client connects, sends one command line ("toggle", "ptt press", "ptt release",
-"status", "copy", "paste-last": insert the last dictated text again), reads one reply line
+"status", "copy", "paste-last": insert the last dictated text again, "edit press" / "edit
+release": a voice edit of the selection, app.voice_edit), reads one reply line
 ("ok ..." or "error ..."), and closes. The socket is a
 Unix domain socket in the user's runtime dir (owner-only), so only this user can drive the app.
 The server side is a QLocalServer on the GUI thread: no extra thread, no polling.

@@ -14,7 +14,7 @@ import struct
 import tempfile
 from pathlib import Path
 
-COMMANDS = ("toggle", "ptt press", "ptt release", "status", "copy", "paste-last",
+COMMANDS = ("toggle", "ptt press", "ptt release", "status", "copy", "paste-last", "edit press", "edit release",
             "captions older", "captions newer", "captions live")
 CLIENT_TIMEOUT_S = 3.0
 MAX_LINE = 256

@@ -30,8 +30,11 @@ from app.import_flow import ImportFlow, RunnerFactory, import_runner
 from app.import_host import ImportHost, engine_finished
 from app.inject import TextInjector, copy_to_clipboard
 from app.latency_trace import breakdown, describe
+from app.polish import Outcome, Polisher, ServerConfig
+from app.profiles import DictationTarget
 from app.session import Session
 from app.settings import ENGINE_FIELDS, Settings, save_settings, with_changes
+from app.voice_edit import VoiceEdit
 from engine.atomic import OutputWriteError
 from engine.dictation import Insertion
 from engine.events import (
@@ -43,6 +46,7 @@ from engine.events import (
     PartialText,
     Translation,
 )
+from engine.journal import Journal, JournalError
 from engine.languages import LANGUAGES, language_name, next_language, parse_languages
 from engine.model_catalog import installed, is_english_only
 from engine.vocabulary import parse as parse_vocabulary
@@ -72,6 +76,7 @@ class Controller(ImportHost):
     _hotkey_action = Signal(str)  # from the pynput thread, delivered queued
     language_shown = Signal(str, bool)  # the current language in words; whether it can cycle
     _language_tapped = Signal(str)  # the language hotkey (pynput thread), delivered queued
+    _edit_action = Signal(str)  # the command (voice edit) hotkey, likewise
 
     def __init__(self, settings: Settings, options: LaunchOptions | None = None,
                  engine_factory: EngineFactory = make_engine,
@@ -86,6 +91,9 @@ class Controller(ImportHost):
         self.talking = False
         self._hotkey: GlobalHotkey | None = None
         self._language_hotkey: GlobalHotkey | None = None
+        self._edit_hotkey: GlobalHotkey | None = None
+        self._polish_journal: Journal | None = None  # polish lines beside the engine's journal
+        self._injection_note = ""  # said with the next insertion's message (a skipped polish)
         self.session = Session()
         self.text = TextWorker(self)  # rules, commands, joining: off the GUI thread
         self.bridge = EngineBridge(self)
@@ -105,6 +113,9 @@ class Controller(ImportHost):
         self._connect()
         self.dictation = Dictation(self)  # paste-last, cues, hands-free, per-app profiles
         self.desktop = DesktopRoutes(self, self)  # Wayland/X11 hotkey and insertion routes
+        self.polisher = Polisher(self.polish_config, parent=self)  # AI polish (app.polish)
+        self.voice_edit = VoiceEdit(self, self)  # voice edits of a selection
+        self._edit_action.connect(self.voice_edit.on_command)
 
     # -- setup ---------------------------------------------------------------------------------
     def _connect(self) -> None:
@@ -162,6 +173,7 @@ class Controller(ImportHost):
             return
         self.dictation.start_hotkey()
         self.start_language_hotkey()
+        self.start_edit_hotkey()
 
     def start_language_hotkey(self) -> None:
         """The chord that cycles the language (none when the setting is "")."""
@@ -178,6 +190,26 @@ class Controller(ImportHost):
             log.warning("language hotkey unavailable: %s", exc)
             return
         self._language_hotkey = hotkey
+
+    def start_edit_hotkey(self) -> None:
+        """Listen for the voice-edit chord while AI polish is on (and the chord is set)."""
+        if self._edit_hotkey is not None:
+            self._edit_hotkey.stop()
+            self._edit_hotkey = None
+        s = self.settings
+        if not (s.polish and s.command_hotkey) or not self.options.enable_hotkey:
+            return
+        hotkey = GlobalHotkey(s.command_hotkey, "hold", forwarder(self._edit_action, 1))
+        try:
+            hotkey.start()
+        except HotkeyUnavailableError as exc:
+            log.warning("voice-edit hotkey unavailable: %s", exc)
+            return
+        self._edit_hotkey = hotkey
+
+    def polish_config(self) -> ServerConfig:
+        s = self.settings
+        return ServerConfig(s.polish_url, s.polish_model, s.polish_budget_s)
 
     # -- engine lifecycle ----------------------------------------------------------------------
     def engine_config(self) -> EngineConfig:
@@ -346,6 +378,8 @@ class Controller(ImportHost):
             return
         if action == "press" and not self.talking:
             self.talking = True
+            if self.settings.polish:
+                self.polisher.prepare()  # key and connection ready before the final
             self.dictation.on_press(hands_free)
             self.dictation.pressed_at(self.engine.begin_utterance())
         elif action == "release" and self.talking:
@@ -370,6 +404,8 @@ class Controller(ImportHost):
             {"older": self.captions.scroll_older, "newer": self.captions.scroll_newer,
              "live": self.captions.scroll_to_live}[direction]()
             return f"ok captions {self.captions.scrolled_back} back"
+        if command.startswith("edit "):
+            return self.voice_edit.on_command(command.split()[1])
         self.on_ptt("toggle" if command == "toggle" else command.split()[1])
         return f"ok talking={int(self.talking)}"
 
@@ -389,6 +425,9 @@ class Controller(ImportHost):
                  event.utterance_id, event.latency_ms, event.after_speech_end_ms, event.text)
         released = [("release", self._released_at)] if self._released_at is not None else []
         self._released_at = None
+        if self.voice_edit.take(event.text):
+            self._stages = [*released, *event.stages, ("received", received)]
+            return  # the spoken instruction of a voice edit (app.voice_edit)
         # In push-to-talk mode every final was dictated on purpose and goes into the focused
         # app, as that app's profile says (app.dictation); in captions mode text only shows
         # on screen (replacement rules, no commands). The text pipeline runs on the text
@@ -402,10 +441,53 @@ class Controller(ImportHost):
         for problem in done.out.problems:  # a replacement rule skipped: the user's to fix
             log.warning("%s", problem)
             self.window.show_message(problem, 20000)
-        self._show_final(done.final, done.out)
-        if done.target is not None and self.dictation.insert(done.out, done.target):
+        event, out, target = done.final, done.out, done.target
+        self._show_final(event, out)
+        if target is None:
+            pass  # captions mode: shown, nothing inserted
+        elif target.polish != "off" and out.text.strip() and out.delete_chars == 0:
+            stages, self._stages = self._stages, []
+            self.polisher.polish(
+                out.text.strip(), target.polish, self.settings.polish_custom,
+                lambda outcome: self._insert_polished(event, out, target, outcome, stages))
+            return  # inserted when the answer is in, or the budget is spent
+        elif self.dictation.insert(out, target):
             return  # the breakdown is shown when the insertion is done
         self._show_breakdown()
+
+    def _insert_polished(self, event: FinalText, out: Insertion, target: DictationTarget,
+                         outcome: Outcome, stages: list[tuple[str, float]]) -> None:
+        """A final's AI polish is done (answered and checked, rejected, failed or out of time):
+        insert its outcome, with the joining whitespace the text pipeline gave the raw text."""
+        text = out.text
+        if outcome.ok:
+            lead = text[:len(text) - len(text.lstrip())]
+            text = lead + outcome.text + text[len(text.rstrip()):]
+        else:  # the user sees why, with the insertion's own message (_on_injected)
+            self._injection_note = outcome.describe()
+            self.window.show_message(self._injection_note, 10000)
+        self.window.latency.set_polish(outcome.llm_ms, outcome.reason, outcome.describe())
+        self._journal_polish(event.utterance_id, out.text.strip(), outcome)
+        self.session.set_stages(event.utterance_id, (*event.stages, *outcome.stages))
+        self._stages = [*stages, *outcome.stages]
+        if not self.dictation.insert(Insertion(text, out.delete_chars, out.shown, out.unshown),
+                                     target):
+            self._show_breakdown()
+
+    def _journal_polish(self, utterance_id: int, raw: str, outcome: Outcome) -> None:
+        """History keeps both texts: a polish line beside the engine's line for the final."""
+        path = getattr(self.engine, "journal_path", None)
+        if not path:
+            return
+        where = Path(path)
+        if self._polish_journal is None or self._polish_journal.path != where:
+            self._polish_journal = Journal(where.stem, where.parent)
+        try:
+            self._polish_journal.append_polish(
+                utterance_id, raw, outcome.text if outcome.ok else None,
+                "" if outcome.ok else f"{outcome.reason}: {outcome.detail}")
+        except JournalError as exc:
+            log.warning("%s", exc)
 
     def _show_final(self, event: FinalText, out: Insertion) -> None:
         for text in out.unshown:  # "scratch that"
@@ -453,12 +535,11 @@ class Controller(ImportHost):
 
     def _on_injected(self, ok: bool, message: str) -> None:
         self.last_injection = (ok, message)
-        if ok:
-            log.info("%s", message)
-            self.window.show_message(message, 3000)
-        else:
-            log.warning("%s", message)
-            self.window.show_message(message, 20000)
+        note, self._injection_note = self._injection_note, ""
+        if note:
+            message = f"{message} · {note}"
+        (log.info if ok else log.warning)("%s", message)
+        self.window.show_message(message, 3000 if ok and not note else 20000)
         self._show_breakdown(self.injector.timings)
 
     # -- export and settings -------------------------------------------------------------------
@@ -523,6 +604,9 @@ class Controller(ImportHost):
             self.start_hotkey()
         elif old.paste_last_hotkey != new.paste_last_hotkey and self._hotkey:
             self.dictation.start_hotkey()
+        if (old.polish, old.command_hotkey) != (new.polish, new.command_hotkey) and self._hotkey:
+            self.start_edit_hotkey()
+        self.polisher.close()  # the server, model or its API key may have changed
         if self.desktop.portal_hotkey is not None:
             self.desktop.portal_hotkey.machine.mode = new.hotkey_mode
             if old.hotkey != new.hotkey:  # the desktop owns the keys: open its dialog
@@ -564,6 +648,11 @@ class Controller(ImportHost):
             if hotkey is not None:
                 hotkey.stop()
         self.desktop.stop()
+        if self._edit_hotkey is not None:
+            self._edit_hotkey.stop()
+        if self._polish_journal is not None:
+            self._polish_journal.close()
+        self.polisher.close()
         self.dictation.shutdown()
         self.imports.shutdown()
         self.stop_engine()

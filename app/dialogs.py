@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
 
 from app.controller import Controller
 from app.file_import import MEDIA_SUFFIXES, source_name
+from app.polish import ConnectionTest, key_account
 from app.session import save_export
 from app.settings import (
     BACKENDS,
@@ -25,6 +26,7 @@ from app.settings import (
     Settings,
 )
 from engine.events import FinalText
+from engine.polish.guard import PRESET_NAMES
 from engine.remote.secrets import KeyringUnavailableError, keyring_status, store_api_key
 from engine.types import seconds_to_samples
 from ui.caption_export_dialog import CaptionExportDialog
@@ -35,7 +37,8 @@ log = logging.getLogger(__name__)
 
 SETTINGS_CHOICES = SettingsChoices(
     backends=BACKENDS, devices=DEVICES, listen_modes=LISTEN_MODES, hotkey_modes=HOTKEY_MODES,
-    inject_modes=INJECT_MODES, paste_keys=PASTE_KEYS, text_styles=TEXT_STYLES)
+    inject_modes=INJECT_MODES, paste_keys=PASTE_KEYS, text_styles=TEXT_STYLES,
+    polish_presets=PRESET_NAMES)
 
 FILTERS = {"txt": "Text (*.txt)", "srt": "SubRip subtitles (*.srt)",
            "vtt": "WebVTT subtitles (*.vtt)", "json": "JSON with word timings (*.json)"}
@@ -52,8 +55,13 @@ def settings_dialog(settings: Settings, keyring: str, parent: QWidget | None = N
         return replace(settings, **changes)
 
     choices = replace(SETTINGS_CHOICES, playing_apps=tuple(app_names()))
-    return SettingsDialog(settings, choices, apply, keyring,
-                          setup or setup_services(), parent, desktop)
+    dialog = SettingsDialog(settings, choices, apply, keyring,
+                            setup or setup_services(), parent, desktop)
+    tester = ConnectionTest(dialog)  # "Test connection" on the AI polish page, off the GUI thread
+    page = dialog.polish_page
+    page.test_requested.connect(lambda url, model, key: tester.run(url, model, key or None))
+    tester.done.connect(page.show_test_result)
+    return dialog
 
 
 def app_names() -> list[str]:
@@ -68,10 +76,13 @@ def app_names() -> list[str]:
         return []
 
 
-def journal_sessions() -> list[tuple[str, Path, str]]:
+def journal_sessions(raw_texts: dict[Path, list[str | None]] | None = None
+                     ) -> list[tuple[str, Path, str]]:
     """(label, path, text) of each journal session, newest first. A damaged file costs only its
     damaged lines (the label says how many were skipped); one that cannot be read at all is left
-    out with a warning in the log, and the other sessions are still listed."""
+    out with a warning in the log, and the other sessions are still listed. An AI-polished
+    utterance's line is the polished text; ``raw_texts`` (when given) gets each session's raw
+    texts, line by line (None where the line was not polished)."""
     from engine.journal import is_caption_session, list_sessions, read_journal_report
 
     sessions = []
@@ -84,8 +95,11 @@ def journal_sessions() -> list[tuple[str, Path, str]]:
         entries = report.entries
         if not entries:
             continue
-        text = "\n".join((f"{e.source}: " if e.source else "") + e.text.strip()
+        text = "\n".join((f"{e.source}: " if e.source else "")
+                         + (e.polished or e.text).strip().replace("\n", " ")
                          for e in entries)
+        if raw_texts is not None:
+            raw_texts[path] = [e.raw if e.polished else None for e in entries]
         when = entries[0].written_at[:16].replace("T", " ")
         words = sum(len(e.text.split()) for e in entries)
         source = source_name(path.stem)  # imported files are named after the file
@@ -147,11 +161,13 @@ class DialogActions(QObject):
 
     def show_history(self) -> None:
         try:
-            sessions = journal_sessions()
+            raw_texts: dict[Path, list[str | None]] = {}
+            sessions = journal_sessions(raw_texts)
         except (ImportError, OSError) as exc:
             QMessageBox.warning(self.window, "History unavailable", str(exc))
             return
-        dialog = HistoryDialog(sessions, self.window)
+        dialog = HistoryDialog(sessions, self.window, raw_texts)
+        dialog.reinsert_requested.connect(self.reinsert)
         dialog.reopen_requested.connect(self.reopen)
         dialog.export_requested.connect(lambda path: self.export_session(path, dialog))
         dialog.copied.connect(lambda text: self.window.show_message(
@@ -188,6 +204,12 @@ class DialogActions(QObject):
             return
         self.window.show_message(f"Saved {target}", 5000)
 
+    def reinsert(self, text: str) -> None:
+        """A past text (polished or raw) becomes what paste-last inserts next."""
+        self.controller.dictation.last_text = text
+        chord = self.controller.settings.paste_last_hotkey or "the tray's Paste last text"
+        self.window.show_message(f"Press {chord} in the application to insert it", 10000)
+
     def reopen(self, path: Path) -> None:
         """Show a past session in the main window, where it can be copied and exported."""
         try:
@@ -220,5 +242,11 @@ class DialogActions(QObject):
                 store_api_key(new.remote_url, key)
             except KeyringUnavailableError as exc:
                 QMessageBox.warning(self.window, "API key not saved", str(exc))
+        llm_key = dialog.polish_page.new_api_key()
+        if llm_key:
+            try:
+                store_api_key(key_account(new.polish_url), llm_key)
+            except KeyringUnavailableError as exc:
+                QMessageBox.warning(self.window, "LLM API key not saved", str(exc))
         self.controller.apply_settings(new)
         self.window.show_message("Settings saved", 3000)

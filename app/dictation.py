@@ -143,7 +143,8 @@ class Dictation(QObject):
             log.warning("app profiles: %s", exc)
             profile = NO_PROFILE
         return dictation_target(profile, s.inject_mode, s.text_style, s.spoken_commands,
-                                names[-1] if names else None)
+                                names[-1] if names else None,
+                                s.polish_preset if s.polish else "off")
 
     def insert(self, out: Insertion, target: DictationTarget) -> bool:
         """Insert a dictated final (the text pipeline's `Insertion`: characters to delete

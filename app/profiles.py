@@ -6,9 +6,11 @@
     slack: style=chat
     xterm: insert=type, commands=off
     code: vocabulary=work
+    thunderbird: polish=email
 
 keys: ``insert`` (paste | type | off), ``style`` (sentence | chat), ``vocabulary`` (a named set:
-a ``[name]`` header in `Settings.vocabulary`), ``commands`` (on | off). A key left out keeps the
+a ``[name]`` header in `Settings.vocabulary`), ``commands`` (on | off), ``polish`` (off | clean | message | email | list | custom: the AI
+polish instruction, app.polish; it applies only while polish is on in the settings). A key left out keeps the
 global setting. The class is matched case-insensitively against either half of WM_CLASS
 (instance or class name: ``xterm`` and ``XTerm`` both match xterm).
 
@@ -24,13 +26,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from engine.polish.guard import PRESET_NAMES
 from engine.vocabulary import Vocabulary, VocabularyError
 from engine.vocabulary import parse as parse_vocabulary
 
 INSERT_MODES = ("paste", "type", "off")
 STYLES = ("sentence", "chat")
 SWITCHES = {"on": True, "off": False}
-KEYS = ("insert", "style", "vocabulary", "commands")
+KEYS = ("insert", "style", "vocabulary", "commands", "polish")
+POLISH = ("off", *PRESET_NAMES)
 
 
 class ProfileError(ValueError):
@@ -46,6 +50,7 @@ class AppProfile:
     style: str | None = None  # "sentence" | "chat"
     vocabulary: str | None = None  # a named vocabulary set
     commands: bool | None = None  # spoken commands on/off
+    polish: str | None = None  # "off" or an AI polish preset
 
 
 NO_PROFILE = AppProfile()
@@ -114,12 +119,13 @@ def _parse_line(line: str, number: int, known: set[str] | None) -> AppProfile:
     insert = _choice(where, "insert", values.get("insert"), INSERT_MODES)
     style = _choice(where, "style", values.get("style"), STYLES)
     commands = _choice(where, "commands", values.get("commands"), tuple(SWITCHES))
+    polish = _choice(where, "polish", values.get("polish"), POLISH)
     vocabulary = values.get("vocabulary")
     if vocabulary is not None and known is not None and vocabulary.lower() not in known:
         sets = ", ".join(sorted(known)) or "none: add a [name] line to the vocabulary"
         raise ProfileError(f"{where}: no vocabulary set named {vocabulary!r} (sets: {sets})")
     return AppProfile(window_class=name, insert=insert, style=style, vocabulary=vocabulary,
-                      commands=None if commands is None else SWITCHES[commands])
+                      commands=None if commands is None else SWITCHES[commands], polish=polish)
 
 
 def _choice(where: str, key: str, value: str | None, allowed: tuple[str, ...]) -> str | None:
@@ -160,13 +166,17 @@ class DictationTarget:
     style: str
     commands: bool
     vocabulary: str | None
+    polish: str = "off"  # "off" or the AI polish preset for this insertion
 
 
 def dictation_target(profile: AppProfile, insert: str, style: str, commands: bool,
-                     window_class: str | None = None) -> DictationTarget:
-    """The profile's choices, each falling back to the global setting given."""
+                     window_class: str | None = None, polish: str = "off") -> DictationTarget:
+    """The profile's choices, each falling back to the global setting given (``polish``: the
+    settings' preset when polish is on, else "off"; a profile cannot turn it on while the
+    settings have it off)."""
     return DictationTarget(
         window_class=window_class or profile.window_class,
         insert=profile.insert or insert, style=profile.style or style,
         commands=commands if profile.commands is None else profile.commands,
-        vocabulary=profile.vocabulary)
+        vocabulary=profile.vocabulary,
+        polish="off" if polish == "off" else (profile.polish or polish))

@@ -5,6 +5,7 @@ export says which passages are suspect."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from engine.events import FinalText
@@ -31,6 +32,12 @@ class Session:
         before = len(self.finals)
         self.add(final, segment.flags)
         return final if len(self.finals) > before else None
+
+    def set_stages(self, utterance_id: int, stages: tuple[tuple[str, float], ...]) -> None:
+        """A kept final's steps, once the app added its own (AI polish: app.controller)."""
+        for index, final in enumerate(self.finals):
+            if final.utterance_id == utterance_id:
+                self.finals[index] = replace(final, stages=stages)
 
     def remove_last(self, count: int = 1) -> None:
         """Drop the last `count` utterances ("scratch that" took them back)."""

@@ -27,6 +27,7 @@ from engine.atomic import OutputWriteError, atomic_write_text, private_dir
 from engine.dictation.rules import parse_rules
 from engine.languages import LANGUAGES, parse_languages
 from engine.paths import config_dir
+from engine.polish.guard import PRESET_NAMES
 from engine.vocabulary import parse as parse_vocabulary
 
 log = logging.getLogger(__name__)
@@ -99,6 +100,17 @@ class Settings:
       caption_font_family ("" default sans), caption_background "box" or "outline",
       caption_opacity (the box's, 0-100), caption_dock "bottom", "top" or "floating",
       caption_click_through, caption_mask_profanity (off by default).
+
+    AI polish (optional, off by default; engine.polish, app.polish). No new version: a file
+    without these keys gets their defaults.
+      polish: pass each dictated final through the LLM server before it is inserted.
+      polish_url, polish_model: an OpenAI-compatible API root (".../v1") and model name; the
+        API key, when the server needs one, is in the OS keyring (engine.remote.secrets).
+      polish_preset: the instruction (engine.polish.guard.PRESETS); a profile may pick another
+        ("polish=email") or turn it off for one application; polish_custom: the "custom" one.
+      polish_budget_s: the longest the LLM may take; past it the raw text is inserted.
+      command_hotkey: hold it and say how to change the selected text ("" turns it off; it
+        works only while polish is on).
     """
 
     version: int = SETTINGS_VERSION
@@ -144,6 +156,14 @@ class Settings:
     caption_dock: str = "bottom"
     caption_click_through: bool = False
     caption_mask_profanity: bool = False
+    # -- AI polish --
+    polish: bool = False
+    polish_url: str = "http://127.0.0.1:11434/v1"
+    polish_model: str = ""
+    polish_preset: str = "clean"
+    polish_custom: str = ""
+    polish_budget_s: float = 2.0
+    command_hotkey: str = "<ctrl>+<alt>+e"
 
     def __post_init__(self) -> None:
         _one_of("backend", self.backend, BACKENDS)
@@ -176,6 +196,14 @@ class Settings:
             raise ValueError(f"unknown language code {self.language!r}")
         if "\n" in self.input_device:
             raise ValueError("input_device is one device name")
+
+        _one_of("polish_preset", self.polish_preset, PRESET_NAMES)
+        if not 0.2 <= self.polish_budget_s <= 30:
+            raise ValueError("polish_budget_s must be between 0.2 and 30 seconds")
+        if self.polish and not self.polish_url.startswith(("http://", "https://")):
+            raise ValueError("the LLM server URL must start with http:// or https://")
+        if self.polish_preset == "custom" and not self.polish_custom.strip():
+            raise ValueError("the custom polish instruction is empty")
 
 
 def _check_captions(s: Settings) -> None:

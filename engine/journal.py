@@ -51,6 +51,11 @@ class JournalEntry:
     flags: tuple[str, ...] = ()  # hallucination checks the text failed; absent from most lines
     source: str = ""  # captions: the source's label ("You", "Them"); absent from dictation
     translation: str = ""  # captions translated to English: the translation, added later
+    # AI polish (a "polish" line the app wrote after the final's own line): the text sent,
+    # the answer inserted (None: the raw text was inserted) and why not.
+    raw: str | None = None
+    polished: str | None = None
+    polish_note: str = ""
 
 
 def journal_dir(root: Path | None = None) -> Path:
@@ -106,6 +111,14 @@ class Journal:
         entry (`read_journal_report`)."""
         self._write({"translation_of": utterance_id, "source": source, "text": text})
 
+    def append_polish(self, utterance_id: int, raw: str, polished: str | None,
+                      note: str = "") -> None:
+        """Record a final's AI polish: the raw text sent, the answer inserted (None when the
+        raw text was), and why not. Readers attach it to the utterance's own line."""
+        self._write({"utterance_id": utterance_id,
+                     "polish": {"raw": raw, "text": polished, "note": note},
+                     "written_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds")})
+
     def _write(self, record: dict[str, object]) -> None:
         if self._file is None:
             self.open()
@@ -153,8 +166,10 @@ def read_journal_report(path: Path) -> JournalRead:
             row = json.loads(raw.decode("utf-8"))
             if isinstance(row, dict) and "translation_of" in row:
                 _attach_translation(entries, row)
-                continue
-            entries.append(_entry(row))
+            elif isinstance(row, dict) and "polish" in row and "text" not in row:
+                _attach_polish(entries, row)
+            else:
+                entries.append(_entry(row))
         except (ValueError, KeyError, TypeError, OverflowError, RecursionError) as exc:
             # UnicodeDecodeError is a ValueError; int(inf) an OverflowError; deep nesting a
             # RecursionError.
@@ -205,6 +220,23 @@ def find_session(name: str, root: Path | None = None) -> Path:
     if candidate.is_file():
         return candidate
     raise FileNotFoundError(f"no session {name!r} (not a file, nor in {journal_dir(root)})")
+
+
+def _attach_polish(entries: list[JournalEntry], row: dict[str, Any]) -> None:
+    """Put a polish line on the latest entry of its utterance (ValueError when there is none)."""
+    polish = row["polish"]
+    if not isinstance(polish, dict):
+        raise TypeError("polish must be an object")
+    number = int(row["utterance_id"])
+    polished = polish.get("text")
+    for index in range(len(entries) - 1, -1, -1):
+        if entries[index].utterance_id == number:
+            entries[index] = replace(
+                entries[index], raw=str(polish.get("raw", "")),
+                polished=None if polished is None else str(polished),
+                polish_note=str(polish.get("note", "")))
+            return
+    raise ValueError(f"a polish line for utterance {number}, which has no line before it")
 
 
 def list_sessions(root: Path | None = None) -> list[Path]:

@@ -59,7 +59,7 @@ def test_profiles_parse_by_window_class() -> None:
     ("# c\nslack: style=fancy", "line 2: style must be one of sentence, chat (got 'fancy')"),
     ("slack: insert=shout", "line 1: insert must be one of paste, type, off"),
     ("slack: commands=maybe", "line 1: commands must be one of on, off"),
-    ("slack: colour=red", "line 1: unknown key 'colour' (use insert, style, vocabulary, commands)"),
+    ("slack: colour=red", "line 1: unknown key 'colour' (use insert, style, vocabulary, commands, polish)"),
     ("slack: style", "line 1: expected key=value (got 'style')"),
     ("slack:", "line 1: 'slack' sets nothing"),
     ("slack: style=chat, style=sentence", "line 1: style is given twice"),

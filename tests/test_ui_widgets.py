@@ -253,8 +253,9 @@ def test_settings_dialog_dictation_pages_edit_import_and_export(qtbot, tmp_path)
 
     dialog = settings_dialog(Settings(), "keyring: test")
     qtbot.addWidget(dialog)
-    assert [dialog.tabs.tabText(i) for i in range(dialog.tabs.count())] == [
-        "General", "Microphone", "Models", "Languages", "Text", "Vocabulary", "Dictation", "Captions"]
+    tabs = [dialog.tabs.tabText(i) for i in range(dialog.tabs.count())]
+    assert tabs[:8] == ["General", "Microphone", "Models", "Languages", "Text", "Vocabulary",
+                        "Dictation", "Captions"] and "AI polish" in tabs
     dialog.text_page.text_style.setCurrentText("chat")
     dialog.text_page.spoken_commands.setChecked(False)
     words = tmp_path / "words.txt"

@@ -5,6 +5,10 @@ The search box filters the sessions to those with a matching utterance and lists
 utterances, the matches highlighted (the search itself is engine.journal.search_lines: every
 term, case-insensitive). Without a query the whole selected session is listed, one line per
 utterance.
+
+An utterance that was AI-polished shows the polished text (what was inserted) with the raw text
+under it; "Use polished" / "Use raw" hand either to ``reinsert_requested`` (the app makes it the
+text paste-last inserts into the focused application).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from engine.journal import LineMatch, Span, search_lines
 from ui.qt_compat import emit
 
 ROLE = Qt.ItemDataRole.UserRole
+RAW_ROLE = Qt.ItemDataRole.UserRole + 1
 HIGHLIGHT = "background-color: #ffe36e; color: #000;"
 
 
@@ -53,14 +58,18 @@ class HistoryDialog(QDialog):
     reopen_requested = Signal(object)  # Path
     export_requested = Signal(object)  # Path: export the session (format, labels, range)
     copied = Signal(str)
+    reinsert_requested = Signal(str)
 
     def __init__(self, sessions: list[tuple[str, Path, str]],
-                 parent: QWidget | None = None) -> None:
+                 parent: QWidget | None = None,
+                 raw_texts: dict[Path, list[str | None]] | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("historyDialog")
         self.setWindowTitle("Sottovoce history")
         self.resize(860, 480)
         self._sessions = [(label, path, text.splitlines()) for label, path, text in sessions]
+        # Per session, per line: the raw text of a polished utterance (None: not polished).
+        self._raw = raw_texts or {}
         self.search = QLineEdit()
         self.search.setObjectName("historySearch")
         self.search.setPlaceholderText("Search all sessions")
@@ -73,12 +82,21 @@ class HistoryDialog(QDialog):
         self.copy_entry_button = QPushButton("Copy utterance")
         self.copy_session_button = QPushButton("Copy session")
         self.export_button = QPushButton("Export…")
+        self.use_polished_button = QPushButton("Use polished")
+        self.use_raw_button = QPushButton("Use raw")
+        for button in (self.use_polished_button, self.use_raw_button):
+            button.setToolTip("Make it the text the paste-last hotkey inserts into the "
+                              "focused application")
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
         self.open_button = buttons.addButton("Open", QDialogButtonBox.ButtonRole.AcceptRole)
         buttons.addButton(self.copy_entry_button, QDialogButtonBox.ButtonRole.ActionRole)
         buttons.addButton(self.copy_session_button, QDialogButtonBox.ButtonRole.ActionRole)
         buttons.addButton(self.export_button, QDialogButtonBox.ButtonRole.ActionRole)
         self.export_button.clicked.connect(self._export)
+        buttons.addButton(self.use_polished_button, QDialogButtonBox.ButtonRole.ActionRole)
+        buttons.addButton(self.use_raw_button, QDialogButtonBox.ButtonRole.ActionRole)
+        self.use_polished_button.clicked.connect(lambda: self._reinsert(raw=False))
+        self.use_raw_button.clicked.connect(lambda: self._reinsert(raw=True))
         self.search.textChanged.connect(self._filter)
         self.list.currentItemChanged.connect(lambda _c, _p: self._show_entries())
         self.list.itemDoubleClicked.connect(lambda _item: self._reopen())
@@ -135,16 +153,21 @@ class HistoryDialog(QDialog):
             lines = self._sessions[index][2]
             matches: list[LineMatch] = found or [LineMatch(i, line, ())
                                                  for i, line in enumerate(lines)]
+            raws = self._raw.get(self._sessions[index][1], [])
             for match in matches:
-                self._add_entry(match)
+                self._add_entry(match, raws[match.index] if match.index < len(raws) else None)
             if self.entries.count():
                 self.entries.setCurrentRow(0)
         self._update_buttons()
 
-    def _add_entry(self, match: LineMatch) -> None:
+    def _add_entry(self, match: LineMatch, raw: str | None = None) -> None:
         entry = QListWidgetItem()
         entry.setData(ROLE, match.text)
-        label = QLabel(highlighted(match.text, match.spans))
+        entry.setData(RAW_ROLE, raw)
+        shown = highlighted(match.text, match.spans)
+        if raw is not None:
+            shown += f'<br><span style="color: #777;">raw: {html.escape(raw)}</span>'
+        label = QLabel(shown)
         label.setTextFormat(Qt.TextFormat.RichText)
         label.setWordWrap(True)
         label.setContentsMargins(4, 3, 4, 3)
@@ -163,7 +186,19 @@ class HistoryDialog(QDialog):
         self.open_button.setEnabled(has_session)
         self.copy_session_button.setEnabled(has_session)
         self.export_button.setEnabled(has_session)
-        self.copy_entry_button.setEnabled(self.entries.currentItem() is not None)
+        entry = self.entries.currentItem()
+        self.copy_entry_button.setEnabled(entry is not None)
+        self.use_polished_button.setEnabled(entry is not None)
+        self.use_raw_button.setEnabled(entry is not None and entry.data(RAW_ROLE) is not None)
+
+    def _reinsert(self, raw: bool) -> None:
+        item = self.entries.currentItem()
+        if item is None:
+            return
+        text = item.data(RAW_ROLE) if raw else item.data(ROLE)
+        if text:
+            self.status.setText("Ready: press the paste-last hotkey in the application")
+            emit(self.reinsert_requested, text)
 
     # -- actions -------------------------------------------------------------------------------
     def copy_entry(self) -> None:

@@ -101,11 +101,13 @@ class LatencyMeter(QWidget):
         self.split_label = QLabel("")
         self.lag_light = QLabel("●")
         self.lag_label = QLabel("lag —")
+        self.polish_label = QLabel("")  # the last final's AI polish: its share, or why skipped
+        self.polish_label.setObjectName("latencyPolish")
         self.sparkline = Sparkline()
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         for widget in (QLabel("Latency"), self.last_label, self.stats_label, self.sparkline,
-                       self.split_label, self.lag_light, self.lag_label):
+                       self.split_label, self.polish_label, self.lag_light, self.lag_label):
             layout.addWidget(widget)
         self.last_label.setObjectName("latencyLast")
         self.last_label.setToolTip("round trip of the last chunk (request sent to text back)")
@@ -155,6 +157,12 @@ class LatencyMeter(QWidget):
             lines.append(f"{name.replace('_', ' ')}: {ms:+.0f} ({ms - previous:+.0f})")
             previous = ms
         self.setToolTip("\n".join(lines))
+
+    def set_polish(self, ms: float, skipped: str, line: str) -> None:
+        """The last final's AI polish: its share ("LLM +420 ms"), or the cause the raw text was
+        used (``skipped``: "timeout", "words", ...); ``line`` in words for the tooltip."""
+        self.polish_label.setText(f"LLM raw ({skipped})" if skipped else f"LLM +{ms:.0f} ms")
+        self.polish_label.setToolTip(line)
 
     def _set_lag(self, lag_ms: float) -> None:
         color = lag_color(lag_ms)

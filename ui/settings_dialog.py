@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 
 from ui.caption_settings import CaptionSettings, CaptionsPage
 from ui.hotkey_edit import HotkeyEdit
+from ui.polish_page import PolishPage, PolishSettings
 from ui.settings_pages import DictationPage, DictationSettings, FieldValue, TextPage, VocabularyPage
 from ui.settings_setup import (
     LanguagesPage,
@@ -38,7 +39,7 @@ from ui.settings_setup import (
 )
 
 
-class ShownSettings(DictationSettings, CaptionSettings, Protocol):
+class ShownSettings(DictationSettings, CaptionSettings, PolishSettings, Protocol):
     """The fields the dialog shows (read-only: the dialog never mutates the settings)."""
 
     @property
@@ -85,6 +86,7 @@ class SettingsChoices:
     paste_keys: tuple[str, ...]
     text_styles: tuple[str, ...] = ("sentence", "chat")
     playing_apps: tuple[str, ...] = ()  # offered on the Captions page
+    polish_presets: tuple[str, ...] = ("clean",)
 
 
 @dataclass(frozen=True)
@@ -178,6 +180,7 @@ class SettingsDialog(QDialog, Generic[S]):
         for edit in (self.hotkey, self.dictation_page.paste_last_hotkey,
                      self.languages_page.hotkey):
             edit.refused.connect(self.error_label_text)
+        self.polish_page = PolishPage(settings, choices.polish_presets)
         self.tabs.addTab(general, "General")
         self.tabs.addTab(self.microphone_page, "Microphone")
         self.tabs.addTab(self.models_page, "Models")
@@ -187,6 +190,7 @@ class SettingsDialog(QDialog, Generic[S]):
         self.tabs.addTab(self.dictation_page, "Dictation")
         self.captions_page = CaptionsPage(settings, list(choices.playing_apps))
         self.tabs.addTab(self.captions_page, "Captions")
+        self.tabs.addTab(self.polish_page, "AI polish")
         self.error_label = QLabel()
         self.error_label.setObjectName("settingsError")
         self.error_label.setStyleSheet("color: #d0312d;")
@@ -224,7 +228,8 @@ class SettingsDialog(QDialog, Generic[S]):
         pages = {**self.text_page.values(), **self.vocabulary_page.values(),
                  **self.dictation_page.values(), **self.microphone_page.values(),
                  **self.models_page.values(), **self.languages_page.values(),
-                 **self.captions_page.values()}
+                 **self.captions_page.values(),
+                 **self.polish_page.values()}
         return self._apply(dict(
             **pages, backend=self.backend.currentText(),
             remote_url=self.remote_url.text().strip(),

@@ -1,5 +1,6 @@
-"""`sottovoce toggle`, `sottovoce ptt press|release`, `sottovoce paste-last` and
-`sottovoce captions older|newer|live` (scroll the caption overlay): drive the running app from a desktop
+"""`sottovoce toggle`, `sottovoce ptt press|release`, `sottovoce paste-last`,
+`sottovoce captions older|newer|live` (scroll the caption overlay) and `sottovoce edit
+press|release` (a voice edit of the selection, app.voice_edit): drive the running app from a desktop
 shortcut (Wayland has no global key grabs for apps; bind these in the desktop's settings)."""
 
 from __future__ import annotations
@@ -29,14 +30,21 @@ def add_parser(subparsers: Any) -> None:
                     "'captions older' and 'captions newer' to keys in the desktop's settings.")
     captions.add_argument("direction", choices=("older", "newer", "live"))
     captions.set_defaults(handler=run, control_command="captions")
+    edit = subparsers.add_parser(
+        "edit", help="voice edit of the selected text: press, say what to do, release",
+        description="Bind 'edit press' to a key's press and 'edit release' to its release: "
+                    "the spoken instruction is applied to the selected text by the AI polish "
+                    "server (Settings > AI polish).")
+    edit.add_argument("action", choices=("press", "release"))
+    edit.set_defaults(handler=run, control_command="edit")
 
 
 def run(args: argparse.Namespace) -> int:
     from app.control_client import ControlError, send_command
 
     command = args.control_command
-    if command == "ptt":
-        command = f"ptt {args.action}"
+    if command in ("ptt", "edit"):
+        command = f"{command} {args.action}"
     elif command == "captions":
         command = f"captions {args.direction}"
     try:
