@@ -36,8 +36,8 @@ ends an utterance), streamed the same way once, reported apart (``continuous``):
 their median length, WER and formatted WER against faster-whisper on the whole file, and
 ``word_lag_ms``: for every word of every final, final emitted -> the word's end (how long
 a caption viewer waits for a word to be final), besides end of speech -> final (of the
-finals that end an utterance, not of the pieces committed early: ``--no-commit`` turns
-`PolicyOptions.commit_stable` off). ``--continuous-only`` runs that part alone.
+finals that end an utterance, not of the pieces committed early: ``--commit`` turns
+`PolicyOptions.commit_stable` on, off by default). ``--continuous-only`` runs that part alone.
 ``--streams`` decode streams of the fast runner (default 2, as the app: two one-thread
 replicas), ``--no-speculative`` turns speculative finals off, ``--runs N`` repeats the whole set
 N times (latency figures pooled, WER from the first run).
@@ -407,14 +407,14 @@ def main() -> int:
                         help="audio before a long utterance may be cut at a sentence end (0: off)")
     parser.add_argument("--no-continuous", action="store_true",
                         help="skip the continuous-speech recordings")
-    parser.add_argument("--no-commit", action="store_true",
-                        help="no words committed before their utterance ends")
+    parser.add_argument("--commit", action="store_true",
+                        help="commit the words partials agree on before the utterance ends")
     parser.add_argument("--continuous-only", action="store_true",
                         help="only the continuous-speech recordings")
     args = parser.parse_args()
     global OPTIONS
     policy = PolicyOptions(speculative_finals=not args.no_speculative,
-                           commit_stable=not args.no_commit)
+                           commit_stable=args.commit)
     if args.final_beam:
         policy = replace(policy, final_beam_size=args.final_beam)
     if args.min_partial_s is not None:

@@ -34,7 +34,8 @@ def answer(policy: StreamingPolicy, now: float, text: str, seconds: float) -> li
 
 
 def test_words_two_partials_agree_on_are_a_final_and_never_come_again() -> None:
-    policy = StreamingPolicy(PolicyOptions(min_partial_audio_s=0.2, partial_interval_s=0.1))
+    policy = StreamingPolicy(PolicyOptions(min_partial_audio_s=0.2, partial_interval_s=0.1,
+                                           commit_stable=True))
     started(policy, start=SR, seconds=3.0, now=3.0)
     first = answer(policy, 3.0, "one two three four five six", 3.0)  # 0.5 s a word
     assert not [e for e in first if isinstance(e, FinalText)]  # one partial is not agreement
@@ -66,7 +67,8 @@ def test_words_two_partials_agree_on_are_a_final_and_never_come_again() -> None:
 
 def test_the_mark_after_the_last_word_heard_waits_for_the_word_after_it() -> None:
     # Whisper ends whatever audio it is given with a period: "six." is not final yet.
-    policy = StreamingPolicy(PolicyOptions(min_partial_audio_s=0.2, partial_interval_s=0.1))
+    policy = StreamingPolicy(PolicyOptions(min_partial_audio_s=0.2, partial_interval_s=0.1,
+                                           commit_stable=True))
     started(policy, start=SR, seconds=3.0, now=3.0)
     answer(policy, 3.0, "one two three.", 1.5)
     policy.handle(SegmentAudio(audio(0.5), speech=True), 3.5)
@@ -76,9 +78,10 @@ def test_the_mark_after_the_last_word_heard_waits_for_the_word_after_it() -> Non
 
 
 def test_push_to_talk_and_the_switch_keep_text_for_the_end() -> None:
-    core = StreamCore(StreamOptions(mode="ptt"), None)
+    on = PolicyOptions(commit_stable=True)
+    core = StreamCore(StreamOptions(mode="ptt", policy=on), None)
     assert not core.policy.options.commit_stable
-    assert StreamCore(StreamOptions(mode="vad"), None).policy.options.commit_stable
+    assert StreamCore(StreamOptions(mode="vad", policy=on), None).policy.options.commit_stable
     policy = StreamingPolicy(PolicyOptions(min_partial_audio_s=0.2, commit_stable=False))
     started(policy, seconds=3.0, now=3.0)
     job = policy.next_request(3.0)
@@ -122,7 +125,7 @@ def test_a_continuous_reading_is_final_word_by_word_nothing_lost_or_doubled(
 
     runner = Ct2Runner(tiny_transcriber.model)  # type: ignore[attr-defined]
     core = StreamCore(StreamOptions(mode="vad", policy=PolicyOptions(
-        max_in_flight=2).for_model(runner.info)), load_scorer())
+        max_in_flight=2, commit_stable=True).for_model(runner.info)), load_scorer())
     events, timed = stream(core, runner, reading)
     assert timed and all(timed)
     finals = [e for e in events if isinstance(e, FinalText) and e.text]
@@ -171,7 +174,7 @@ def test_push_to_talk_text_still_lands_at_the_release(
         events, timed = stream(core, runner, data, release)
         return [e for e in events if isinstance(e, FinalText)], timed
 
-    finals, timed = dictate(PolicyOptions())  # commit_stable on: the core turns it off
+    finals, timed = dictate(PolicyOptions(commit_stable=True))  # the core turns it off
     assert timed and not any(timed)
     [final] = finals
     assert dict(final.stages)["emitted"] >= release / SR

@@ -145,7 +145,7 @@ def test_settings_page_shows_the_routes_and_the_ydotool_opt_in(qtbot) -> None:  
     from app.settings import Settings
 
     status = "Hotkey: compositor key binding\nText insertion: virtual keyboard (wtype)"
-    dialog = settings_dialog(Settings(), "keyring: test", None, status)
+    dialog = settings_dialog(Settings(), "keyring: test", None, desktop=status)
     qtbot.addWidget(dialog)
     assert dialog.desktop_label.text() == status
     assert not dialog.allow_ydotool.isChecked()
