@@ -1,6 +1,6 @@
 """The transcript shown in the main window: the final utterances in order (dictated live, reopened
 from history, or imported from a file), as an engine `Transcript` for the exporters (TXT, SRT,
-VTT, JSON in engine.core.export). Imported segments keep their hallucination flags, so the JSON
+VTT, JSON in engine.wire.export). Imported segments keep their hallucination flags, so the JSON
 export says which passages are suspect."""
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ class Session:
 
 
 def export_text(transcript: Transcript, fmt: str) -> str:
-    from engine.core.export import render
+    from engine.wire.export import render
 
     return render(transcript, fmt)
 

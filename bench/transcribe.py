@@ -39,7 +39,6 @@ from app.commands.transcribe import (  # noqa: E402
 )
 from engine.asr.sequential import SequentialRunner  # noqa: E402
 from engine.audio.decode import load_audio  # noqa: E402
-from engine.core.export import parse_txt, render  # noqa: E402
 from engine.evaluation import (  # noqa: E402
     ManifestEntry,
     error_rate,
@@ -48,6 +47,7 @@ from engine.evaluation import (  # noqa: E402
 )
 from engine.models import resolve_model  # noqa: E402
 from engine.types import SAMPLE_RATE  # noqa: E402
+from engine.wire.export import render  # noqa: E402
 
 SYSTEMS = ("ours", "faster_whisper_default")
 # One pass: transcribe a file path, return its text.
@@ -65,7 +65,7 @@ def ours_pass(model: str, device: str, compute_type: str,
     options = decode_options(None, 5, "txt")
 
     def run(path: Path) -> str:
-        return parse_txt(render(transcribe(load_audio(path), decoders, options), "txt"))
+        return " ".join(render(transcribe(load_audio(path), decoders, options), "txt").split())
 
     transcriber = decoders.sequential or decoders.runner
     return run, transcriber, load_s  # type: ignore[return-value]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from subtitles import parse_srt, parse_vtt
 
 from engine.asr.fake import ScriptedRunner
 from engine.audio.sources import AudioSource, FileSource
@@ -21,11 +22,9 @@ from engine.core.captions import (
     EchoGuard,
     amend,
     echoes,
-    export_captions,
     in_range,
     merge_lines,
 )
-from engine.core.export import parse_srt, parse_vtt
 from engine.events import (
     EngineFailed,
     Event,
@@ -38,6 +37,7 @@ from engine.events import (
 )
 from engine.journal import Journal, caption_lines, is_caption_session, read_journal
 from engine.types import SAMPLE_RATE
+from engine.wire.export import export_captions
 
 
 def line(source: str, n: int, text: str, start: float, end: float, **kw: object) -> CaptionLine:

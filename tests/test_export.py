@@ -8,17 +8,15 @@ import random
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from subtitles import parse_json, parse_srt, parse_txt, parse_vtt
 
-from engine.core.export import (
+from engine.types import SAMPLE_RATE, Segment, Transcript, Word
+from engine.wire.export import (
     FORMATS,
     Cue,
     CueLayout,
     format_timestamp,
     layout_cues,
-    parse_json,
-    parse_srt,
-    parse_txt,
-    parse_vtt,
     render,
     to_json,
     to_srt,
@@ -26,7 +24,6 @@ from engine.core.export import (
     to_vtt,
     wrap_lines,
 )
-from engine.types import SAMPLE_RATE, Segment, Transcript, Word
 
 S = SAMPLE_RATE
 VOCAB = ("the", "a", "of", "country", "Americans,", "ask", "not", "what", "you", "can", "do.",

@@ -18,10 +18,10 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.core import protocol as p
-from engine.core import whisperlive_protocol as wlc
-from engine.core import whisperlive_server as wls
 from engine.dictation.rules import RuleError, apply_rules, max_length, parse_rules
+from engine.wire import protocol as p
+from engine.wire import whisperlive_protocol as wlc
+from engine.wire import whisperlive_server as wls
 
 FAST = settings(deadline=timedelta(milliseconds=500), max_examples=150,
                 suppress_health_check=[HealthCheck.too_slow])

@@ -1,5 +1,6 @@
-"""House rules on imports (design.md section 6): layers app > ui > engine, the engine free of Qt,
-torch, the UI and the app, engine.core free of the rest of the engine and of I/O, no cycles.
+"""House rules on imports: layers app > ui > engine, the engine free of Qt, torch, the UI and
+the app, engine.core and engine.wire free of the rest of the engine, of I/O, threads and clocks,
+no cycles.
 
 The contracts live in pyproject.toml ([tool.importlinter]); `lint-imports` checks them from the
 source, every import counted (function-level and TYPE_CHECKING ones too). The tests here run it,
@@ -70,16 +71,22 @@ def test_every_app_and_ui_module_imports() -> None:
     assert _unexpected_failures(result["failed"]) == {}  # type: ignore[arg-type]
 
 
-def test_core_contract_forbids_every_other_engine_module() -> None:
-    """The core-pure contract lists what engine.core must not import; a new engine module must
-    join that list (import-linter has no "only these" contract)."""
+@pytest.mark.parametrize(("contract", "package", "may_import"), [
+    ("core-pure", "engine.core", CORE_MAY_IMPORT),
+    ("wire-pure", "engine.wire", (*CORE_MAY_IMPORT, "engine.core")),
+])
+def test_pure_contract_forbids_every_other_engine_module(
+        contract: str, package: str, may_import: tuple[str, ...]) -> None:
+    """The core-pure and wire-pure contracts list what engine.core and engine.wire must not
+    import; a new engine module must join both lists (import-linter has no "only these"
+    contract)."""
     config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
     contracts = {c["id"]: c for c in config["tool"]["importlinter"]["contracts"]}
-    forbidden = set(contracts["core-pure"]["forbidden_modules"])
+    forbidden = set(contracts[contract]["forbidden_modules"])
     children = {f"engine.{p.stem}" for p in (REPO / "engine").iterdir()
                 if (p.suffix == ".py" and p.stem != "__init__")
                 or (p.is_dir() and (p / "__init__.py").exists())}
-    expected = children - {"engine.core", *CORE_MAY_IMPORT}
+    expected = children - {package, *may_import}
     assert forbidden == expected
 
 

@@ -9,8 +9,8 @@ import random
 import numpy as np
 import pytest
 
-from engine.core import protocol as p
 from engine.types import Word
+from engine.wire import protocol as p
 
 
 def hello_frame(**overrides: object) -> str:

@@ -29,7 +29,6 @@ import pytest
 from engine.asr.ct2_decoder import Ct2Runner
 from engine.asr.tensorrt import TensorRTLLMRunner
 from engine.audio.sources import FileSource
-from engine.core import protocol as p
 from engine.errors import DependencyMissingError, TranscriptionError
 from engine.evaluation import ManifestEntry, error_rate
 from engine.events import EngineFailed, Event, FinalText, Metrics, StateChanged
@@ -37,6 +36,7 @@ from engine.remote.client import RemoteLiveEngine, RemoteOptions
 from engine.server.scheduler import BatchScheduler, SchedulerOptions
 from engine.server.server import ServerOptions, ServerThread, TranscriptionServer
 from engine.types import DecodeRequest, Transcript
+from engine.wire import protocol as p
 
 pytestmark = pytest.mark.timeout(300)
 REPO = Path(__file__).resolve().parents[1]

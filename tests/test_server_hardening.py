@@ -18,10 +18,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.core import protocol as p
 from engine.server.connection import CLOSE_REASON_BYTES, close_reason
 from engine.server.server import ServerOptions, ServerThread, TranscriptionServer, host_port
 from engine.types import DecodeRequest, ModelInfo, Transcript
+from engine.wire import protocol as p
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -19,11 +19,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.core import protocol as p
 from engine.remote.native import RETRYABLE_ERRORS
 from engine.server.limits import SessionLimits
 from engine.server.server import ServerOptions, ServerThread, TranscriptionServer
 from engine.types import DecodeRequest, ModelInfo, Transcript
+from engine.wire import protocol as p
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -16,10 +16,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.audio.decode import load_audio
-from engine.core import protocol as p
 from engine.core.voice import EnergyVad
 from engine.server.session import ServerSession, SessionOptions
 from engine.types import Segment, Transcript, Word
+from engine.wire import protocol as p
 
 
 class Clock:

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from subtitles import parse_json, parse_srt, parse_txt, parse_vtt
 
 from app.cli import main
 from engine.asr.fake import ScriptedRunner
 from engine.atomic import OutputWriteError, atomic_write_text
 from engine.audio.decode import load_audio
-from engine.core.export import parse_json, parse_srt, parse_txt, parse_vtt
 from engine.evaluation import error_rate
 from engine.types import SAMPLE_RATE, DecodeOptions
 

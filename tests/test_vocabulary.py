@@ -10,7 +10,6 @@ import pytest
 
 from app.settings import Settings, from_mapping_report
 from engine.core import hotwords
-from engine.core import protocol as p
 from engine.core.ladder import check
 from engine.core.policy import PolicyOptions, StreamingPolicy
 from engine.core.segmenter import SegmentAudio, SegmentEnded, SegmentStarted
@@ -18,6 +17,7 @@ from engine.events import FinalText, PartialText
 from engine.server.scheduler import without_prompts
 from engine.types import SAMPLE_RATE, DecodeOptions, DecodeRequest, Segment, Transcript, Word
 from engine.vocabulary import Vocabulary, VocabularyError, load, parse
+from engine.wire import protocol as p
 
 SETTINGS_TEXT = """# names I dictate
 Concord

@@ -16,7 +16,6 @@ import pytest
 from engine.asr.ct2_decoder import Ct2Runner
 from engine.audio.decode import load_audio
 from engine.audio.sources import FileSource
-from engine.core import protocol as p
 from engine.errors import ModelNotFoundError
 from engine.evaluation import normalize
 from engine.events import Event, FinalText
@@ -26,6 +25,7 @@ from engine.remote.client import RemoteLiveEngine, RemoteOptions
 from engine.server.server import ServerOptions, ServerThread, TranscriptionServer
 from engine.types import SAMPLE_RATE, DecodeOptions, DecodeRequest, Runner, Segment, Transcript
 from engine.vocabulary import parse
+from engine.wire import protocol as p
 
 pytestmark = [pytest.mark.model, pytest.mark.timeout(600)]
 

@@ -22,11 +22,11 @@ import numpy as np
 import pytest
 
 from engine.audio.sources import FileSource
-from engine.core import whisperlive_protocol as wl
-from engine.core.protocol import ProtocolViolation
 from engine.evaluation import ManifestEntry, error_rate
 from engine.events import EngineFailed, Event, FinalText, StateChanged
 from engine.remote.client import Endpoint, RemoteLiveEngine, RemoteOptions
+from engine.wire import whisperlive_protocol as wl
+from engine.wire.protocol import ProtocolViolation
 
 REPO = Path(__file__).resolve().parents[1]
 VENV = Path(os.environ.get("SOTTOVOCE_WHISPERLIVE_VENV", REPO / ".venv-whisperlive"))

@@ -1,6 +1,6 @@
 """`sottovoce serve` speaks WhisperLive's protocol too (issue 18).
 
-Fast lane: the sans-I/O server side (`engine.core.whisperlive_server`) and a real loopback
+Fast lane: the sans-I/O server side (`engine.wire.whisperlive_server`) and a real loopback
 server with a scripted runner and the energy VAD, driven with WhisperLive's frames.
 Model lane (``whisperlive``): WhisperLive 0.10's own `TranscriptionClient`, unmodified, from the
 WhisperLive venv (tests/whisperlive_client/run_client.py; PyAudio replaced by a stand-in since
@@ -22,14 +22,14 @@ import pytest
 
 from engine.asr.fake import ScriptedRunner
 from engine.audio.sources import FileSource
-from engine.core import whisperlive_server as wls
-from engine.core.protocol import ProtocolViolation
 from engine.core.voice import EnergyVad
 from engine.evaluation import ManifestEntry, error_rate
 from engine.events import Event, FinalText
 from engine.remote.client import RemoteLiveEngine, RemoteOptions
 from engine.server.server import ServerOptions, ServerThread, TranscriptionServer
 from engine.types import Word
+from engine.wire import whisperlive_server as wls
+from engine.wire.protocol import ProtocolViolation
 
 pytestmark = pytest.mark.timeout(300)
 REPO = Path(__file__).resolve().parents[1]
@@ -429,11 +429,11 @@ def test_english_only_model_warns_about_language_and_translation() -> None:
 
 
 def test_no_speech_thresh_empties_finals_the_model_calls_silence() -> None:
-    from engine.core import protocol as p
     from engine.server.connection import TokenBucket
     from engine.server.session import SessionOptions
     from engine.server.whisperlive import WhisperLiveConnection
     from engine.types import Segment, Transcript
+    from engine.wire import protocol as p
 
     bucket = TokenBucket(1.0, 1.0, time.monotonic)
     conn = WhisperLiveConnection(

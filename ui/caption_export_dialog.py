@@ -15,7 +15,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.core.captions import EXPORT_FORMATS
+from engine.wire.export import FORMATS as EXPORT_FORMATS
 
 
 @dataclass(frozen=True)

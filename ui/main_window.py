@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine.wire.export import FORMATS as EXPORT_FORMATS
 from ui.import_panel import ImportPanel
 from ui.latency_meter import LatencyMeter
 from ui.qt_compat import emit, forwarder
@@ -32,7 +33,6 @@ from ui.transcript_view import TranscriptView
 LANGUAGES = ("", "en", "de", "es", "fr", "it", "ja", "nl", "pl", "pt", "ru", "uk", "zh")  # until
 # the controller's set_languages gives the user's own (the Languages page of the settings)
 MODELS = ("tiny.en", "base")
-EXPORT_FORMATS = ("txt", "srt", "vtt", "json")
 LEVEL_FLOOR_DB = -60.0
 
 

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engine.core.captions import EXPORT_FORMATS
+from engine.wire.export import FORMATS as EXPORT_FORMATS
 
 
 def add_parser(subparsers: Any) -> None:
@@ -36,8 +36,9 @@ def export_session(path: Path, fmt: str, *, labels: bool = True, timestamps: boo
                    translations: bool = True, start: float | None = None,
                    end: float | None = None) -> str:
     """The session at ``path`` rendered (OSError when it can't be read)."""
-    from engine.core.captions import export_captions, in_range
+    from engine.core.captions import in_range
     from engine.journal import caption_lines, read_journal
+    from engine.wire.export import export_captions
 
     lines = in_range(caption_lines(read_journal(path)), start, end)
     return export_captions(lines, fmt, labels=labels, timestamps=timestamps,

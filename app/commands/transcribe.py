@@ -35,7 +35,6 @@ import numpy as np
 from engine.asr.sequential import SequentialRunner
 from engine.atomic import OutputWriteError, atomic_write_text
 from engine.audio.decode import AudioReader, open_audio
-from engine.core.export import FORMATS, render
 from engine.dictation.rules import RuleError, Rules, apply_rules, parse_rules
 from engine.errors import AudioDecodeError, EngineError
 from engine.files import FileOptions, Progress, transcribe_file, uses_sequential
@@ -44,6 +43,7 @@ from engine.models import DEFAULT_MODEL
 from engine.outputs import check_folder, output_path
 from engine.types import SAMPLE_RATE, Audio, DecodeOptions, Runner, Transcript
 from engine.vocabulary import load as load_vocabulary
+from engine.wire.export import FORMATS, render
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ Only the fan-out is this package's own; every other step is the single machine's
                                                   each wave's batches go to ──►  DecodeActor
                                                                                  (one model each,
                                                                                  num_gpus=1 on GPU)
-    write <out>.<fmt> atomically as each  ◄──   rendered text (engine.core.export)
+    write <out>.<fmt> atomically as each  ◄──   rendered text (engine.wire.export)
     file completes; progress bar + JSON summary
 
 A cluster run therefore gives the same text as a local run on the submitting machine: the

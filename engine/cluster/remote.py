@@ -213,10 +213,10 @@ def transcribe_one(path: str, job: FileJob, actors: Sequence[Any], board: Any,
     a decode that fails). Progress goes to ``board`` (a `engine.cluster.progress.Board` actor).
     """
     from engine.audio.decode import load_audio
-    from engine.core.export import render
     from engine.errors import EngineError
     from engine.files import Progress, transcribe_file
     from engine.types import SAMPLE_RATE
+    from engine.wire.export import render
 
     board.start.remote(path)
     runner = RemoteRunner(actors, job.info, job.device, job.streams, first)

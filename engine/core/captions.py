@@ -1,4 +1,4 @@
-"""Caption decisions, sans-I/O: one caption line, the amend rule, the echo guard, the export.
+"""Caption decisions, sans-I/O: one caption line, the amend rule, the echo guard.
 
 - `amend`: a final that goes on with the sentence its source's previous final ended ("...can do
   for you." then "ask what you can do") is joined to it: captions and the caption transcript may
@@ -9,20 +9,15 @@
   system source is still inside an utterance whose partial text already holds some of its
   words is held until that utterance's final shows whether it was an echo (at most
   ``hold_s``); one that shares nothing with it is the user's own and shows at once.
-- `export_captions`: a caption session as TXT, SRT, VTT or JSON, with or without source labels
-  and timestamps, whole or a time range of it.
+- `in_range`: the lines of a time range (`engine.wire.export.export_captions` writes them out).
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-
-from engine.core.export import format_timestamp, to_srt, to_vtt
-from engine.types import SAMPLE_RATE, Segment, Transcript
 
 _SENTENCE_STOP = (".", "…")
 AMEND_GAP_S = 3.0  # a longer pause starts a new line even when the words go on
@@ -162,58 +157,8 @@ class EchoGuard:
                    for theirs in self._recent)
 
 
-# -- export ---------------------------------------------------------------------------------
-
-EXPORT_FORMATS = ("txt", "srt", "vtt", "json")
-
-
 def in_range(lines: Sequence[CaptionLine], start_s: float | None = None,
              end_s: float | None = None) -> list[CaptionLine]:
     """The lines that overlap [start_s, end_s] (either open)."""
     return [line for line in lines
             if (start_s is None or line.end_s >= start_s) and (end_s is None or line.start_s <= end_s)]
-
-
-def export_captions(lines: Sequence[CaptionLine], fmt: str, *, labels: bool = True,
-                    timestamps: bool = True, translations: bool = True) -> str:
-    """A caption transcript in ``fmt``. SRT and VTT always carry times (a cue is its times);
-    ``timestamps`` False leaves them out of TXT and JSON. ``labels`` prefixes each line with its
-    source ("You: ..."). Lines are merged where one continues the other (`merge_lines`)."""
-    if fmt not in EXPORT_FORMATS:
-        raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(EXPORT_FORMATS)}")
-    merged = merge_lines(lines)
-
-    def text(line: CaptionLine) -> str:
-        said = line.labelled() if labels else line.text
-        return f"{said}\n{line.translation}" if translations and line.translation else said
-
-    if fmt == "json":
-        rows = []
-        for line in merged:
-            row: dict[str, object] = {"text": line.text, "language": line.language}
-            if labels:
-                row["source"] = line.source
-            if timestamps:
-                row["start"], row["end"] = round(line.start_s, 3), round(line.end_s, 3)
-            if translations and line.translation:
-                row["translation"] = line.translation
-            rows.append(row)
-        return json.dumps({"format": "sottovoce-captions", "version": 1, "lines": rows},
-                          ensure_ascii=False, indent=1) + "\n"
-    if fmt == "txt":
-        out = []
-        for line in merged:
-            stamp = f"[{format_timestamp(_samples(line.start_s), '.')[:-4]}] " if timestamps else ""
-            out.append(stamp + text(line).replace("\n", "\n    "))
-        return "".join(row + "\n" for row in out)
-    # One cue per line at least (a long line is split by the usual cue layout, labels kept on
-    # its first cue); a translation is a cue line of its own.
-    segments = tuple(Segment(start=_samples(line.start_s), end=_samples(line.end_s),
-                             text=text(line).replace("\n", " / ")) for line in merged)
-    duration = max((s.end for s in segments), default=0)
-    transcript = Transcript(segments=segments, language=None, duration=duration)
-    return to_srt(transcript) if fmt == "srt" else to_vtt(transcript)
-
-
-def _samples(seconds: float) -> int:
-    return max(0, round(seconds * SAMPLE_RATE))

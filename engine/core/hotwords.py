@@ -129,7 +129,7 @@ def share(terms: Sequence[str], max_chars: int) -> tuple[str | None, int | None]
     return hotwords, left if left >= MIN_PROMPT_CHARS else None
 
 
-# What one session may send (hostile clients: engine.core.protocol refuses more). A decode
+# What one session may send (hostile clients: engine.wire.protocol refuses more). A decode
 # only ever uses the first VOCABULARY_MAX_CHARS of it; the rest waits for a longer utterance.
 MAX_TERMS = 200
 MAX_TERM_CHARS = 100

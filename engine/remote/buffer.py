@@ -18,7 +18,7 @@ from collections import deque
 
 import numpy as np
 
-from engine.core.protocol import Int16Audio
+from engine.wire.protocol import Int16Audio
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,6 @@ import numpy as np
 from engine.audio.sources import AudioSource, device_notice
 from engine.core.form import OpenSentence, ensure_form
 from engine.core.prompt import PromptOptions
-from engine.core.protocol import float_to_pcm16
 from engine.core.segmenter import SegmentEnded, SegmenterOptions, SegmentEvent, SegmentPaused
 from engine.core.stream import LevelMeter, Segmentation
 from engine.errors import EngineError
@@ -47,6 +46,7 @@ from engine.events import (
 from engine.remote.buffer import AudioBuffer, SendLog
 from engine.remote.link import Endpoint, RemoteOptions, Timing
 from engine.types import SAMPLE_RATE, Audio, Word
+from engine.wire.protocol import float_to_pcm16
 
 log = logging.getLogger(__name__)
 

@@ -15,10 +15,10 @@ import logging
 import ssl
 from typing import Any
 
-from engine.core import protocol as p
 from engine.errors import ConnectionLostError, EngineError, missing_dependency
 from engine.events import EngineFailed, StateChanged
 from engine.remote.link import LinkHost, Timing
+from engine.wire import protocol as p
 
 log = logging.getLogger(__name__)
 

@@ -21,12 +21,12 @@ import logging
 import uuid
 from typing import Any
 
-from engine.core import whisperlive_protocol as wl
-from engine.core.protocol import ProtocolViolation, pcm16_to_float
 from engine.errors import ConnectionLostError
 from engine.events import StateChanged
 from engine.remote.link import LinkHost, Timing
 from engine.remote.native import MAX_FRAME_SAMPLES, FatalLinkError, NativeLink
+from engine.wire import whisperlive_protocol as wl
+from engine.wire.protocol import ProtocolViolation, pcm16_to_float
 
 log = logging.getLogger(__name__)
 

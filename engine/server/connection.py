@@ -19,13 +19,13 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from engine.core import protocol as p
 from engine.core.policy import Job
 from engine.errors import EngineError
 from engine.server.metrics import ServerMetrics
 from engine.server.scheduler import BatchScheduler, Ticket
 from engine.server.session import ServerSession, SessionOptions, language_problem
 from engine.types import SpeechScorer, Transcript
+from engine.wire import protocol as p
 
 log = logging.getLogger(__name__)
 

@@ -30,8 +30,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from engine.core import protocol as p
 from engine.server.connection import _Closing, close_reason
+from engine.wire import protocol as p
 
 CLOSE_NORMAL = 1000
 CLOSE_TRY_LATER = 1013

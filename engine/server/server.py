@@ -36,8 +36,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, cast
 
-from engine.core import protocol as p
-from engine.core.whisperlive_server import WlServerConnection, is_whisperlive_options
 from engine.errors import EngineError, missing_dependency
 from engine.server.connection import Connection, TokenBucket, close_reason
 from engine.server.limits import ClientSessions, SessionLimits
@@ -46,6 +44,8 @@ from engine.server.scheduler import BatchScheduler, SchedulerOptions
 from engine.server.session import SessionOptions
 from engine.server.whisperlive import WhisperLiveConnection
 from engine.types import Runner, SpeechScorer
+from engine.wire import protocol as p
+from engine.wire.whisperlive_server import WlServerConnection, is_whisperlive_options
 
 if TYPE_CHECKING:
     from websockets.typing import Subprotocol

@@ -17,12 +17,12 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import numpy.typing as npt
 
-from engine.core import protocol as p
 from engine.core.policy import Job, PolicyOptions
 from engine.core.segmenter import SegmenterOptions
 from engine.core.stream import StreamCore, StreamOptions
 from engine.events import EngineFailed, Event, FinalText, PartialText, SpeechEnded, SpeechStarted
 from engine.types import SAMPLE_RATE, VAD_WINDOW, SpeechScorer, Transcript
+from engine.wire import protocol as p
 
 log = logging.getLogger(__name__)
 

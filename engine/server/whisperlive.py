@@ -2,7 +2,7 @@
 with WhisperLive's frames on the wire.
 
 `WhisperLiveConnection` is a `Connection` whose protocol hooks speak WhisperLive
-(`engine.core.whisperlive_server`): the options frame becomes a ``hello`` (language, prompt
+(`engine.wire.whisperlive_server`): the options frame becomes a ``hello`` (language, prompt
 from ``initial_prompt``, vocabulary from ``hotwords``, task, VAD thresholds), float32/int16/uint8 frames become
 audio and ``END_OF_AUDIO`` becomes ``end`` (decode what is pending, send it, close). The
 session's partials and finals become ``segments`` lists (`SegmentWindow`); limits end with
@@ -19,12 +19,12 @@ import logging
 from dataclasses import replace
 from typing import Any
 
-from engine.core import protocol as p
-from engine.core import whisperlive_server as wls
 from engine.core.policy import Job
 from engine.server.connection import Connection
 from engine.server.session import SessionOptions
 from engine.types import Transcript
+from engine.wire import protocol as p
+from engine.wire import whisperlive_server as wls
 
 log = logging.getLogger(__name__)
 

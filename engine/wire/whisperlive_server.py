@@ -1,7 +1,7 @@
 """The WhisperLive wire format, server side, sans-I/O: what `sottovoce serve` needs to accept
 WhisperLive's own clients (its Python ``TranscriptionClient``, browser extensions, OBS...).
 
-The message shapes are WhisperLive 0.10's (see `engine.core.whisperlive_protocol` for the
+The message shapes are WhisperLive 0.10's (see `engine.wire.whisperlive_protocol` for the
 client side). This module only parses and builds frames:
 
 - `is_whisperlive_options` tells a WhisperLive first frame (a JSON object with ``uid`` and no
@@ -26,9 +26,9 @@ import numpy as np
 import numpy.typing as npt
 
 from engine.core.hotwords import MAX_TERM_CHARS, MAX_TERMS, checked_terms
-from engine.core.protocol import MAX_PROMPT_CHARS, MAX_TEXT_FRAME_CHARS, ProtocolViolation
-from engine.core.whisperlive_protocol import END_OF_AUDIO
 from engine.types import SAMPLE_RATE, Word
+from engine.wire.protocol import MAX_PROMPT_CHARS, MAX_TEXT_FRAME_CHARS, ProtocolViolation
+from engine.wire.whisperlive_protocol import END_OF_AUDIO
 
 # What the ready message announces: it tells the client which segment format to expect
 # (faster_whisper: start/end/completed; tensorrt: text only), and ours is faster_whisper's.

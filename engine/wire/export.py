@@ -1,4 +1,4 @@
-"""Transcript exporters (TXT, SRT, WebVTT, JSON) and the parsers that read them back.
+"""Transcript and caption exporters (TXT, SRT, WebVTT, JSON).
 
 Sans-I/O: every function maps values to strings or strings to values; writing files is the
 caller's job (see `engine.atomic`). Subtitle cues follow common readability rules (Netflix/BBC
@@ -10,11 +10,11 @@ has them; otherwise times are spread over the segment in proportion to word leng
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from engine.core.captions import CaptionLine, merge_lines
 from engine.types import SAMPLE_RATE, Segment, Transcript, Word
 
 FORMATS = ("txt", "srt", "vtt", "json")
@@ -335,79 +335,48 @@ def _vtt_escape(line: str) -> str:
     return line.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-# ---------------------------------------------------------------- parsers
+# ---------------------------------------------------------------- captions
 
-_TIMING = re.compile(
-    r"^\s*(\d+:)?(\d{1,2}):(\d{2})[,.](\d{3})\s+-->\s+(\d+:)?(\d{1,2}):(\d{2})[,.](\d{3})")
+def export_captions(lines: Sequence[CaptionLine], fmt: str, *, labels: bool = True,
+                    timestamps: bool = True, translations: bool = True) -> str:
+    """A caption transcript in ``fmt``. SRT and VTT always carry times (a cue is its times);
+    ``timestamps`` False leaves them out of TXT and JSON. ``labels`` prefixes each line with its
+    source ("You: ..."). Lines are merged where one continues the other (`merge_lines`)."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    merged = merge_lines(lines)
 
+    def text(line: CaptionLine) -> str:
+        said = line.labelled() if labels else line.text
+        return f"{said}\n{line.translation}" if translations and line.translation else said
 
-def parse_srt(text: str) -> list[Cue]:
-    """Cues of an SRT document (index lines are ignored, so renumbered files parse too)."""
-    return _parse_cue_blocks(text, unescape=False)
-
-
-def parse_vtt(text: str) -> list[Cue]:
-    """Cues of a WebVTT document (header, NOTE/STYLE blocks and cue settings are skipped)."""
-    body = text.lstrip("\ufeff")
-    if not body.startswith("WEBVTT"):
-        raise ValueError("not a WebVTT document: missing WEBVTT header")
-    return _parse_cue_blocks(body, unescape=True)
-
-
-def _parse_cue_blocks(text: str, *, unescape: bool) -> list[Cue]:
-    cues = []
-    for block in re.split(r"\n\s*\n", text.replace("\r\n", "\n").strip()):
-        lines = block.split("\n")
-        timing_at = next((i for i, line in enumerate(lines) if _TIMING.match(line)), None)
-        if timing_at is None:
-            continue  # header, NOTE, STYLE, or stray text
-        match = _TIMING.match(lines[timing_at])
-        assert match is not None
-        g = match.groups()
-        payload = lines[timing_at + 1:]
-        if unescape:
-            payload = [_vtt_unescape(line) for line in payload]
-        cues.append(Cue(_parse_time(*g[0:4]), _parse_time(*g[4:8]), tuple(payload)))
-    return cues
-
-
-def _parse_time(hours: str | None, minutes: str, seconds: str, millis: str) -> int:
-    h = int(hours[:-1]) if hours else 0
-    ms = ((h * 60 + int(minutes)) * 60 + int(seconds)) * 1000 + int(millis)
-    return ms * _SAMPLES_PER_MS
-
-
-def _vtt_unescape(line: str) -> str:
-    return line.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+    if fmt == "json":
+        rows = []
+        for line in merged:
+            row: dict[str, object] = {"text": line.text, "language": line.language}
+            if labels:
+                row["source"] = line.source
+            if timestamps:
+                row["start"], row["end"] = round(line.start_s, 3), round(line.end_s, 3)
+            if translations and line.translation:
+                row["translation"] = line.translation
+            rows.append(row)
+        return json.dumps({"format": "sottovoce-captions", "version": 1, "lines": rows},
+                          ensure_ascii=False, indent=1) + "\n"
+    if fmt == "txt":
+        out = []
+        for line in merged:
+            stamp = f"[{format_timestamp(_caption_samples(line.start_s), '.')[:-4]}] " if timestamps else ""
+            out.append(stamp + text(line).replace("\n", "\n    "))
+        return "".join(row + "\n" for row in out)
+    # One cue per line at least (a long line is split by the usual cue layout, labels kept on
+    # its first cue); a translation is a cue line of its own.
+    segments = tuple(Segment(start=_caption_samples(line.start_s), end=_caption_samples(line.end_s),
+                             text=text(line).replace("\n", " / ")) for line in merged)
+    duration = max((s.end for s in segments), default=0)
+    transcript = Transcript(segments=segments, language=None, duration=duration)
+    return to_srt(transcript) if fmt == "srt" else to_vtt(transcript)
 
 
-def parse_json(text: str) -> Transcript:
-    """A transcript from `to_json` output; raises ValueError on another document."""
-    doc = json.loads(text)
-    if not isinstance(doc, dict) or doc.get("format") != JSON_FORMAT_NAME:
-        raise ValueError(f"not a {JSON_FORMAT_NAME} JSON document")
-    if doc.get("version") != JSON_VERSION:
-        raise ValueError(f"unsupported {JSON_FORMAT_NAME} version {doc.get('version')!r}")
-    segments = tuple(
-        Segment(
-            text=s["text"], start=_samples(s["start"]), end=_samples(s["end"]),
-            words=tuple(Word(w["text"], _samples(w["start"]), _samples(w["end"]),
-                             float(w["probability"])) for w in s["words"]),
-            avg_logprob=float(s["avg_logprob"]), no_speech_prob=float(s["no_speech_prob"]),
-            compression_ratio=float(s["compression_ratio"]),
-            temperature=float(s["temperature"]), flags=tuple(s["flags"]),
-        )
-        for s in doc["segments"]
-    )
-    return Transcript(segments=segments, language=doc.get("language"),
-                      duration=_samples(doc["duration"]), decode_ms=float(doc["decode_ms"]),
-                      extra=dict(doc.get("extra") or {}))
-
-
-def _samples(seconds: float) -> int:
-    return int(round(float(seconds) * SAMPLE_RATE))
-
-
-def parse_txt(text: str) -> str:
-    """The transcript text of a TXT export (lines joined with spaces)."""
-    return " ".join(line.strip() for line in text.splitlines() if line.strip())
+def _caption_samples(seconds: float) -> int:
+    return max(0, round(seconds * SAMPLE_RATE))

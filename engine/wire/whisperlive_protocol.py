@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from engine.core.protocol import MAX_TEXT_FRAME_CHARS, ProtocolViolation
 from engine.types import SAMPLE_RATE
+from engine.wire.protocol import MAX_TEXT_FRAME_CHARS, ProtocolViolation
 
 END_OF_AUDIO = b"END_OF_AUDIO"
 
