@@ -31,9 +31,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.file_import import FileImport, ImportOptions  # noqa: E402
 from engine.audio.decode import load_audio  # noqa: E402
-from engine.evaluation import english, error_rate, read_manifest  # noqa: E402
 from engine.files import transcribe_file  # noqa: E402
 from engine.types import SAMPLE_RATE, DecodeOptions  # noqa: E402
+
+from evaluation import english, error_rate, read_manifest  # noqa: E402
 
 
 class _Listener:

@@ -44,9 +44,10 @@ sys.path.insert(0, str(ROOT))
 
 from engine.asr.ct2_decoder import Ct2Runner  # noqa: E402
 from engine.audio.decode import load_audio  # noqa: E402
-from engine.evaluation import english, read_manifest  # noqa: E402
 from engine.server.scheduler import SchedulerOptions, split_by_length, without_prompts  # noqa: E402
 from engine.types import DecodeOptions, DecodeRequest  # noqa: E402
+
+from evaluation import english, read_manifest  # noqa: E402
 
 SR = 16_000
 # What "ms" means in the tables: process CPU time (default; other processes on a shared

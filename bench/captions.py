@@ -30,7 +30,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO)]
 
-from engine.evaluation import english, error_rate, read_manifest  # noqa: E402
+from evaluation import english, error_rate, read_manifest  # noqa: E402
 
 SETTLE_S = 4.0  # no new final for this long after the clip: its captions are complete
 MAX_WAIT_S = 25.0

@@ -34,13 +34,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from engine.asr.ct2_decoder import Ct2Runner  # noqa: E402
 from engine.asr.sequential import SequentialRunner  # noqa: E402
 from engine.audio.decode import load_audio  # noqa: E402
-from engine.evaluation import english, error_rate, read_manifest  # noqa: E402
 from engine.types import (  # noqa: E402
     SAMPLE_RATE,  # noqa: E402
     Audio,
     DecodeOptions,
     DecodeRequest,
 )
+
+from evaluation import english, error_rate, read_manifest  # noqa: E402
 
 METHODS = ("short", "padded", "fw")
 BATCH_SIZES = (1, 2, 4, 8)

@@ -53,7 +53,7 @@ NETNS_FLAG = "SOTTOVOCE_BENCH_NETNS"
 
 
 def corpus_files() -> list[tuple[Path, float]]:
-    from engine.evaluation import read_manifest
+    from evaluation import read_manifest
 
     entries = read_manifest(AUDIO / "manifest.jsonl")
     return [(e.path, e.duration_s) for e in entries if (e.language or "en") == "en"]

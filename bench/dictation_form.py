@@ -37,17 +37,18 @@ sys.path.insert(0, str(REPO))
 from engine.asr.ct2_decoder import Ct2Runner  # noqa: E402
 from engine.audio.decode import load_audio  # noqa: E402
 from engine.core.stream import StreamCore, StreamOptions  # noqa: E402
-from engine.evaluation import (  # noqa: E402
+from engine.events import Event, FinalText  # noqa: E402
+from engine.files import FileOptions, transcribe_file  # noqa: E402
+from engine.types import SAMPLE_RATE, Audio, Runner, Segment  # noqa: E402
+from engine.vad import default_scorer  # noqa: E402
+
+from evaluation import (  # noqa: E402
     english,
     error_rate,
     formatted,
     formatted_error_rate,
     read_manifest,
 )
-from engine.events import Event, FinalText  # noqa: E402
-from engine.files import FileOptions, transcribe_file  # noqa: E402
-from engine.types import SAMPLE_RATE, Audio, Runner, Segment  # noqa: E402
-from engine.vad import default_scorer  # noqa: E402
 
 BLOCK = 1600  # 100 ms blocks, as the microphone delivers them
 

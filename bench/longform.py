@@ -45,8 +45,9 @@ DEFAULT_MANIFEST = Path(__file__).resolve().parents[1] / "tests" / "audio" / "ma
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine.audio.decode import load_audio  # noqa: E402
-from engine.evaluation import ManifestEntry, error_rate, read_manifest  # noqa: E402
 from engine.types import SAMPLE_RATE  # noqa: E402
+
+from evaluation import ManifestEntry, error_rate, read_manifest  # noqa: E402
 
 SYSTEMS = ("ours", "faster_whisper_default", "faster_whisper_batched")
 PAUSES_S = (0.4, 0.7, 1.0, 1.5, 2.5)  # between utterances, cycled

@@ -32,8 +32,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from engine.audio.decode import load_audio  # noqa: E402
-from engine.evaluation import english, error_rate, read_manifest  # noqa: E402
 from engine.types import SAMPLE_RATE  # noqa: E402
+
+from evaluation import english, error_rate, read_manifest  # noqa: E402
 
 PAUSES_S = (0.4, 0.7, 1.0, 1.5, 2.5)
 LONG_PAUSE_S = 8.0

@@ -55,10 +55,11 @@ sys.path.insert(0, str(ROOT))
 
 from engine.audio.decode import load_audio  # noqa: E402
 from engine.audio.sources import FileSource  # noqa: E402
-from engine.evaluation import english, error_rate, read_manifest  # noqa: E402
 from engine.events import Event, FinalText  # noqa: E402
 from engine.models import resolve_model  # noqa: E402
 from engine.remote.client import RemoteLiveEngine, RemoteOptions  # noqa: E402
+
+from evaluation import english, error_rate, read_manifest  # noqa: E402
 
 log = logging.getLogger("bench.server")
 SYSTEMS = ("ours_batched", "ours_unbatched", "ours_wl", "whisperlive")

@@ -42,8 +42,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from engine.audio.decode import load_audio  # noqa: E402
-from engine.evaluation import english, read_manifest  # noqa: E402
 from engine.longform.chunking import speech_probabilities  # noqa: E402
+
+from evaluation import english, read_manifest  # noqa: E402
 
 FRAME = 1600  # 100 ms
 SILENCE_S = 1.0

@@ -73,13 +73,6 @@ from engine.audio.decode import load_audio  # noqa: E402
 from engine.audio.sources import FileSource  # noqa: E402
 from engine.core.policy import PolicyOptions  # noqa: E402
 from engine.dictation.format import join  # noqa: E402
-from engine.evaluation import (  # noqa: E402
-    english,
-    error_rate,
-    formatted_error_rate,
-    normalize,
-    read_manifest,
-)
 from engine.events import Event, FinalText, Metrics, PartialText, SpeechStarted  # noqa: E402
 from engine.live import LiveOptions, LocalLiveEngine  # noqa: E402
 from engine.types import (  # noqa: E402
@@ -90,6 +83,14 @@ from engine.types import (  # noqa: E402
     ModelInfo,
     Runner,
     Transcript,
+)
+
+from evaluation import (  # noqa: E402
+    english,
+    error_rate,
+    formatted_error_rate,
+    normalize,
+    read_manifest,
 )
 
 DEFAULT_MANIFEST = REPO / "tests" / "audio" / "manifest.jsonl"

@@ -11,7 +11,7 @@ transcribed two ways, same model and device, in the same run:
 Each pass over the whole set is repeated (``--repeat``, alternating which system goes first, so
 drift on a shared machine hits both); RTF = wall seconds / audio seconds per pass, reported as
 median and p95 over passes. WER is the corpus WER after Whisper's English normaliser; "fmt WER" keeps
-case and punctuation (engine.evaluation.formatted_error_rate, formatted references only). Model load
+case and punctuation (evaluation.formatted_error_rate, formatted references only). Model load
 time is excluded (printed separately). Prints a table and writes
 ``{"ours": {"rtf", "wer", ...}, "faster_whisper_default": {...}, "audio_s": n, ...}``.
 """
@@ -39,15 +39,16 @@ from app.commands.transcribe import (  # noqa: E402
 )
 from engine.asr.sequential import SequentialRunner  # noqa: E402
 from engine.audio.decode import load_audio  # noqa: E402
-from engine.evaluation import (  # noqa: E402
+from engine.models import resolve_model  # noqa: E402
+from engine.types import SAMPLE_RATE  # noqa: E402
+from engine.wire.export import render  # noqa: E402
+
+from evaluation import (  # noqa: E402
     ManifestEntry,
     error_rate,
     formatted_error_rate,
     read_manifest,
 )
-from engine.models import resolve_model  # noqa: E402
-from engine.types import SAMPLE_RATE  # noqa: E402
-from engine.wire.export import render  # noqa: E402
 
 SYSTEMS = ("ours", "faster_whisper_default")
 # One pass: transcribe a file path, return its text.

@@ -34,12 +34,13 @@ from app.commands.transcribe import decode_options  # noqa: E402
 from engine.asr.ct2_decoder import Ct2Runner  # noqa: E402
 from engine.audio.sources import FileSource  # noqa: E402
 from engine.core.policy import PolicyOptions  # noqa: E402
-from engine.evaluation import ManifestEntry, english, error_rate, read_manifest  # noqa: E402
 from engine.events import Event, FinalText  # noqa: E402
 from engine.files import transcribe_file  # noqa: E402
 from engine.live import LiveOptions, LocalLiveEngine  # noqa: E402
 from engine.types import SAMPLE_RATE, Segment, Transcript  # noqa: E402
 from engine.vocabulary import Vocabulary  # noqa: E402
+
+from evaluation import ManifestEntry, english, error_rate, read_manifest  # noqa: E402
 
 # The proper nouns of the short English clips' reference texts (names of people, places and
 # the tool the MFA clips talk about), spelled as they should come out.

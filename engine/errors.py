@@ -27,10 +27,6 @@ class TranscriptionError(EngineError):
     """The ASR backend failed on a chunk."""
 
 
-class ProtocolError(EngineError):
-    """A malformed or unexpected message on the wire."""
-
-
 class ConnectionLostError(EngineError):
     """The remote server went away."""
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from engine.evaluation import ManifestEntry, read_manifest
+from bench.evaluation import ManifestEntry, read_manifest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # The speech corpus in the repository (tests/audio, FLAC); SOTTOVOCE_TEST_AUDIO names another

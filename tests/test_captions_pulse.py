@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.evaluation import error_rate as corpus_error_rate
+from bench.evaluation import error_rate as corpus_error_rate
 from engine.journal import is_caption_session, list_sessions, read_journal
 
 REPO = Path(__file__).resolve().parents[1]

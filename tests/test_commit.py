@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench.evaluation import error_rate, normalize
 from engine.audio.decode import load_audio
 from engine.core.agreement import comparable
 from engine.core.policy import PolicyOptions, StreamingPolicy
 from engine.core.segmenter import SegmentAudio, SegmentEnded
 from engine.core.stream import StreamCore, StreamOptions
-from engine.evaluation import error_rate, normalize
 from engine.events import Event, FinalText, PartialText, SpeechEnded
 from engine.types import SAMPLE_RATE, VAD_WINDOW, DecodeOptions, Runner
 from tests.test_policy import audio, started, transcript

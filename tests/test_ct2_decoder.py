@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench.evaluation import english, error_rate
 from engine.asr.ct2_decoder import Ct2Runner
 from engine.asr.short_context import ShortContextSettings
 from engine.audio.decode import load_audio
 from engine.core.quality import max_ngram_repeats
-from engine.evaluation import english, error_rate
 from engine.types import SAMPLE_RATE, DecodeOptions, DecodeRequest
 
 pytestmark = pytest.mark.model

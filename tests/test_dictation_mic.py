@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from test_microphone import play, virtual_mic  # noqa: F401 - the fixture (a private null sink)
 
-from engine.evaluation import error_rate
+from bench.evaluation import error_rate
 
 # tiny.en hears the soft "go" of cmusphinx-goforward through the virtual microphone only some
 # of the time ("For 10 meters."), whatever the cues; the JFK reading is heard reliably.

@@ -33,8 +33,8 @@ from desktop_driver import (
     xdotool,
 )
 
+from bench.evaluation import error_rate, formatted_error_rate
 from engine.core.form import has_form
-from engine.evaluation import error_rate, formatted_error_rate
 
 ARTIFACTS = REPO / "tests" / "artifacts"
 # Three clips with formatted references (case and punctuation), dictated one after another.

@@ -50,7 +50,7 @@ from app.wayland_inject import (
     WlClipboard,
     Wtype,
 )
-from engine.evaluation import error_rate
+from bench.evaluation import error_rate
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(400)]
 

@@ -8,9 +8,9 @@ import threading
 import numpy as np
 import pytest
 
+from bench.evaluation import error_rate
 from engine.asr.fake import ScriptedRunner
 from engine.audio.decode import load_audio
-from engine.evaluation import error_rate
 from engine.files import FileOptions, Progress, transcribe_file
 from engine.types import SAMPLE_RATE, DecodeRequest, Segment, Transcript
 

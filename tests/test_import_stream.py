@@ -156,8 +156,8 @@ def test_open_file_streams_into_the_view(qtbot, shared_audio, tmp_path, monkeypa
     progress to the end."""
     from app.controller import Controller, LaunchOptions
     from app.settings import Settings, with_changes
+    from bench.evaluation import error_rate
     from engine.audio import decode
-    from engine.evaluation import error_rate
     from engine.files import file_runner
     from engine.longform import sections
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench.evaluation import ManifestEntry, error_rate, normalize
 from engine.audio.decode import load_audio
 from engine.audio.sources import FileSource
 from engine.core.policy import PolicyOptions
-from engine.evaluation import ManifestEntry, error_rate, normalize
 from engine.events import (
     EngineFailed,
     Event,

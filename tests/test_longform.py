@@ -18,12 +18,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bench.evaluation import error_rate
 from engine.asr.ct2_decoder import Ct2Runner
 from engine.asr.fake import ScriptedRunner
 from engine.audio.decode import load_audio
 from engine.core.quality import words_of
 from engine.errors import EngineError
-from engine.evaluation import error_rate
 from engine.files import Progress, transcribe_file
 from engine.longform import (
     LongFormOptions,

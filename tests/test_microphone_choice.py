@@ -140,7 +140,7 @@ def test_unplugged_microphone_falls_back_to_the_default_mid_dictation(
         two_mics: Mics, shared_audio: Path, manifest, tiny_transcriber) -> None:  # type: ignore[no-untyped-def]
     """Push-to-talk on the second microphone; it is unplugged after the first sentence; the
     second sentence is spoken into the default one. One final holds both sentences."""
-    from engine.evaluation import error_rate
+    from bench.evaluation import error_rate
     from engine.events import EngineFailed, FinalText
     from engine.live import LiveOptions, LocalLiveEngine
 

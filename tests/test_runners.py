@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench.evaluation import error_rate
 from engine.asr import local_runner
 from engine.asr.ct2_decoder import Ct2Runner
 from engine.asr.fake import ScriptedRunner, silence
@@ -16,7 +17,6 @@ from engine.asr.sequential import SequentialRunner
 from engine.asr.tensorrt import TensorRTLLMRunner
 from engine.audio.decode import load_audio
 from engine.errors import DependencyMissingError, EngineError
-from engine.evaluation import error_rate
 from engine.types import DecodeOptions, DecodeRequest, Runner
 
 CLIP = "arctic-aew-a0001.wav"

@@ -26,11 +26,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench.evaluation import ManifestEntry, error_rate
 from engine.asr.ct2_decoder import Ct2Runner
 from engine.asr.tensorrt import TensorRTLLMRunner
 from engine.audio.sources import FileSource
 from engine.errors import DependencyMissingError, TranscriptionError
-from engine.evaluation import ManifestEntry, error_rate
 from engine.events import EngineFailed, Event, FinalText, Metrics, StateChanged
 from engine.remote.client import RemoteLiveEngine, RemoteOptions
 from engine.server.scheduler import BatchScheduler, SchedulerOptions

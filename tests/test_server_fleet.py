@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from bench.evaluation import error_rate, read_manifest
 from engine.asr.fake import ScriptedRunner
 from engine.audio.sources import FileSource
-from engine.evaluation import error_rate, read_manifest
 from engine.events import EngineFailed, Event, FinalText, StateChanged
 from engine.remote.client import RemoteLiveEngine, RemoteOptions
 from engine.server.metrics import parse

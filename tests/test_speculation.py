@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from bench.evaluation import ManifestEntry, error_rate, formatted_error_rate, normalize
 from engine.asr.fake import ScriptedRunner
 from engine.audio.decode import load_audio
 from engine.audio.sources import FileSource
@@ -29,7 +30,6 @@ from engine.core.segmenter import (
 )
 from engine.core.speculation import usable
 from engine.core.stream import Segmentation, StreamCore, StreamOptions
-from engine.evaluation import ManifestEntry, error_rate, formatted_error_rate, normalize
 from engine.events import EngineFailed, Event, FinalText, Metrics
 from engine.live import LiveOptions, LocalLiveEngine
 from engine.types import SAMPLE_RATE, VAD_WINDOW, DecodeRequest, Runner, Transcript

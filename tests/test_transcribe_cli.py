@@ -15,10 +15,10 @@ import pytest
 from subtitles import parse_json, parse_srt, parse_txt, parse_vtt
 
 from app.cli import main
+from bench.evaluation import error_rate
 from engine.asr.fake import ScriptedRunner
 from engine.atomic import OutputWriteError, atomic_write_text
 from engine.audio.decode import load_audio
-from engine.evaluation import error_rate
 from engine.types import SAMPLE_RATE, DecodeOptions
 
 REPO = Path(__file__).resolve().parents[1]

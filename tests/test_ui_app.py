@@ -12,7 +12,7 @@ import sys
 import pytest
 from desktop_driver import REPO, start_app
 
-from engine.evaluation import error_rate
+from bench.evaluation import error_rate
 
 pytestmark = [
     pytest.mark.skipif(not os.environ.get("DISPLAY"),

@@ -145,7 +145,7 @@ def test_import_shows_stamped_text_exports_and_journals(qtbot, make_controller, 
 
     from app.dialogs import DialogActions, journal_sessions
     from app.session import save_export
-    from engine.evaluation import error_rate
+    from bench.evaluation import error_rate
 
     controller, _ = make_controller()
     DialogActions(controller).connect_window()  # no reference kept, as in gui_main: it must live on

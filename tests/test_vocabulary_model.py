@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench.evaluation import normalize
 from engine.asr.ct2_decoder import Ct2Runner
 from engine.audio.decode import load_audio
 from engine.audio.sources import FileSource
 from engine.errors import ModelNotFoundError
-from engine.evaluation import normalize
 from engine.events import Event, FinalText
 from engine.files import transcribe_file
 from engine.live import LiveOptions, LocalLiveEngine

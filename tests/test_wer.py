@@ -19,8 +19,8 @@ import statistics
 import pytest
 
 from app.commands.transcribe import Decoders, decode_options, transcribe
+from bench.evaluation import ManifestEntry, english, error_rate
 from engine.audio.decode import load_audio
-from engine.evaluation import ManifestEntry, english, error_rate
 
 SHORT_WER_LIMIT = 0.10
 LONG_WER_LIMIT = 0.055
@@ -126,7 +126,7 @@ def test_digits_and_number_words_score_the_same(written: str, spoken: str) -> No
 
 
 def test_spelling_leaves_longer_numbers_alone() -> None:
-    from engine.evaluation import spell_lone_digits
+    from bench.evaluation import spell_lone_digits
 
     text = "At 3:30 pay $5 or 5% of 1.5 kg, 12 items, the 7th, class-1 and 1."
     assert spell_lone_digits(text) == (
@@ -140,7 +140,7 @@ def test_an_ellipsis_is_not_a_word() -> None:
 
 
 def test_formatted_wer_counts_lost_case_and_punctuation() -> None:
-    from engine.evaluation import formatted, formatted_error_rate
+    from bench.evaluation import formatted, formatted_error_rate
 
     ref = "And so, my fellow Americans: ask not."
     assert formatted(ref) and not formatted("AND SO MY FELLOW AMERICANS")

@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench.evaluation import ManifestEntry, error_rate
 from engine.audio.sources import FileSource
-from engine.evaluation import ManifestEntry, error_rate
 from engine.events import EngineFailed, Event, FinalText, StateChanged
 from engine.remote.client import Endpoint, RemoteLiveEngine, RemoteOptions
 from engine.wire import whisperlive_protocol as wl

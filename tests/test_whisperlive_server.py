@@ -20,10 +20,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench.evaluation import ManifestEntry, error_rate
 from engine.asr.fake import ScriptedRunner
 from engine.audio.sources import FileSource
 from engine.core.voice import EnergyVad
-from engine.evaluation import ManifestEntry, error_rate
 from engine.events import Event, FinalText
 from engine.remote.client import RemoteLiveEngine, RemoteOptions
 from engine.server.server import ServerOptions, ServerThread, TranscriptionServer
