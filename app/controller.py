@@ -26,7 +26,7 @@ from app.dictation import Dictation
 from app.dictation_text import Dictated, TextWorker, shown_final
 from app.engine_factory import EngineConfig, EngineFactory, make_engine
 from app.hotkeys import GlobalHotkey, HotkeyUnavailableError
-from app.import_flow import ImportFlow, RunnerFactory, import_runner
+from app.import_flow import ImportFlow, RunnerFactory
 from app.import_host import ImportHost, engine_finished
 from app.inject import TextInjector, copy_to_clipboard
 from app.latency_trace import breakdown, describe
@@ -81,7 +81,7 @@ class Controller(ImportHost):
     def __init__(self, settings: Settings, options: LaunchOptions | None = None,
                  engine_factory: EngineFactory = make_engine,
                  parent: QObject | None = None,
-                 runner_factory: RunnerFactory = import_runner) -> None:
+                 runner_factory: RunnerFactory | None = None) -> None:
         super().__init__(parent)
         self.settings = settings
         self.options = options or LaunchOptions()

@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from PySide6.QtCore import QObject
 
 from app.file_import import FileImport, ImportOptions, ImportResult
 from app.import_host import ImportHost, engine_finished
+from engine.asr import local_runner
 from engine.types import SAMPLE_RATE, Runner, Segment
 from engine.vocabulary import parse as parse_vocabulary
 from ui.bridge import ImportBridge
@@ -42,19 +44,11 @@ QUIT_WAIT_S = 10.0
 RunnerFactory = Callable[[str, str], Runner]  # (model, device) -> an unloaded Runner
 
 
-def import_runner(model: str, device: str) -> Runner:
-    """The import's runner: laid out as the long-form pipeline wants it (two decode streams on
-    the CPU, see `engine.files.file_runner`)."""
-    from engine.files import file_runner
-
-    return file_runner(model, device=device)
-
-
 class ImportFlow(QObject):
     """Owns at most one `FileImport` at a time and keeps the window and session in step."""
 
     def __init__(self, controller: ImportHost,
-                 runner_factory: RunnerFactory = import_runner,
+                 runner_factory: RunnerFactory | None = None,
                  options: ImportOptions | None = None) -> None:
         super().__init__(controller)
         self.controller = controller
@@ -63,7 +57,8 @@ class ImportFlow(QObject):
         self.bridge = ImportBridge(self)
         self.current: FileImport | None = None
         self.last_result: ImportResult | None = None
-        self._factory = runner_factory
+        # Laid out as the long-form pipeline wants it (two decode streams on the CPU).
+        self._factory = runner_factory or partial(local_runner, files=True)
         self._resume = False
         self._done = 0
         self._connect()

@@ -113,9 +113,9 @@ def main() -> int:
     parser.add_argument("--model", default="tiny.en")
     parser.add_argument("--long-only", action="store_true", help="leave out the short-clip mix")
     args = parser.parse_args()
-    from app.import_flow import local_runner
+    from engine.asr import local_runner
 
-    runner = local_runner(args.model, "cpu")  # as the app loads it (two streams on the CPU)
+    runner = local_runner(args.model, "cpu", files=True)  # as the app loads it (two streams on the CPU)
     runner.load()
     tmp = Path(tempfile.mkdtemp(prefix="bench-import-"))
     files = [(e.path, e.text) for e in english(read_manifest(args.manifest), kinds=("long",))]

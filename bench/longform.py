@@ -248,11 +248,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     logging.getLogger("faster_whisper").setLevel(logging.WARNING)
 
+    from engine.asr import local_runner
     from engine.asr.whisper_model import FasterWhisperModel
-    from engine.longform import long_form_backend
 
-    transcriber = long_form_backend(args.model, device=args.device,
-                                    compute_type=args.compute_type)
+    transcriber = local_runner(args.model, args.device, files=True,
+                               compute_type=args.compute_type)
     transcriber.load()
     peer = FasterWhisperModel(args.model, device=args.device, compute_type=args.compute_type)
     peer.load()

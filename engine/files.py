@@ -23,7 +23,7 @@ of resolved results). Only `_decode_wave` (local threads, one per stream) is thi
 
 Memory: a path is decoded in pieces and planned a section at a time (`engine.longform.sections`),
 so the audio held does not grow with the file. The native side is bounded too: the runner
-decodes a wave's batch in slices (`engine.longform.runners.CPU_DECODE_SLICE`: the decoder's
+decodes a wave's batch in slices (`engine.asr.CPU_DECODE_SLICE`: the decoder's
 cross-attention keys and values of every item decoded together are alive at once) and aligns
 one item at a time, and the C heap's free pages go back to the system after each wave and
 whenever the resident size has grown by a step inside one (`engine.native_memory`), which
@@ -358,11 +358,3 @@ def transcribe_file(
         raise ValueError("audio must be mono: a 1-D array of 16 kHz samples")
     return FileTranscription(audio, runner, LongFormOptions.coerce(options), cancel, sequential)
 
-
-def file_runner(model: str | None = None, *, device: str = "auto",
-                compute_type: str = "auto") -> Runner:
-    """The local runner (not loaded) as files want it: `engine.longform.long_form_backend`'s
-    `Ct2Runner` with its decode streams."""
-    from engine.longform.runners import long_form_backend
-
-    return long_form_backend(model, device=device, compute_type=compute_type)

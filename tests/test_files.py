@@ -36,9 +36,9 @@ class _Scripted:
 
 @pytest.fixture(scope="module")
 def runner():  # type: ignore[no-untyped-def]
-    from engine.files import file_runner
+    from engine.asr import local_runner
 
-    runner = file_runner("tiny.en", device="cpu")
+    runner = local_runner("tiny.en", "cpu", files=True)
     runner.load()
     return runner
 

@@ -157,8 +157,8 @@ def test_open_file_streams_into_the_view(qtbot, shared_audio, tmp_path, monkeypa
     from app.controller import Controller, LaunchOptions
     from app.settings import Settings, with_changes
     from bench.evaluation import error_rate
+    from engine.asr import local_runner
     from engine.audio import decode
-    from engine.files import file_runner
     from engine.longform import sections
 
     monkeypatch.setenv("SOTTOVOCE_CONTROL_SOCKET", str(tmp_path / "control.sock"))
@@ -185,7 +185,7 @@ def test_open_file_streams_into_the_view(qtbot, shared_audio, tmp_path, monkeypa
     monkeypatch.setattr(decode, "open_audio", lambda p, piece_s=10.0: real_open(p, 10.0))
     controller = Controller(with_changes(Settings(), inject_mode="off"),
                             LaunchOptions(enable_hotkey=False),
-                            runner_factory=lambda model, device: file_runner(model, device="cpu"))
+                            runner_factory=lambda model, device: local_runner(model, "cpu", files=True))
     qtbot.addWidget(controller.window)
     qtbot.addWidget(controller.captions)
     progress: list[tuple[int, int]] = []

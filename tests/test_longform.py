@@ -701,9 +701,9 @@ class _MeetingRunner:
 
 @pytest.fixture(scope="module")
 def two_streams() -> Ct2Runner:
-    from engine.longform import long_form_backend
+    from engine.asr import local_runner
 
-    backend = long_form_backend("tiny.en", device="cpu")
+    backend = local_runner("tiny.en", "cpu", files=True)
     backend.load()
     return backend
 

@@ -30,11 +30,11 @@ JOINED = ("arctic-aew-a0001.wav", "ljs-LJ050-0131.wav", "ls-tc-1995-1837-0001.wa
 
 @pytest.fixture(scope="module")
 def shared_tiny():  # type: ignore[no-untyped-def]
-    """The app's import runner over tiny.en (`engine.files.file_runner`), loaded once for this
+    """The app's import runner over tiny.en (`engine.asr.local_runner`, ``files=True``), loaded once for this
     module."""
-    from engine.files import file_runner
+    from engine.asr import local_runner
 
-    runner = file_runner("tiny.en", device="cpu")
+    runner = local_runner("tiny.en", "cpu", files=True)
     runner.load()
     return runner
 

@@ -32,13 +32,13 @@ from typing import Any
 
 import numpy as np
 
+from engine.asr import local_runner
 from engine.asr.sequential import SequentialRunner
 from engine.atomic import OutputWriteError, atomic_write_text
 from engine.audio.decode import AudioReader, open_audio
 from engine.dictation.rules import RuleError, Rules, apply_rules, parse_rules
 from engine.errors import AudioDecodeError, EngineError
 from engine.files import FileOptions, Progress, transcribe_file, uses_sequential
-from engine.longform import long_form_backend
 from engine.models import DEFAULT_MODEL
 from engine.outputs import check_folder, output_path
 from engine.types import SAMPLE_RATE, Audio, DecodeOptions, Runner, Transcript
@@ -187,13 +187,13 @@ def make_decoders(model: str, device: str, compute_type: str, engine: str) -> De
 
     faster-whisper's loop decodes one window at a time: one replica on all cores (on the 2-core
     test machine, two one-thread replicas took 1.2x as long over the 26 short clips). The
-    pipeline keeps two replicas busy (`engine.longform.long_form_backend`). A run with short and
-    long files on the CPU loads the model twice; where the layouts are the same (CUDA, one
-    core), one backend serves both.
+    pipeline keeps two replicas busy (`engine.asr.local_runner` with ``files``). A run with
+    short and long files on the CPU loads the model twice; where the layouts are the same
+    (CUDA, one core), one backend serves both.
     """
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}")
-    runner = long_form_backend(model, device=device, compute_type=compute_type)
+    runner = local_runner(model, device, files=True, compute_type=compute_type)
     if engine == "batched":
         return Decoders(runner, None, 0.0)
     below = math.inf if engine == "sequential" else AUTO_BATCHED_MIN_SECONDS

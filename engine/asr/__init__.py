@@ -13,19 +13,56 @@ Backend modules import their libraries lazily, so importing this package is chea
 
 from __future__ import annotations
 
-from engine.types import Runner
+import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from engine.asr.ct2_decoder import Ct2Runner
+    from engine.asr.sequential import SequentialRunner
+
+# Decode streams on the CPU for files (the long-form pipeline: `sottovoce transcribe`, File >
+# Open file): model replicas of cores // 2 threads each, one batch each at a time (see
+# `engine.longform.pipeline`). Measured on the 2-core test machine only; CUDA keeps one.
+CPU_STREAMS = 2
+# Items generated together on the CPU for files (a pass's generate() and align() run over slices
+# of this many, at the pass's one width, so the text is the same): the decoder holds the
+# cross-attention keys and values of every item of a call (~7 MB per 11 s chunk on tiny.en).
+# Through the CLI (beam 5, two streams; bench/memory.py): 8 min mix, 705 -> 437 MB peak RSS with
+# the text identical (with the per-wave trim and oneDNN cap, engine.native_memory); 20 min mix,
+# whole calls 701-733 MB, slices of 8 593, of 4 523 (trimmed). CPU time per item did not grow in
+# single-call tests (greedy 16 vs 2 x 8 vs 4 x 4 items: 16-20 s for three calls each). Calls
+# with more hypotheses x frames than 4 short windows at beam 5 (the padded window at beam 5)
+# take fewer items, and align() takes one (`engine.asr.ct2_batch.generate_slice`).
+CPU_DECODE_SLICE = 4
 
 
-def local_runner(model: str | None = None, *, fast: bool = True, device: str = "auto",
-                 streams: int = 1, cpu_threads: int = 0) -> Runner:
-    """The default local runner, not loaded: the guarded short-context chunk decoder over
+def local_runner(model: str | None = None, device: str = "auto", *, files: bool = False,
+                 fast: bool = True, compute_type: str = "auto", streams: int = 1,
+                 cpu_threads: int = 0) -> Ct2Runner | SequentialRunner:
+    """The local runner, not loaded: the guarded short-context chunk decoder over
     faster-whisper's weights (``fast``), or faster-whisper's own loop (30 s padded windows).
     ``streams``: model replicas on the CPU (calls served at the same time); ``cpu_threads``:
-    CTranslate2 threads of each (0: the cores shared out among them)."""
+    CTranslate2 threads of each (0: the cores shared out among them).
+
+    ``files``: laid out as the long-form pipeline wants it (files, the import, `sottovoce
+    transcribe`): `CPU_STREAMS` decode streams on a CPU with that many cores (one on CUDA),
+    batches generated in slices of `CPU_DECODE_SLICE`. A single decode call then runs on one
+    replica with its share of the cores: faster-whisper's own loop over short files took 1.2x
+    as long that way on the 2-core test machine, so the CLI keeps an all-cores runner for
+    those (`app.commands.transcribe.make_decoders`).
+    """
+    if files:
+        from engine.asr.ct2_decoder import Ct2Runner
+
+        return Ct2Runner(model, device=device, compute_type=compute_type,
+                         streams=max(1, min(CPU_STREAMS, os.cpu_count() or 1)),
+                         max_batch=CPU_DECODE_SLICE)
     if fast:
         from engine.asr.ct2_decoder import Ct2Runner
 
-        return Ct2Runner(model, device=device, streams=streams, cpu_threads=cpu_threads)
+        return Ct2Runner(model, device=device, compute_type=compute_type, streams=streams,
+                         cpu_threads=cpu_threads)
     from engine.asr.sequential import SequentialRunner
 
-    return SequentialRunner(model, device=device, streams=streams, cpu_threads=cpu_threads)
+    return SequentialRunner(model, device=device, compute_type=compute_type, streams=streams,
+                            cpu_threads=cpu_threads)

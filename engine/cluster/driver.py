@@ -122,11 +122,11 @@ def connect(address: str) -> None:
 
 def local_layout(opts: ClusterOptions, gpu: bool) -> tuple[ActorLayout, int, int]:
     """The actors' model layout, the decode streams per file and the batch size: what the
-    local runner (`engine.longform.long_form_backend`, `batch_size_for`) picks on this machine
+    local runner (`engine.asr.local_runner` for files, `batch_size_for`) picks on this machine
     for the device, so the waves, hence the text, are the same as a local run's."""
+    from engine.asr import CPU_STREAMS
     from engine.asr.whisper_model import default_cpu_threads
     from engine.longform.pipeline import batch_size_for
-    from engine.longform.runners import CPU_STREAMS
 
     device = "cuda" if gpu and opts.device in ("auto", "cuda") else "cpu"
     streams = 1 if device == "cuda" else max(1, min(CPU_STREAMS, os.cpu_count() or 1))
