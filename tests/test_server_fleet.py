@@ -16,13 +16,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from bench.evaluation import error_rate, read_manifest
 from engine.asr.fake import ScriptedRunner
 from engine.audio.sources import FileSource
 from engine.events import EngineFailed, Event, FinalText, StateChanged
 from engine.remote.client import RemoteLiveEngine, RemoteOptions
-from engine.server.metrics import parse
 from engine.server.server import ServerThread, TranscriptionServer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -35,6 +35,17 @@ def get(url: str, accept: str | None = None) -> tuple[int, str, str]:
             return response.status, response.headers["Content-Type"], response.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.headers["Content-Type"], exc.read().decode()
+
+
+def parse(text: str) -> dict[str, float]:
+    """The samples of a scrape, read by prometheus_client's own parser, as
+    ``{'name{label="value",...}': value}``."""
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = ",".join(f'{k}="{v}"' for k, v in sample.labels.items())
+            samples[f"{sample.name}{{{labels}}}" if labels else sample.name] = sample.value
+    return samples
 
 
 @pytest.fixture
@@ -65,7 +76,10 @@ def test_metrics_are_prometheus_text_and_json_stays_available(
     assert samples['sottovoce_audio_decoded_seconds_total{kind="final"}'] > 5
     assert 'sottovoce_errors_total{kind="busy"}' in samples
     for line in text.splitlines():  # every family is typed; every sample is "name value"
-        assert line.startswith("# TYPE ") or len(line.rsplit(" ", 1)) == 2
+        assert line.startswith(("# TYPE ", "# HELP ")) or len(line.rsplit(" ", 1)) == 2
+    # The process collector's families (Linux): what the server process holds and has used.
+    assert samples["process_resident_memory_bytes"] > 10 * 2**20
+    assert samples["process_cpu_seconds_total"] > 0 and samples["process_open_fds"] > 0
     for url, accept in ((f"{base}/metrics.json", None), (f"{base}/metrics", "application/json")):
         status, kind, body = get(url, accept)
         assert status == 200 and kind == "application/json"

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, cast
 from engine.errors import EngineError, missing_dependency
 from engine.server.connection import Connection, TokenBucket, close_reason
 from engine.server.limits import ClientSessions, SessionLimits
-from engine.server.metrics import CONTENT_TYPE, ServerMetrics
+from engine.server.metrics import CONTENT_TYPE, Scrape, ServerMetrics
 from engine.server.scheduler import BatchScheduler, SchedulerOptions
 from engine.server.session import SessionOptions
 from engine.server.whisperlive import WhisperLiveConnection
@@ -136,7 +136,7 @@ class TranscriptionServer:
                                          "errors": 0, "finals": 0, "unauthorized": 0,
                                          "whisperlive": 0}
         self.started_at = clock()
-        self.prometheus = ServerMetrics()
+        self.prometheus = ServerMetrics(self._scrape)
         self.draining = False
         self._connections: set[Connection] = set()
 
@@ -222,7 +222,7 @@ class TranscriptionServer:
                                        request.headers.get("Accept", "")):
             return _json_response(connection, 200, self.metrics())
         if path == "/metrics":
-            response = connection.respond(200, self.prometheus_text())
+            response = connection.respond(200, self.prometheus.render().decode())
             del response.headers["Content-Type"]
             response.headers["Content-Type"] = CONTENT_TYPE
             return response
@@ -251,10 +251,11 @@ class TranscriptionServer:
                 "batching": self.options.scheduler.max_batch > 1,
                 "limits": self.clients.as_dict()}
 
-    def prometheus_text(self) -> str:
+    def _scrape(self) -> Scrape:
+        """The server's own numbers for /metrics (`engine.server.metrics`)."""
         stats = self.scheduler.stats
         c = self.counters
-        return self.prometheus.render(
+        return Scrape(
             gauges={"sessions": self._sessions, "max_sessions": self.options.max_sessions,
                     "queue_depth": self.scheduler.waiting, "ready": int(not self.draining),
                     "uptime_seconds": round(self._clock() - self.started_at, 1),
