@@ -1,6 +1,7 @@
 """The app's File > Open file… path against one whole-file run with nothing consuming it.
 
     python bench/app_import.py --manifest tests/audio/manifest.jsonl --out import.json
+    python bench/app_import.py --smoke --out /tmp/import.json   # seconds: two clips, once
 
 The app consumes `engine.files.transcribe_file` on a worker (app.file_import): text appears,
 and is journalled, wave by wave. This measures what that costs against draining the same
@@ -14,27 +15,24 @@ writes included), without Qt. Reports the load average at start and end (shared 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import sys
 import tempfile
 import threading
 import time
-import wave
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from common import TEST_MANIFEST, pct, print_table, speech_mix, write_json, write_wav
+from evaluation import english, error_rate, read_manifest
 
-from app.file_import import FileImport, ImportOptions  # noqa: E402
-from engine.audio.decode import load_audio  # noqa: E402
-from engine.files import transcribe_file  # noqa: E402
-from engine.types import SAMPLE_RATE, DecodeOptions  # noqa: E402
-
-from evaluation import english, error_rate, read_manifest  # noqa: E402
+from app.file_import import FileImport, ImportOptions
+from engine.audio.decode import load_audio
+from engine.files import transcribe_file
+from engine.types import SAMPLE_RATE, DecodeOptions
 
 
 class _Listener:
@@ -84,45 +82,37 @@ def run_whole(path: Path, runner: Any) -> dict[str, Any]:
             "text": transcript.text}
 
 
-def joined_mix(manifest: Path, out: Path) -> tuple[Path, str]:
-    rng = np.random.default_rng(3)
-    parts, texts = [], []
-    for entry in english(read_manifest(manifest)):
-        parts.append(load_audio(entry.path))
-        parts.append(rng.normal(0, 0.001, int(rng.uniform(1, 2) * SAMPLE_RATE)))
-        texts.append(entry.text)
-    audio = np.concatenate(parts)
-    with wave.open(str(out), "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(SAMPLE_RATE)
-        w.writeframes((np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes())
-    return out, " ".join(texts)
-
-
-def _p95(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+def joined_mix(manifest: Path, out: Path, limit: int = 0) -> tuple[Path, str]:
+    """The manifest's English short clips (the first ``limit``) in one file, with pauses."""
+    entries = english(read_manifest(manifest), kinds=("short",))[:limit or None]
+    parts = list(speech_mix([(load_audio(e.path), e.text) for e in entries], seed=3))
+    return write_wav(out, np.concatenate([a for a, _ in parts])), " ".join(t for _, t in parts)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--manifest", type=Path, required=True)
+    parser.add_argument("--manifest", type=Path, default=TEST_MANIFEST)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--model", default="tiny.en")
     parser.add_argument("--long-only", action="store_true", help="leave out the short-clip mix")
+    parser.add_argument("--smoke", action="store_true",
+                        help="a mix of two short clips, once (no long file): seconds")
     args = parser.parse_args()
+    if args.smoke:
+        args.repeats = 1
     from engine.asr import local_runner
 
     runner = local_runner(args.model, "cpu", files=True)  # as the app loads it (two streams on the CPU)
     runner.load()
     tmp = Path(tempfile.mkdtemp(prefix="bench-import-"))
-    files = [(e.path, e.text) for e in english(read_manifest(args.manifest), kinds=("long",))]
+    files = [] if args.smoke else [(e.path, e.text) for e in english(read_manifest(args.manifest),
+                                                                    kinds=("long",))]
     if not args.long_only:
-        files.append(joined_mix(args.manifest, tmp / "english-short-mix.wav"))
-    systems = {"app_import": lambda p: run_import(p, runner, tmp / "journal"),
-               "whole_file": lambda p: run_whole(p, runner)}
+        files.append(joined_mix(args.manifest, tmp / "english-short-mix.wav", 2 * args.smoke))
+    systems: dict[str, Callable[[Path], dict[str, Any]]] = {
+        "app_import": lambda p: run_import(p, runner, tmp / "journal"),
+        "whole_file": lambda p: run_whole(p, runner)}
     report: dict[str, Any] = {"load_average_at_start": os.getloadavg()}
     for path, reference in files:
         seconds = len(load_audio(path)) / SAMPLE_RATE
@@ -133,14 +123,14 @@ def main() -> int:
         report[path.name] = {"audio_s": round(seconds, 1), **{name: _summary(r, seconds, reference)
                                                              for name, r in runs.items()}}
     report["load_average_at_end"] = os.getloadavg()
-    args.out.write_text(json.dumps(report, indent=2))
+    write_json(args.out, report)
     _print_table(report)
     return 0
 
 
 def _summary(runs: list[dict[str, Any]], seconds: float, reference: str) -> dict[str, float]:
-    walls = [r["wall"] / seconds for r in runs]
-    return {"rtf_median": round(statistics.median(walls), 4), "rtf_p95": round(_p95(walls), 4),
+    rtf = pct([r["wall"] / seconds for r in runs], 4)
+    return {"rtf_median": rtf["p50"], "rtf_p95": rtf["p95"],
             "cpu_rtf": round(statistics.median(r["cpu"] / seconds for r in runs), 4),
             "first_text_s": round(statistics.median(r["first"] for r in runs), 2),
             "wer": round(statistics.median(100 * error_rate([reference], [r["text"]])
@@ -148,19 +138,13 @@ def _summary(runs: list[dict[str, Any]], seconds: float, reference: str) -> dict
 
 
 def _print_table(report: dict[str, Any]) -> None:
-    print(f"{'file':34} {'system':14} {'RTF med':>8} {'p95':>7} {'CPU RTF':>8} "
-          f"{'1st text s':>10} {'WER %':>6}")
-    for name, row in report.items():
-        if name.startswith("load_average"):
-            print(f"{name}: {', '.join(f'{x:.2f}' for x in row)}")
-            continue
-        label = f"{name} ({row['audio_s']:.0f} s)"
-        for system, s in row.items():
-            if system == "audio_s":
-                continue
-            print(f"{label:34} {system:14} {s['rtf_median']:8.4f} {s['rtf_p95']:7.4f} "
-                  f"{s['cpu_rtf']:8.4f} {s['first_text_s']:10.2f} {s['wer']:6.2f}")
-            label = ""
+    rows = [(f"{name} ({row['audio_s']:.0f} s)", system, s["rtf_median"], s["rtf_p95"],
+             s["cpu_rtf"], s["first_text_s"], s["wer"])
+            for name, row in report.items() if not name.startswith("load_average")
+            for system, s in row.items() if system != "audio_s"]
+    print_table(("file", "system", "RTF med", "p95", "CPU RTF", "1st text s", "WER %"), rows)
+    print("load average at start / end: "
+          f"{report['load_average_at_start'][0]:.2f} / {report['load_average_at_end'][0]:.2f}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Desktop app latency: cold start to ready, memory, and hotkey release to text inserted.
 
     . .ci/desktop.sh && python bench/app_latency.py --out bench/results/app_latency.json
+    . .ci/desktop.sh && python bench/app_latency.py --smoke --out /tmp/app_latency.json
 
 Runs the real app (`sottovoce`, bundled tiny.en) on the X display with the PulseAudio virtual
 microphone, like tests/test_e2e_desktop.py. For each insertion mode (paste, the default; type,
@@ -28,7 +29,6 @@ Prints the tables (median and p95 over the runs, with the load average), writes 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import statistics
@@ -39,11 +39,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from common import REPO, pct, print_table, write_json
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))  # the desktop drivers the end-to-end tests use
 
 from desktop_driver import (  # noqa: E402
     TARGET_TITLE,
@@ -115,11 +113,6 @@ class WaylandKeys:
         app.proc.wait(60)
 
 
-def stats(values: list[float]) -> dict[str, float]:
-    return {"median": float(np.median(values)), "p95": float(np.percentile(values, 95)),
-            "min": min(values), "max": max(values), "n": len(values)}
-
-
 def write_settings(config_dir: Path, mode: str) -> None:
     # The app's own settings file, so the run uses the chosen insertion mode.
     config_dir.mkdir(parents=True, exist_ok=True)
@@ -172,11 +165,11 @@ def read_breakdown(app: LoggedProcess) -> dict[str, float]:
     return {**parse(found.group(2)), "_at": float(found.group(1))}
 
 
-def breakdown_stats(rows: list[dict[str, float]]) -> dict[str, dict[str, float]]:
+def breakdown_stats(rows: list[dict[str, float]]) -> dict[str, dict[str, float | None]]:
     """Median and p95 per step, steps in the order of their medians."""
     names = {name for row in rows for name in row}
-    out = {name: stats([row[name] for row in rows if name in row]) for name in names}
-    return dict(sorted(out.items(), key=lambda item: item[1]["median"]))
+    out = {name: pct([row[name] for row in rows if name in row]) for name in names}
+    return dict(sorted(out.items(), key=lambda item: item[1]["p50"] or 0.0))
 
 
 def run_mode(mode: str, runs: int, clips: list[Path], root: Path,
@@ -218,13 +211,13 @@ def run_mode(mode: str, runs: int, clips: list[Path], root: Path,
         app.stop()
         target.stop()
     return {"cold_start_s": cold_start_s, "control_command_startup_ms": command_ms, "rss_ready_mib": rss_ready, "rss_peak_mib": rss_peak,
-            "release_to_text_ms": stats([t for t, _ in timings]),
-            "release_to_final_ms": stats([f for _, f in timings]),
+            "release_to_text_ms": pct([t for t, _ in timings]),
+            "release_to_final_ms": pct([f for _, f in timings]),
             "samples_ms": [t for t, _ in timings],
             "breakdown_ms": breakdown_stats(steps) if steps else None}
 
 
-def command_startup_ms(env: dict[str, str], times: int = 3) -> dict[str, float]:
+def command_startup_ms(env: dict[str, str], times: int = 3) -> dict[str, float | None]:
     """What a compositor binding adds: `sottovoce ptt release` is a new Python process
     (measured with `ptt release` while not talking, which changes nothing)."""
     samples = []
@@ -233,23 +226,21 @@ def command_startup_ms(env: dict[str, str], times: int = 3) -> dict[str, float]:
         subprocess.run([sys.executable, "-m", "app.cli", "ptt", "release"], env=env, cwd=REPO,
                        check=True, capture_output=True, timeout=60)
         samples.append((time.monotonic() - started) * 1000)
-    return stats(samples)
+    return pct(samples)
 
 
-def print_table(results: dict[str, dict[str, Any]]) -> None:
-    print(f"{'mode':<15} {'cold start s':>12} {'RSS MiB':>8} {'peak MiB':>9} "
-          f"{'release->text median ms':>24} {'p95 ms':>8} {'release->final median':>22}")
+def print_results(results: dict[str, dict[str, Any]]) -> None:
+    print_table(("mode", "cold start s", "RSS MiB", "peak MiB", "release->text median ms",
+                 "p95 ms", "release->final median"),
+                [(mode, round(r["cold_start_s"], 2), round(r["rss_ready_mib"]),
+                  round(r["rss_peak_mib"]), r["release_to_text_ms"]["p50"],
+                  r["release_to_text_ms"]["p95"], r["release_to_final_ms"]["p50"])
+                 for mode, r in results.items()])
     for mode, r in results.items():
-        lat = r["release_to_text_ms"]
-        print(f"{mode:<15} {r['cold_start_s']:>12.2f} {r['rss_ready_mib']:>8.0f} "
-              f"{r['rss_peak_mib']:>9.0f} {lat['median']:>24.0f} {lat['p95']:>8.0f} "
-              f"{r['release_to_final_ms']['median']:>22.0f}")
-    for mode, r in results.items():
-        if not r.get("breakdown_ms"):
-            continue
-        print(f"\n{mode}: ms after the app saw the key release   median      p95")
-        for name, s in r["breakdown_ms"].items():
-            print(f"  {name:40s} {s['median']:>8.0f} {s['p95']:>8.0f}")
+        if r.get("breakdown_ms"):
+            print()
+            print_table((f"{mode}: ms after the app saw the key release", "median", "p95"),
+                        [(name, s["p50"], s["p95"]) for name, s in r["breakdown_ms"].items()])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -262,7 +253,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", nargs="+", default=["x11"], choices=SESSIONS,
                         help="x11 (Xvfb), wayland (headless sway), or both to compare")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "app_latency.json")
+    parser.add_argument("--smoke", action="store_true", help="one dictation, paste mode only")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.runs, args.modes = 1, ["paste"]
     reason = missing_prerequisite() or ("wayland" in args.sessions and missing_sway())
     if reason:
         print(f"app_latency: {reason}", file=sys.stderr)
@@ -286,16 +280,16 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         reader.terminate()
         reader.wait(10)
-    print_table(results)
+    print_results(results)
     for mode in args.modes:
         wayland, x11 = results.get(f"wayland/{mode}"), results.get(mode)
         if wayland:
-            startup = wayland["control_command_startup_ms"]["median"]
+            startup = wayland["control_command_startup_ms"]["p50"]
             print(f"wayland/{mode}: control command start-up (a binding's exec) median "
                   f"{startup:.0f} ms")
         if wayland and x11:
-            ratio = (wayland["release_to_text_ms"]["median"]
-                     / x11["release_to_text_ms"]["median"])
+            ratio = (wayland["release_to_text_ms"]["p50"]
+                     / x11["release_to_text_ms"]["p50"])
             results[f"wayland/{mode}"]["over_x11_median"] = ratio
             print(f"{mode}: Wayland / X11 release->text median ratio: {ratio:.2f}")
     summary: dict[str, Any] = {"clips": [c.name for c in args.clips], "runs": args.runs,
@@ -306,14 +300,12 @@ def main(argv: list[str] | None = None) -> int:
           f"on {os.cpu_count()} CPUs")
     if "paste" in results and "type" in results:  # X11
         summary["type_over_paste_median"] = (
-            results["type"]["release_to_text_ms"]["median"]
-            / results["paste"]["release_to_text_ms"]["median"])
+            results["type"]["release_to_text_ms"]["p50"]
+            / results["paste"]["release_to_text_ms"]["p50"])
         print(f"type / paste median ratio: {summary['type_over_paste_median']:.2f}")
     print(f"cold start mean over modes: "
           f"{statistics.fmean(r['cold_start_s'] for r in results.values()):.2f} s")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(summary, indent=2))
-    print(f"wrote {args.out}")
+    write_json(args.out, summary)
     return 0
 
 

@@ -4,6 +4,7 @@ tokenizing), for the request mixes the server's streaming policy produces.
 
     python bench/batch_profile.py --manifest tests/audio/manifest.jsonl [--repeats 3] \
         [--out FILE.json]
+    python bench/batch_profile.py --smoke --out /tmp/batch.json   # seconds: 2 requests, once
 
 Scenarios (N = 8 by default, real English speech from the manifest):
 - ``partials_similar``: greedy, short window, no prompt/words, ~3 s each (a steady partial load);
@@ -26,7 +27,6 @@ of one encoded chunk, cost per item at k = 1..16, greedy and beam 5).
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -38,16 +38,14 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_MANIFEST = Path(__file__).resolve().parents[1] / "tests" / "audio" / "manifest.jsonl"
-sys.path.insert(0, str(ROOT))
+from common import TEST_MANIFEST as DEFAULT_MANIFEST
+from common import print_table, write_json
+from evaluation import english, read_manifest  # noqa: E402
 
 from engine.asr.ct2_decoder import Ct2Runner  # noqa: E402
 from engine.audio.decode import load_audio  # noqa: E402
 from engine.server.scheduler import SchedulerOptions, split_by_length, without_prompts  # noqa: E402
 from engine.types import DecodeOptions, DecodeRequest  # noqa: E402
-
-from evaluation import english, read_manifest  # noqa: E402
 
 SR = 16_000
 # What "ms" means in the tables: process CPU time (default; other processes on a shared
@@ -186,7 +184,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clock", choices=("cpu", "wall"), default="cpu")
     parser.add_argument("--modes", default=",".join(MODES), help="single first, then others")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--smoke", action="store_true",
+                        help="N = 2, one repeat, one scenario, no scaling studies: seconds")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.n, args.repeats, args.only = 2, 1, args.only or "partials_similar"
     CLOCK[0] = time.process_time if args.clock == "cpu" else time.perf_counter
     entries = english(read_manifest(args.manifest))
     clips = [load_audio(e.path) for e in entries if e.duration_s >= 8.0]
@@ -196,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     timed = TimedModel(runner.model.whisper.model)
     runner.model.whisper.model = timed  # every ct2 call of the runner now goes through the timer
     runner.decode_batch([DecodeRequest(clips[0][:3 * SR], PARTIAL)])  # warm-up
-    results: dict[str, dict[str, dict[str, float]]] = {}
+    results: dict[str, Any] = {}
     for name, requests in scenarios(clips, whole, args.n).items():
         if args.only and name not in args.only.split(","):
             continue
@@ -212,25 +214,25 @@ def main(argv: list[str] | None = None) -> int:
         for mode in modes[1:]:
             row[f"x_{mode}"] = {k: round(row["single"][k] / max(row[mode][k], 1e-6), 2)
                                 for k in row["single"] if k != "padded"}
-    print(f"{'scenario':<17} {'mode':<9} {'total ms':>8} {'encode':>8} {'generate':>9} "
-          f"{'align':>7} {'other':>7} {'padded':>6}")
-    for name, row in results.items():
-        for mode in row:
-            r = row[mode]
-            print(f"{name:<17} {mode:<9} {r['wall']:>8} {r['encode']:>8} {r['generate']:>9} "
-                  f"{r['align']:>7} {r['other']:>7} {r.get('padded', ''):>6}")
+    print_table(("scenario", "mode", "total ms", "encode", "generate", "align", "other", "padded"),
+                [(name, mode, r["wall"], r["encode"], r["generate"], r["align"], r["other"],
+                  r.get("padded", "")) for name, row in results.items() for mode, r in row.items()])
+    if args.smoke:
+        if args.out:
+            write_json(args.out, results)
+        return 0
     scaling = [encoder_scaling(timed._model, f, args.n, args.repeats) for f in (300, 500, 900)]
     for row in scaling:
         print(f"encoder only, {args.n} x {row['frames']} frames: single {row['single_ms']} ms, "
               f"batched {row['batched_ms']} ms")
-    results["encoder_scaling"] = {str(r["frames"]): r for r in scaling}  # type: ignore[misc]
+    results["encoder_scaling"] = {str(r["frames"]): r for r in scaling}
     decoder = decoder_scaling(runner.model.whisper, clips[0], args.repeats)
     for beam in (1, 5):
         print(f"generate only, beam {beam}, ms per item at k = 1, 2, 4, 8, 16: "
               + ", ".join(str(r["ms_per_item"]) for r in decoder if r["beam"] == beam))
-    results["decoder_scaling"] = decoder  # type: ignore[assignment]
+    results["decoder_scaling"] = decoder
     if args.out:
-        args.out.write_text(json.dumps(results, indent=2))
+        write_json(args.out, results)
     return 0
 
 

@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -27,7 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+from common import REPO, pct, print_table, write_json
+
 DEFAULT_WAV = REPO / "resources" / "samples" / "jfk-inaugural-1961-excerpt.flac"
 SYSTEMS = ("frozen", "source")
 
@@ -56,11 +55,6 @@ def time_once(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
     return elapsed
 
 
-def p95(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)]
-
-
 def measure(bundle: Path, wav: Path, repeat: int) -> dict[str, dict[str, list[float]]]:
     times: dict[str, dict[str, list[float]]] = {
         name: {s: [] for s in SYSTEMS} for name in commands(wav)}
@@ -80,20 +74,17 @@ def measure(bundle: Path, wav: Path, repeat: int) -> dict[str, dict[str, list[fl
 def summarise(times: dict[str, dict[str, list[float]]]) -> dict[str, Any]:
     summary: dict[str, Any] = {}
     for name, by_system in times.items():
-        row = {s: {"median_s": round(statistics.median(v), 3), "p95_s": round(p95(v), 3),
-                   "runs_s": [round(x, 3) for x in v]} for s, v in by_system.items()}
-        row["ratio_median"] = round(row["frozen"]["median_s"] / row["source"]["median_s"], 2)
+        row: dict[str, Any] = {s: {**pct(v, 3), "runs_s": [round(x, 3) for x in v]}
+                               for s, v in by_system.items()}
+        row["ratio_median"] = round(row["frozen"]["p50"] / row["source"]["p50"], 2)
         summary[name] = row
     return summary
 
 
-def print_table(summary: dict[str, Any], build: dict[str, Any] | None) -> None:
-    print(f"{'command':<12}{'frozen med':>11}{'p95':>8}{'source med':>12}{'p95':>8}"
-          f"{'frozen/source':>15}")
-    for name, row in summary.items():
-        f, s = row["frozen"], row["source"]
-        print(f"{name:<12}{f['median_s']:>10.2f}s{f['p95_s']:>7.2f}s{s['median_s']:>11.2f}s"
-              f"{s['p95_s']:>7.2f}s{row['ratio_median']:>14.2f}x")
+def print_results(summary: dict[str, Any], build: dict[str, Any] | None) -> None:
+    print_table(("command", "frozen med s", "p95", "source med s", "p95", "frozen/source"),
+                [(name, row["frozen"]["p50"], row["frozen"]["p95"], row["source"]["p50"],
+                  row["source"]["p95"], row["ratio_median"]) for name, row in summary.items()])
     if build:
         print(f"bundle {build['bundle_mb']} MB ({build['tarball_mb']} MB .tar.gz), built in "
               f"{build['pyinstaller_s']} s + {build['tarball_s']} s tarball")
@@ -105,18 +96,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wav", type=Path, default=DEFAULT_WAV)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
+    parser.add_argument("--smoke", action="store_true", help="each command once")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.repeat = 1
     if not (args.bundle / "sottovoce").is_file():
         parser.error(f"no bundle at {args.bundle}: run packaging/build_bundle.sh first")
     stats_file = args.bundle.parent / "bundle-stats.json"
     build = json.loads(stats_file.read_text()) if stats_file.is_file() else None
     summary = summarise(measure(args.bundle, args.wav, args.repeat))
-    print_table(summary, build)
+    print_results(summary, build)
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"commands": summary, "build": build,
-                                        "repeat": args.repeat, "wav": str(args.wav)}, indent=2)
-                            + "\n")
+        write_json(args.out, {"commands": summary, "build": build, "repeat": args.repeat,
+                              "wav": str(args.wav)})
     return 0
 
 

@@ -17,7 +17,6 @@ was captioned under its own label (none lost, none mislabelled). Prints a table,
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -25,20 +24,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO)]
-
-from evaluation import english, error_rate, read_manifest  # noqa: E402
+from common import DEV_MANIFEST, TEST_MANIFEST, pct, print_table, write_json
+from evaluation import english, error_rate, read_manifest
 
 SETTLE_S = 4.0  # no new final for this long after the clip: its captions are complete
 MAX_WAIT_S = 25.0
-
-
-def corpus() -> Path:
-    shared = Path("/work/shared/audio")
-    return shared if (shared / "manifest.jsonl").is_file() else REPO / "tests" / "audio"
 
 
 def sink(name: str) -> str:
@@ -48,21 +38,13 @@ def sink(name: str) -> str:
         capture_output=True, text=True, check=True, timeout=10).stdout.strip()
 
 
-def stats(values: list[float]) -> dict[str, float]:
-    if not values:
-        return {"n": 0}
-    return {"n": len(values), "p50_ms": round(float(np.percentile(values, 50)) * 1000),
-            "p95_ms": round(float(np.percentile(values, 95)) * 1000),
-            "max_ms": round(max(values) * 1000)}
-
-
 class Overlay:
     """Records when the overlay has painted each final: (time, source label, text)."""
 
     def __init__(self, controller: Any) -> None:
         from PySide6.QtWidgets import QApplication
 
-        self.app = QApplication.instance()
+        self.app = QApplication.instance() or QApplication([])
         self.shown: list[tuple[float, str, str]] = []
         window = controller.captions
         original = window.add_final
@@ -143,13 +125,13 @@ def summarise(source: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
     kept = [r for r in rows if not r["lost"]]
     result: dict[str, Any] = {
         "source": source, "clips": len(rows), "lost": len(rows) - len(kept),
-        "latency": stats([r["latency_s"] for r in kept]),
+        "latency": pct([r["latency_s"] * 1000 for r in kept], 0),
         "wer": round(error_rate([r["reference"] for r in kept], [r["captions"] for r in kept]), 4)
         if kept else None, "rows": rows}
     if source == "both":
         for label in ("Them", "You"):
             mine = [r for r in kept if r["label"] == label]
-            result[label] = {"latency": stats([r["latency_s"] for r in mine]),
+            result[label] = {"latency": pct([r["latency_s"] * 1000 for r in mine], 0),
                              "wer": round(error_rate([r["reference"] for r in mine],
                                                      [r["captions"] for r in mine]), 4)
                              if mine else None}
@@ -163,7 +145,15 @@ def main() -> int:
     parser.add_argument("--model", default="tiny.en")
     parser.add_argument("--sources", default="system,both", help="which runs (system, both)")
     parser.add_argument("--out", type=Path, help="write the JSON here")
+    parser.add_argument("--manifest", type=Path,
+                        help="default: the dev corpus when there is one, else the tests'")
+    parser.add_argument("--smoke", action="store_true",
+                        help="one clip, the system source only, the tests' corpus")
     args = parser.parse_args()
+    if args.smoke:
+        args.clips, args.sources, args.manifest = 1, "system", TEST_MANIFEST
+    if args.manifest is None:
+        args.manifest = DEV_MANIFEST if DEV_MANIFEST.is_file() else TEST_MANIFEST
 
     speakers, mic = f"bench_speakers_{os.getpid()}", f"bench_mic_{os.getpid()}"
     modules = [sink(speakers), sink(mic)]
@@ -185,7 +175,7 @@ def _bench(args: argparse.Namespace, speakers: str, mic: str) -> int:
     from app.controller import Controller, LaunchOptions
     from app.settings import Settings, with_changes
 
-    clips = [e for e in english(read_manifest(corpus() / "manifest.jsonl"))
+    clips = [e for e in english(read_manifest(args.manifest))
              if e.duration_s <= 12.0]
     app = QApplication.instance() or QApplication([])
     settings = with_changes(Settings(), listen_mode="captions", model=args.model,
@@ -199,28 +189,24 @@ def _bench(args: argparse.Namespace, speakers: str, mic: str) -> int:
     controller.captions.close()
     controller.window.close()
     del app
-    print(table(results))
+    print_table(("source", "clips", "lost", "last sample -> shown p50 ms", "p95 ms",
+                 "caption WER %"), table_rows(results))
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"model": args.model, "results": results}, indent=1))
+        write_json(args.out, {"model": args.model, "results": results})
     return 0
 
 
-def table(results: list[dict[str, Any]]) -> str:
-    lines = ["| source | clips | lost | last sample -> caption shown p50 / p95 | caption WER |",
-             "|---|---|---|---|---|"]
+def table_rows(results: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    def wer(value: float | None) -> float | None:
+        return None if value is None else round(100 * value, 1)
+
+    rows: list[tuple[Any, ...]] = []
     for r in results:
-        lat = r["latency"]
-        lines.append(f"| {r['source']} | {r['clips']} | {r['lost']} | "
-                     f"{lat.get('p50_ms', '-')} / {lat.get('p95_ms', '-')} ms | "
-                     f"{r['wer'] * 100 if r['wer'] is not None else float('nan'):.1f} % |")
-        for label in ("Them", "You"):
-            if label in r:
-                part = r[label]
-                lines.append(f"| both: {label} | | | {part['latency'].get('p50_ms', '-')} / "
-                             f"{part['latency'].get('p95_ms', '-')} ms | "
-                             f"{(part['wer'] or 0) * 100:.1f} % |")
-    return "\n".join(lines)
+        rows.append((r["source"], r["clips"], r["lost"], r["latency"]["p50"],
+                     r["latency"]["p95"], wer(r["wer"])))
+        rows += [(f"both: {label}", "", "", r[label]["latency"]["p50"], r[label]["latency"]["p95"],
+                  wer(r[label]["wer"])) for label in ("Them", "You") if label in r]
+    return rows
 
 
 if __name__ == "__main__":

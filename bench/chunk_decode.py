@@ -1,6 +1,7 @@
 """Chunk decode latency and accuracy: short-context vs padded CTranslate2 path vs faster-whisper.
 
     python bench/chunk_decode.py --manifest tests/audio/manifest.jsonl --out chunk.json
+    python bench/chunk_decode.py --smoke --out /tmp/chunk.json   # seconds
 
 For every English ``short`` clip of the manifest, and for 2-5 s cuts of the longer ones, decodes
 the chunk three ways on the same loaded model:
@@ -17,19 +18,18 @@ table, and saves a PNG next to the JSON.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import statistics
-import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-DEFAULT_MANIFEST = Path(__file__).resolve().parents[1] / "tests" / "audio" / "manifest.jsonl"
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from common import TEST_MANIFEST as DEFAULT_MANIFEST
+from common import pct, print_table, write_json
+from evaluation import english, error_rate, read_manifest  # noqa: E402
 
 from engine.asr.ct2_decoder import Ct2Runner  # noqa: E402
 from engine.asr.sequential import SequentialRunner  # noqa: E402
@@ -41,19 +41,8 @@ from engine.types import (  # noqa: E402
     DecodeRequest,
 )
 
-from evaluation import english, error_rate, read_manifest  # noqa: E402
-
 METHODS = ("short", "padded", "fw")
 BATCH_SIZES = (1, 2, 4, 8)
-
-
-def percentile(values: list[float], q: float) -> float:
-    return float(np.percentile(values, q)) if values else float("nan")
-
-
-def summary(values: list[float]) -> dict[str, float]:
-    return {"p50": percentile(values, 50), "p95": percentile(values, 95),
-            "mean": statistics.fmean(values) if values else float("nan"), "n": len(values)}
 
 
 def make_cuts(clips: list[tuple[str, Audio, str]], seed: int) -> list[tuple[str, Audio, str]]:
@@ -121,7 +110,7 @@ def batch_scaling(runner: Ct2Runner, chunks: list[Audio], beam: int,
         for size in BATCH_SIZES:
             batch = [chunks[i % len(chunks)] for i in range(size)]
             requests = [DecodeRequest(a, opts) for a in batch]
-            _, ms, _ = timed(lambda r=requests: runner.decode_batch(r), repeats)
+            _, ms, _ = timed(partial(runner.decode_batch, requests), repeats)
             audio_s = sum(len(a) for a in batch) / SAMPLE_RATE
             out[path][str(size)] = audio_s / (ms / 1000)
             print(f"  batch {path:6s} x{size}: {out[path][str(size)]:.1f} audio s/s", flush=True)
@@ -139,9 +128,9 @@ def scores(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "wer_clips": wer,
         "wer_cuts_vs_fw": agreement,
-        "latency_ms_2_5s": {m: summary([r[m]["ms"] for r in chunk_rows]) for m in METHODS},
-        "latency_ms_all": {m: summary([r[m]["ms"] for r in rows]) for m in METHODS},
-        "cpu_ms_2_5s": {m: summary([r[m]["cpu_ms"] for r in chunk_rows]) for m in METHODS},
+        "latency_ms_2_5s": {m: pct([r[m]["ms"] for r in chunk_rows]) for m in METHODS},
+        "latency_ms_all": {m: pct([r[m]["ms"] for r in rows]) for m in METHODS},
+        "cpu_ms_2_5s": {m: pct([r[m]["cpu_ms"] for r in chunk_rows]) for m in METHODS},
         "short_fallback_rate": (sum(r["short_path"] != "short" for r in rows) / len(rows)),
         "short_fallback_reasons": _count(r["short_fallback"] for r in rows if r["short_fallback"]),
         "loops_trimmed": sum(bool(r["loop_trimmed"]) for r in rows),
@@ -155,26 +144,24 @@ def _count(values: Any) -> dict[str, int]:
     return out
 
 
-def print_table(result: dict[str, Any]) -> None:
+def print_results(result: dict[str, Any]) -> None:
     s = result["scores"]
-    print("\n| method | 2-5 s p50 ms | 2-5 s p95 ms | all p50 ms | all p95 ms | 2-5 s CPU p50 ms "
-          "| WER clips | WER cuts vs fw |")
-    print("|---|---|---|---|---|---|---|---|")
+    rows = []
     for m in METHODS:
         short_lat, all_lat = s["latency_ms_2_5s"][m], s["latency_ms_all"][m]
         cut = s["wer_cuts_vs_fw"].get(m)
-        print(f"| {m} | {short_lat['p50']:.0f} | {short_lat['p95']:.0f} | {all_lat['p50']:.0f} | "
-              f"{all_lat['p95']:.0f} | {s['cpu_ms_2_5s'][m]['p50']:.0f} | "
-              f"{100 * s['wer_clips'][m]:.1f} % | "
-              f"{'-' if cut is None else f'{100 * cut:.1f} %'} |")
+        rows.append((m, short_lat["p50"], short_lat["p95"], all_lat["p50"], all_lat["p95"],
+                     s["cpu_ms_2_5s"][m]["p50"], round(100 * s["wer_clips"][m], 1),
+                     None if cut is None else round(100 * cut, 1)))
+    print_table(("method", "2-5 s p50 ms", "2-5 s p95 ms", "all p50 ms", "all p95 ms",
+                 "2-5 s CPU p50 ms", "WER clips %", "WER cuts vs fw %"), rows)
     print(f"\nshort path fell back on {100 * s['short_fallback_rate']:.0f} % of chunks "
-          f"{s['short_fallback_reasons']}; loops trimmed: {s['loops_trimmed']}")
-    r1 = {p: result["batch_audio_s_per_s"][p]["1"] for p in ("short", "padded")}
-    print("\n| batch | short audio s/s | padded audio s/s |\n|---|---|---|")
-    for size in BATCH_SIZES:
-        row = {p: result["batch_audio_s_per_s"][p][str(size)] for p in ("short", "padded")}
-        print(f"| {size} | {row['short']:.1f} ({row['short'] / r1['short']:.2f}x) | "
-              f"{row['padded']:.1f} ({row['padded'] / r1['padded']:.2f}x) |")
+          f"{s['short_fallback_reasons']}; loops trimmed: {s['loops_trimmed']}\n")
+    scaling = result["batch_audio_s_per_s"]
+    print_table(("batch", "short audio s/s", "x batch 1", "padded audio s/s", "x batch 1"),
+                [(size, *(x for p in ("short", "padded") for x in (
+                    round(scaling[p][str(size)], 1),
+                    round(scaling[p][str(size)] / scaling[p]["1"], 2)))) for size in BATCH_SIZES])
 
 
 def plot(result: dict[str, Any], path: Path) -> None:
@@ -213,7 +200,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=2, help="timed calls per item (min kept)")
     parser.add_argument("--limit", type=int, default=0, help="only the first N clips (smoke runs)")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--smoke", action="store_true", help="one clip (and its cuts), once")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.limit, args.repeats = 1, 1
 
     entries = english(read_manifest(args.manifest))
     if args.limit:
@@ -237,14 +227,12 @@ def main(argv: list[str] | None = None) -> int:
     }
     result["scores"] = scores(rows)
     result["loadavg_1min"] = {"start": load_start[0], "end": os.getloadavg()[0]}
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1))
-    print_table(result)
+    out = write_json(args.out, result)
+    print_results(result)
     print(f"\nload average (1 min) {result['loadavg_1min']['start']:.1f} at start, "
           f"{result['loadavg_1min']['end']:.1f} at end, on {os.cpu_count()} CPUs")
     plot(result, out.with_suffix(".png"))
-    print(f"\nwrote {out} and {out.with_suffix('.png')}")
+    print(f"wrote {out.with_suffix('.png')}")
     return 0
 
 

@@ -1,6 +1,7 @@
 """Bulk transcription: one process vs a 1-node and a 2-node Ray cluster on this machine.
 
     python bench/cluster.py --hours 1 --out cluster.json     # re-runs itself in `unshare --net`
+    python bench/cluster.py --smoke --out /tmp/cluster.json  # one short file
 
 The set: the repository's speech corpus (tests/audio: the 4 min reading and the English clips),
 repeated under new names until it holds ``--hours`` of audio. Three runs of
@@ -47,15 +48,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-AUDIO = REPO / "tests" / "audio"
+from common import REPO, TEST_MANIFEST, print_table, write_json
+from evaluation import read_manifest
+
 NETNS_FLAG = "SOTTOVOCE_BENCH_NETNS"
 
 
 def corpus_files() -> list[tuple[Path, float]]:
-    from evaluation import read_manifest
-
-    entries = read_manifest(AUDIO / "manifest.jsonl")
+    entries = read_manifest(TEST_MANIFEST)
     return [(e.path, e.duration_s) for e in entries if (e.language or "en") == "en"]
 
 
@@ -185,17 +185,24 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("cluster.json"))
     parser.add_argument("--keep-differing", action="store_true",
                         help="keep the outputs when the runs disagree (for a look)")
+    parser.add_argument("--smoke", action="store_true", help="one short file (seconds of audio)")
     args = parser.parse_args()
+    if args.smoke:
+        args.hours = 0.001
     if os.environ.get(NETNS_FLAG) != "1":  # Ray stays on loopback only inside a namespace
         inner = f"ip link set lo up && exec {sys.executable} {' '.join(map(str, sys.argv))}"
         os.execvpe("unshare", ["unshare", "--net", "bash", "-c", inner],
                    {**os.environ, NETNS_FLAG: "1"})
     results = run(args)
-    args.out.write_text(json.dumps(results, indent=1) + "\n")
+    write_json(args.out, results)
     plot(results, args.out.with_suffix(".png"))
-    print(json.dumps(results, indent=1))
+    print_table(("run", "wall s", "audio h/h", "after start-up", "Ray start-up s"),
+                [(name, r["wall_s"], r["audio_h_per_h"], r["audio_h_per_h_after_startup"],
+                  r["ray_startup_s"]) for name, r in results["runs"].items()],
+                title=f"{results['files']} files, {results['audio_s']} s of audio")
+    print(f"2-node scaling efficiency {results['scaling_efficiency']}, Ray outputs identical: "
+          f"{results['ray_outputs_identical']}")
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(REPO))
     main()

@@ -1,5 +1,11 @@
 """What every bench shares: the repository on the import path, percentiles, a printed table,
-a JSON result next to it, the corpora, and paired comparisons with a confidence interval.
+a JSON result next to it, the corpora and a speech mix of them, and paired comparisons with a
+confidence interval.
+
+A bench runs as ``python bench/NAME.py``: bench/ is then first on the import path, so a bench
+starts with ``from common import ...``, which puts the repository on the path for ``engine``
+and ``app``. ``--smoke`` (or ``--limit N``) runs every bench on one or two tiny inputs in
+seconds; tests/test_bench_smoke.py runs each one so and checks its JSON.
 
 A bench compares two systems on the same utterances (old rule / new rule, ours / the peer). A
 difference of a few words on a few hundred utterances is often noise, so a WER difference is
@@ -13,7 +19,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,11 +30,16 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # (a bench runs as `python bench/x.py`)
     sys.path.insert(0, str(REPO))
 
+from engine.types import SAMPLE_RATE  # noqa: E402
+
 SHARED = REPO.parent / "shared"
 DEV_MANIFEST = SHARED / "audio" / "manifest.jsonl"  # 26 short English clips and a long one
+TEST_MANIFEST = REPO / "tests" / "audio" / "manifest.jsonl"  # the tests' corpus, in the repo
 EVAL_MANIFEST = SHARED / "audio-eval" / "manifest.jsonl"  # 371 utterances, 45 speakers
 
 BOOTSTRAP_ROUNDS = 2000
+PAUSES_S = (0.4, 0.7, 1.0, 1.5, 2.5)  # between utterances of a speech mix, cycled
+LONG_PAUSE_S = 8.0  # every 10th gap: a silence the pipelines should skip
 
 
 def pct(values: Sequence[float], digits: int = 1) -> dict[str, float | None]:
@@ -82,7 +93,7 @@ class PairedWer:
     def __str__(self) -> str:
         return f"{self.diff:+.2f} [{self.low:+.2f}, {self.high:+.2f}]"
 
-    def as_dict(self) -> dict[str, float | int | bool]:
+    def as_dict(self) -> dict[str, float | int | bool | list[float]]:
         return {"a": self.a, "b": self.b, "diff": self.diff, "ci95": [self.low, self.high],
                 "n": self.n, "distinguishable": self.distinguishable}
 
@@ -117,3 +128,36 @@ def paired_latency(a: Sequence[float], b: Sequence[float], q: float = 50,
     low, high = np.percentile(diffs, [2.5, 97.5])
     return (round(float(np.percentile(xa, q) - np.percentile(xb, q)), 2),
             round(float(low), 2), round(float(high), 2))
+
+
+def speech_mix(clips: Sequence[tuple[np.ndarray, str]], seconds: float = 0.0,
+               seed: int = 1) -> Iterator[tuple[np.ndarray, str]]:
+    """Corpus clips (16 kHz audio, text) reshuffled pass after pass, each followed by a pause
+    (`PAUSES_S` cycled, every 10th `LONG_PAUSE_S`), until ``seconds`` of audio (one pass at
+    least): yields each clip with its pause appended, and its text."""
+    rng = np.random.default_rng(seed)
+    total = gap = 0
+    while True:
+        for i in rng.permutation(len(clips)):
+            audio, text = clips[i]
+            gap += 1
+            pause = LONG_PAUSE_S if gap % 10 == 0 else PAUSES_S[gap % len(PAUSES_S)]
+            part = np.concatenate([np.asarray(audio, dtype=np.float32),
+                                   np.zeros(int(pause * SAMPLE_RATE), np.float32)])
+            total += len(part)
+            yield part, text
+        if total >= seconds * SAMPLE_RATE:
+            return
+
+
+def write_wav(path: str | Path, audio: np.ndarray) -> Path:
+    """16 kHz mono 16-bit WAV of float samples in [-1, 1]."""
+    import wave
+
+    path = Path(path)
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(SAMPLE_RATE)
+        w.writeframes((np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes())
+    return path

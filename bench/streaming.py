@@ -64,8 +64,14 @@ from typing import Any
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from common import REPO, pct
+from evaluation import (  # noqa: E402
+    english,
+    error_rate,
+    formatted_error_rate,
+    normalize,
+    read_manifest,
+)
 
 from engine.asr.ct2_decoder import Ct2Runner  # noqa: E402
 from engine.asr.sequential import SequentialRunner  # noqa: E402
@@ -83,14 +89,6 @@ from engine.types import (  # noqa: E402
     ModelInfo,
     Runner,
     Transcript,
-)
-
-from evaluation import (  # noqa: E402
-    english,
-    error_rate,
-    formatted_error_rate,
-    normalize,
-    read_manifest,
 )
 
 DEFAULT_MANIFEST = REPO / "tests" / "audio" / "manifest.jsonl"
@@ -189,14 +187,6 @@ def stream(transcriber: Runner, source: FileSource) -> Collector:
     if not engine.wait(timeout=600):
         raise RuntimeError("engine did not finish")
     return collector
-
-
-def pct(values: list[float]) -> dict[str, float | None]:
-    if not values:
-        return {"p50": None, "p95": None, "n": 0}
-    arr = np.asarray(values, dtype=np.float64)
-    return {"p50": round(float(np.percentile(arr, 50)), 1),
-            "p95": round(float(np.percentile(arr, 95)), 1), "n": len(values)}
 
 
 def edge_words_lost(ref: str, hyp: str) -> tuple[bool, bool]:

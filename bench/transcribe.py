@@ -19,7 +19,6 @@ time is excluded (printed separately). Prints a table and writes
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -27,9 +26,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from common import TEST_MANIFEST, pct, print_table, write_json
+from evaluation import (  # noqa: E402
+    ManifestEntry,
+    error_rate,
+    formatted_error_rate,
+    read_manifest,
+)
 
 from app.commands.transcribe import (  # noqa: E402
     AUTO_BATCHED_MIN_SECONDS,
@@ -42,13 +45,6 @@ from engine.audio.decode import load_audio  # noqa: E402
 from engine.models import resolve_model  # noqa: E402
 from engine.types import SAMPLE_RATE  # noqa: E402
 from engine.wire.export import render  # noqa: E402
-
-from evaluation import (  # noqa: E402
-    ManifestEntry,
-    error_rate,
-    formatted_error_rate,
-    read_manifest,
-)
 
 SYSTEMS = ("ours", "faster_whisper_default")
 # One pass: transcribe a file path, return its text.
@@ -99,47 +95,38 @@ def time_pass(run: Pass,
     return sum(per_file), time.process_time() - cpu_started, texts, per_file
 
 
-def percentile(values: list[float], q: float) -> float:
-    return float(np.percentile(values, q))
-
-
 def summarise(name: str, totals: list[float], cpu: list[float], texts: list[str],
               per_file: list[list[float]], entries: list[ManifestEntry], audio_s: float,
               load_s: float) -> dict[str, Any]:
     rtfs = [t / audio_s for t in totals]
+    rtf, file_rtf = pct(rtfs, 4), pct([min(times[i] for times in per_file) / max(e.duration_s, 1e-3)
+                                      for i, e in enumerate(entries)], 4)
     cpu_rtfs = [c / audio_s for c in cpu]
     refs = [e.text for e in entries]
     by_kind = {}
     for kind in sorted({e.kind for e in entries}):
         idx = [i for i, e in enumerate(entries) if e.kind == kind]
         by_kind[kind] = error_rate([refs[i] for i in idx], [texts[i] for i in idx])
-    file_rtf = [min(times[i] for times in per_file) / max(e.duration_s, 1e-3)
-                for i, e in enumerate(entries)]
     return {
-        "rtf": statistics.median(rtfs), "rtf_p95": percentile(rtfs, 95), "rtf_passes": rtfs,
+        "rtf": statistics.median(rtfs), "rtf_p95": rtf["p95"], "rtf_passes": rtfs,
         "cpu_rtf": statistics.median(cpu_rtfs), "cpu_rtf_passes": cpu_rtfs,
         "wer": error_rate(refs, texts), "wer_by_kind": by_kind,
         "formatted_wer": formatted_error_rate(refs, texts),
-        "file_rtf_median": statistics.median(file_rtf), "file_rtf_p95": percentile(file_rtf, 95),
+        "file_rtf_median": file_rtf["p50"], "file_rtf_p95": file_rtf["p95"],
         "load_s": load_s, "system": name,
     }
 
 
-def print_table(result: dict[str, Any]) -> None:
+def print_results(result: dict[str, Any]) -> None:
     ours, base = result["ours"], result["faster_whisper_default"]
     kinds = sorted(ours["wer_by_kind"])
-    head = (f"{'system':24s} {'RTF med':>8s} {'RTF p95':>8s} {'file p95':>8s} {'CPU RTF':>8s} "
-            f"{'x real':>7s} "
-            f"{'WER':>6s} " + " ".join(f"{'WER ' + k:>10s}" for k in kinds)
-            + f" {'fmt WER':>8s} {'load s':>7s}")
-    print(head)
-    print("-" * len(head))
-    for name in SYSTEMS:
-        r = result[name]
-        print(f"{name:24s} {r['rtf']:8.4f} {r['rtf_p95']:8.4f} {r['file_rtf_p95']:8.4f} "
-              f"{r['cpu_rtf']:8.4f} {1 / r['rtf']:7.1f} {100 * r['wer']:5.2f}% "
-              + " ".join(f"{100 * r['wer_by_kind'][k]:9.2f}%" for k in kinds)
-              + f" {100 * r['formatted_wer']:7.2f}% {r['load_s']:7.2f}")
+    print_table(("system", "RTF med", "RTF p95", "file p95", "CPU RTF", "x real", "WER %",
+                 *(f"WER {k} %" for k in kinds), "fmt WER %", "load s"),
+                [(name, round(r["rtf"], 4), r["rtf_p95"], r["file_rtf_p95"], round(r["cpu_rtf"], 4),
+                  round(1 / r["rtf"], 1), round(100 * r["wer"], 2),
+                  *(round(100 * r["wer_by_kind"][k], 2) for k in kinds),
+                  round(100 * r["formatted_wer"], 2), round(r["load_s"], 2))
+                 for name, r in ((name, result[name]) for name in SYSTEMS)])
     print(f"\n{result['files']} files, {result['audio_s']:.1f} s of audio, {result['repeat']} passes,"
           f" model {result['model']} on {result['device']}/{result['compute_type']},"
           f" ours = {result['engine']} engine")
@@ -180,7 +167,7 @@ def engine_label(engine: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--manifest", required=True, type=Path)
+    parser.add_argument("--manifest", default=TEST_MANIFEST, type=Path)
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--model", default="tiny.en")
     parser.add_argument("--device", default="auto")
@@ -188,7 +175,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engine", default="auto", choices=("auto", "batched", "sequential"))
     parser.add_argument("--repeat", type=int, default=3, help="timed passes per system (3)")
     parser.add_argument("--limit", type=int, default=0, help="only the first N files (smoke)")
+    parser.add_argument("--smoke", action="store_true", help="one file, one pass")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.limit, args.repeat = 1, 1
 
     entries = [e for e in read_manifest(args.manifest) if e.language == "en"]
     if args.limit:
@@ -211,9 +201,8 @@ def main(argv: list[str] | None = None) -> int:
                   device=info.device, compute_type=info.compute_type, engine=engine_used,
                   manifest=str(args.manifest))
     print()
-    print_table(result)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    print_results(result)
+    write_json(args.out, result)
     return 0
 
 

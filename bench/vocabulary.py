@@ -20,15 +20,14 @@ decodes' ordering by what the partials heard. Prints a table and writes
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from common import TEST_MANIFEST, print_table, write_json
+from evaluation import ManifestEntry, english, error_rate, read_manifest  # noqa: E402
 
 from app.commands.transcribe import decode_options  # noqa: E402
 from engine.asr.ct2_decoder import Ct2Runner  # noqa: E402
@@ -39,8 +38,6 @@ from engine.files import transcribe_file  # noqa: E402
 from engine.live import LiveOptions, LocalLiveEngine  # noqa: E402
 from engine.types import SAMPLE_RATE, Segment, Transcript  # noqa: E402
 from engine.vocabulary import Vocabulary  # noqa: E402
-
-from evaluation import ManifestEntry, english, error_rate, read_manifest  # noqa: E402
 
 # The proper nouns of the short English clips' reference texts (names of people, places and
 # the tool the MFA clips talk about), spelled as they should come out.
@@ -107,29 +104,25 @@ def run_path(name: str, runner: Ct2Runner, entries: list[ManifestEntry],
                                                strict=True))}
 
 
-def print_table(result: dict[str, Any]) -> None:
+def print_results(result: dict[str, Any]) -> None:
     clips = sum(1 for _ in result["terms_in_clips"] if _)
-    print(f"{'path':6s} {'vocabulary':10s} {'WER':>7s} {'hits':>6s} {'inserted':>9s} {'wall s':>7s}")
-    for path, runs in result["paths"].items():
-        for kind, r in runs.items():
-            print(f"{path:6s} {kind:10s} {100 * r['wer']:6.2f}% {r['hits']:3d}/{clips:<2d} "
-                  f"{r['insertions']:9d} {r['wall_s']:7.1f}")
-    print(f"\n{'term':26s} " + " ".join(f"{p + ' ' + k:>13s}" for p, runs in result["paths"].items()
-                                          for k in runs))
-    for term in PROPER_NOUNS:
-        cells = []
-        for runs in result["paths"].values():
-            for kind in runs:
-                c = runs[kind]["terms"][term]
-                cells.append(f"{c['hits']}/{c['clips']} +{c['insertions']}".rjust(13))
-        print(f"{term:26s} " + " ".join(cells))
+    print_table(("path", "vocabulary", "WER %", "hits", "inserted", "wall s"),
+                [(path, kind, round(100 * r["wer"], 2), f"{r['hits']}/{clips}", r["insertions"],
+                  round(r["wall_s"], 1))
+                 for path, runs in result["paths"].items() for kind, r in runs.items()])
+    print()
+    runs = [(f"{p} {k}", r["terms"]) for p, by_kind in result["paths"].items()
+            for k, r in by_kind.items()]
+    print_table(("term", *(name for name, _ in runs)),
+                [(term, *(f"{t[term]['hits']}/{t[term]['clips']} +{t[term]['insertions']}"
+                          for _, t in runs)) for term in PROPER_NOUNS])
     print(f"\n{result['files']} clips, model {result['model']}, load average at start "
           f"{result['loadavg_start']}, at end {result['loadavg_end']}")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--manifest", required=True, type=Path)
+    parser.add_argument("--manifest", default=TEST_MANIFEST, type=Path)
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--model", default="tiny.en")
     parser.add_argument("--paths", default="ptt,file", help="ptt, file or both (ptt,file)")
@@ -139,7 +132,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-relevance", action="store_true",
                         help="live decodes take terms in list order only (the comparison)")
     parser.add_argument("--kinds", default="empty,filled", help="empty, filled or both")
+    parser.add_argument("--smoke", action="store_true", help="two clips, push-to-talk only")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.limit, args.paths = 2, "ptt"
     entries = english(read_manifest(args.manifest), ("short",))
     if args.limit:
         entries = entries[:args.limit]
@@ -166,9 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     first = next(iter(next(iter(result["paths"].values())).values()))["terms"]
     result["terms_in_clips"] = [t for t in PROPER_NOUNS for _ in range(first[t]["clips"])]
     print()
-    print_table(result)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
+    print_results(result)
+    write_json(args.out, result)
     return 0
 
 

@@ -12,13 +12,13 @@ import gc
 import json
 import os
 import threading
-import wave
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from app.file_import import ImportOptions, source_name
+from bench.common import write_wav
 from engine.types import SAMPLE_RATE, Segment
 
 gui = pytest.mark.skipif(not os.environ.get("DISPLAY"),
@@ -111,12 +111,7 @@ def _reading_wav(shared_audio: Path, path: Path, seconds: int = 90) -> Path:
     from engine.audio.decode import load_audio
 
     audio = load_audio(shared_audio / "long-ljspeech-LJ001-0001-0032.wav")[:seconds * SAMPLE_RATE]
-    with wave.open(str(path), "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(SAMPLE_RATE)
-        out.writeframes((np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes())
-    return path
+    return write_wav(path, audio)
 
 
 def _joined_wav(shared_audio: Path, path: Path) -> tuple[Path, list[str]]:
@@ -128,13 +123,7 @@ def _joined_wav(shared_audio: Path, path: Path) -> tuple[Path, list[str]]:
     for name in JOINED:
         parts.append(load_audio(shared_audio / name))
         parts.append(rng.normal(0, 0.001, int(1.5 * SAMPLE_RATE)).astype(np.float32))
-    audio = np.concatenate(parts)
-    with wave.open(str(path), "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(SAMPLE_RATE)
-        out.writeframes((np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes())
-    return path, list(JOINED)
+    return write_wav(path, np.concatenate(parts)), list(JOINED)
 
 
 @gui
