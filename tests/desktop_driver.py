@@ -121,8 +121,8 @@ def play(wav: Path) -> None:
 
 
 def start_monitor_reader() -> subprocess.Popen[bytes]:
-    """The null sink renders ~2 s ahead of real time unless a low-latency reader is attached
-    (design.md section 7); with it, the app hears the speech as it is played."""
+    """The null sink renders ~2 s ahead of real time unless a low-latency reader is attached;
+    with it, the app hears the speech as it is played."""
     return subprocess.Popen(["parec", "--device=vspk.monitor", "--latency-msec=10"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 

@@ -3,7 +3,7 @@ when it fails them (sans-I/O, pure functions).
 
 Used by the live finals (engine.core.policy), the server (the same policy), long-form chunks
 (engine.longform.retry) and the CTranslate2 short path (engine.asr.ct2_guards), and by single
-files (engine.offline) for flags and the text-on-silence drop.
+files (engine.files) for flags and the text-on-silence drop.
 
     flags = check(text, seconds, avg_logprob=..., no_speech_prob=..., prompt=..., greedy=...)
     rung = next_rung(flags, tried, seconds=..., greedy=..., ladder=LONG_FORM)
