@@ -249,10 +249,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", type=Path, help="JSON results")
     parser.add_argument("--plot", type=Path, help="PNG of RSS over time (default: --out .png)")
-    parser.add_argument("--smoke", action="store_true", help="one stream for a few seconds")
+    parser.add_argument("--smoke", action="store_true", help="one stream, one session")
     args = parser.parse_args(argv)
     if args.smoke:
-        args.streams, args.minutes = 1, 0.1
+        args.streams, args.minutes = 1, 0.6  # one session starts (none in the last 30 s)
     entries = [e for e in english(read_manifest(TEST_MANIFEST))
                if 2 <= e.duration_s <= 12]
     clips = [load_audio(e.path) for e in entries]
