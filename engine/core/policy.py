@@ -187,6 +187,38 @@ class PolicyOptions:
     # sentence or more), VAD no (set by the stream core: it cuts sentences at pauses).
     end_sentences: bool = True
     quality: QualityThresholds = field(default_factory=QualityThresholds)
+    # Rule switches (docs/streaming-rules.md: each rule's trigger, effect, measured effect and
+    # the test that pins it); `without` turns rules off by name (`RULES`), as
+    # `bench/streaming.py --ablate RULE` does. VAD-mode pause hints to the segmenter, from how
+    # the speculative final reads: shorter wait when it reads finished (hurry), longer when it
+    # reads as going on (linger), and no end while it is being decoded (await_reading).
+    hurry: bool = True
+    linger: bool = True
+    await_reading: bool = True
+    # One more decode, as the partials decode, of a final that dropped words they heard.
+    replay: bool = True
+    # One more decode, with the style prompt alone, of a first final that lost its case.
+    restyle: bool = True
+    # A final whose last word ends EARLY_END_S before the speech did fails the loop checks.
+    early_end: bool = True
+    # While no partial has words, partials come every first_words_step_s of new audio.
+    first_words: bool = True
+    # A final that fails the short window's checks falls back to the padded window (runner).
+    short_fallback: bool = True
+    # The live ladder's rungs (ladder.LIVE): beam search for a greedy final of low
+    # confidence; the padded window without prompt for a loop, a recited prompt, an early end.
+    beam_rung: bool = True
+    padded_rung: bool = True
+
+    def without(self, *rules: str) -> PolicyOptions:
+        """These options with ``rules`` (names in `RULES`) switched off."""
+        unknown = [r for r in rules if r not in RULES]
+        if unknown:
+            raise ValueError(f"unknown rule(s) {', '.join(unknown)}; rules: {', '.join(RULES)}")
+        changes: dict[str, object] = {}
+        for rule in rules:
+            changes.update(RULES[rule])
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
 
     def for_model(self, info: ModelInfo) -> PolicyOptions:
         """These options for a model: an English-only model's language is English (known from
@@ -212,6 +244,23 @@ class PolicyOptions:
         for beam_size in (self.final_beam_size, self.careful_beam_size):
             DecodeOptions(language=self.language, task=self.task, beam_size=beam_size,
                           temperatures=self.final_temperatures)
+
+
+# Each streaming rule by name, and the options that switch it off (`PolicyOptions.without`).
+RULES: dict[str, dict[str, object]] = {
+    "speculation": {"speculative_finals": False},
+    "hurry": {"hurry": False},
+    "linger": {"linger": False},
+    "await_reading": {"await_reading": False},
+    "sentence_cut": {"sentence_cut_s": 0.0},
+    "replay": {"replay": False},
+    "restyle": {"restyle": False},
+    "early_end": {"early_end": False},
+    "first_words": {"first_words": False},
+    "short_fallback": {"short_fallback": False},
+    "beam_rung": {"beam_rung": False},
+    "padded_rung": {"padded_rung": False},
+}
 
 
 @dataclass(frozen=True)
@@ -627,7 +676,8 @@ class StreamingPolicy:
             and (now >= self._next_partial_at or self._verdict_due(utt))
             and utt.samples >= o.min_partial_audio_s * SAMPLE_RATE
             and utt.samples - utt.partial_samples >= SAMPLE_RATE * (
-                o.min_new_audio_s if utt.heard.strip() else o.first_words_step_s)
+                o.min_new_audio_s if utt.heard.strip() or not o.first_words
+                else o.first_words_step_s)
             and not any(u is utt for _, u in self._in_flight.values())
             # (A speculation kept for a sentence cut waits for a partial past its pause.)
             and (utt.spec is None or (utt.spec_result is not None and _resumed(utt)))
@@ -683,7 +733,7 @@ class StreamingPolicy:
         committed, tentative = utt.agreement.update(tokens(text))
         utt.heard = f"{committed} {tentative}"
         utt.heard_upto = _end_of(request)
-        if not utt.heard.strip():
+        if not utt.heard.strip() and o.first_words:
             # No word yet (the first try is early, on little speech): ask again as soon as
             # first_words_step_s more has come, not a whole interval later, so the first words
             # show when Whisper can first read them. A busy machine still backs off.
@@ -841,7 +891,7 @@ class StreamingPolicy:
                        else o.careful_beam_size if careful else o.final_beam_size),
             # (The style retry never samples: a sampled decode is where the form got lost.)
             temperatures=(0.0,) if restyle else o.final_temperatures,
-            short_context=short and (first or beam),
+            short_context=short and (first or beam), short_fallback=o.short_fallback,
         )
         return self._issue(utt, "final", options, now, arrived_at=utt.speech_end_at,
                            samples=samples)
@@ -857,10 +907,14 @@ class StreamingPolicy:
                 request, transcript = first, skipped
         kept = [s for s in _spoken(transcript.segments, o.quality)
                 if not (utt.soft and s.no_speech_prob > o.soft_no_speech)]
-        flags = _final_flags(request, transcript, kept, utt.speech_end, o.quality)
-        rungs = LIVE if o.retry_on_loop else dataclasses.replace(LIVE, max_retries=0)
+        flags = _final_flags(request, transcript, kept, utt.speech_end, o.quality, o.early_end)
+        rungs = dataclasses.replace(LIVE, rungs=tuple(
+            r for r in LIVE.rungs if (o.beam_rung, o.padded_rung)[r is Rung.PADDED]))
+        if not o.retry_on_loop:
+            rungs = dataclasses.replace(rungs, max_retries=0)
         if self._finals:  # behind: a low-confidence final is not worth the wait
-            rungs = dataclasses.replace(rungs, rungs=(Rung.PADDED,))
+            rungs = dataclasses.replace(rungs, rungs=tuple(r for r in rungs.rungs
+                                                           if r is Rung.PADDED))
         greedy = ladder.is_greedy(request.options)
         tried = (utt.retry,) if utt.attempts > 1 else ()
         rung = ladder.next_rung(flags, tried, seconds=len(request.audio) / SAMPLE_RATE,
@@ -875,7 +929,7 @@ class StreamingPolicy:
         text = (_text(placed) if len(placed) < sum(len(s.words) for s in kept)
                 else "".join(s.text for s in kept).strip())  # (none committed early)
         # (Committing early, the final holds only the words not committed yet: fewer to drop.)
-        if not utt.replayed and _dropped(text, utt, request, DROPPED_MIN_WORDS // (
+        if o.replay and not utt.replayed and _dropped(text, utt, request, DROPPED_MIN_WORDS // (
                 2 if o.commit_stable else 1)):
             # Whisper skipped part of the audio (a long window jumps a sentence; a voice that
             # changes, as when a second microphone takes over): a retry on the padded window
@@ -889,7 +943,8 @@ class StreamingPolicy:
         # A piece that goes on with the sentence the last final left open starts in lower
         # case: neither a lost form to restyle nor a letter to capitalise.
         goes_on = self._open.goes_on(utt.first)
-        if (utt.attempts == 1 and not self._finals and o.retry_on_loop and starts_lower(text)
+        if (o.restyle and utt.attempts == 1 and not self._finals and o.retry_on_loop
+                and starts_lower(text)
                 and not goes_on and not utt.soft and self.prompt.anchor() is not None):
             # Whisper lost its case, and with it the punctuation (steered by the window or the
             # prompt): decode once more on the padded window with only the style prompt, which
@@ -978,7 +1033,7 @@ def _text(words: Iterable[Word]) -> str:
 
 
 def _final_flags(request: Job, transcript: Transcript, kept: list[Segment], speech_end: int,
-                 thresholds: QualityThresholds) -> tuple[str, ...]:
+                 thresholds: QualityThresholds, early_end: bool = True) -> tuple[str, ...]:
     """The ladder's checks on a whole final (loops over all its text, recited prompt, low
     confidence over the kept segments), plus an early stop."""
     seconds = len(request.audio) / SAMPLE_RATE
@@ -994,7 +1049,7 @@ def _final_flags(request: Job, transcript: Transcript, kept: list[Segment], spee
         min_word_prob=min(probabilities, default=None), greedy=greedy, thresholds=thresholds)
         if f != "logprob"]
     words = [w for s in kept for w in s.words]
-    return (*flags, *sorted(_early_end(words, request, speech_end)))
+    return (*flags, *(sorted(_early_end(words, request, speech_end)) if early_end else ()))
 
 
 def _dropped(text: str, utt: _Utterance, request: Job, min_words: int) -> bool:

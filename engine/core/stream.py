@@ -242,7 +242,8 @@ class StreamCore:
     def next_job(self, now: float) -> Job | None:
         """The next decode to run, or None; call whenever a decode stream is free."""
         job = self.policy.next_request(now)
-        if job is not None and job.speculative and self.options.mode == "vad":
+        if (job is not None and job.speculative and self.options.mode == "vad"
+                and self.policy.options.await_reading):
             # Its text will tell how long this pause must last to be the end (on_result).
             self.segmentation.segmenter.await_reading()
         return job
@@ -258,8 +259,10 @@ class StreamCore:
             reading = self.policy.reading()
             log.debug("pause at %.2f s reads %s", (job.start + len(job.audio)) / SAMPLE_RATE,
                       reading or "nothing to tell")
-            hint = (segmenter.hurry() if reading == "finished"
-                    else segmenter.linger() if reading == "open" else segmenter.settle())
+            rules = self.policy.options
+            hint = (segmenter.hurry() if reading == "finished" and rules.hurry
+                    else segmenter.linger() if reading == "open" and rules.linger
+                    else segmenter.settle())
             events += self._handle(hint, now)
         return events + self._sentence_cut(now)
 
