@@ -29,7 +29,7 @@ plays at real speed. Measured per decode and utterance:
   breakdown_ms              per final, from its `FinalText.stages`: end of speech -> utterance
                             closed (the silence wait), closed -> emitted, the final decode's
                             queue wait and duration; ``speculative_share``: finals whose decode
-                            was queued before the utterance closed (engine.core.speculation)
+                            was queued before the utterance closed (engine.core.policy.speculation)
 Continuous speech (``--no-continuous`` skips it): the manifest's long recordings (a 231 s
 reading of 32 LJSpeech sentences whose pauses, 100-600 ms, are mostly under the 500 ms that
 ends an utterance), streamed the same way once, reported apart (``continuous``): finals and
@@ -347,12 +347,13 @@ def run_ablations(entries: list[Any], fast: Recording, realtime: bool,
         print(f"[{n + 1}/{len(entries)}] {item.path.name}", flush=True)
         for name, options in systems.items():
             rows[name] += run_files([item], fast, None, realtime, options)["per_file"]
-    comparisons = {f"without {v}": paired(rows[v], rows["full"]) for v in variants}
-    print_paired(f"\nablations on {len(entries)} files: variant minus full system (95 % "
-                 "bootstrap interval over files)", comparisons)
-    write_json(out, {"files": len(entries), "load_average_end": os.getloadavg()[0],
-                     "comparisons": {k: as_json(c) for k, c in comparisons.items()},
-                     "per_file": rows})
+        if (n + 1) % 10 == 0 or n + 1 == len(entries):  # (a long run can be read as it goes)
+            comparisons = {f"without {v}": paired(rows[v], rows["full"]) for v in variants}
+            print_paired(f"\nablations on {n + 1} files: variant minus full system (95 % "
+                         "bootstrap interval over files)", comparisons)
+            write_json(out, {"files": n + 1, "load_average": os.getloadavg()[0],
+                             "comparisons": {k: as_json(c) for k, c in comparisons.items()},
+                             "per_file": rows})
     return 0
 
 
