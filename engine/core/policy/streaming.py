@@ -42,8 +42,7 @@ from engine.core.form import (
     reads_open,
     starts_lower,
 )
-from engine.core.ladder import LOOP_FLAGS, word_loop
-from engine.core.policy import finals
+from engine.core.policy import finals, partials
 from engine.core.policy.commit import Commits
 from engine.core.policy.finals import (
     DROPPED_MIN_WORDS,
@@ -433,64 +432,31 @@ class StreamingPolicy(Commits):
     # -- partials ------------------------------------------------------------------------
 
     def _partial_due(self, utt: Utterance, now: float) -> bool:
-        o = self.options
-        return (
-            o.partials
-            and utt.speech
-            # A sentence cut waiting for its verdict does not wait out the partial interval
-            # or a slow machine's backoff: on this CPU a long utterance's partial takes the
-            # padded window (~0.5-1 s), and the cut is only worth it while it is early.
-            and (now >= self._next_partial_at or self._verdict_due(utt))
-            and utt.samples >= o.min_partial_audio_s * SAMPLE_RATE
-            and utt.samples - utt.partial_samples >= SAMPLE_RATE * (
-                o.min_new_audio_s if utt.heard.strip() or not o.first_words
-                else o.first_words_step_s)
-            and not any(u is utt for _, u in self._in_flight.values())
-            # (A speculation kept for a sentence cut waits for a partial past its pause.)
-            and (utt.spec.state is SpecState.NONE
-                 or (utt.spec.back and utt.spec.resumed(utt.speech_upto)))
-            # With two decode streams or more, the last free one is kept for a final.
-            and (o.max_in_flight == 1 or self._final_in_flight()
-                 or len(self._in_flight) < o.max_in_flight - 1)
-        )
+        return partials.due(self.options, utt, now, next_at=self._next_partial_at,
+                            verdict_due=self._verdict_due(utt),
+                            decoding=any(u is utt for _, u in self._in_flight.values()),
+                            in_flight=len(self._in_flight),
+                            final_in_flight=self._final_in_flight())
 
     def _partial_request(self, utt: Utterance, now: float) -> Job:
         o = self.options
-        # Committing early, a partial's words become final text: it is decoded with the
-        # prompt a final gets (without it, tiny.en loses case and punctuation, and more words:
-        # on the 231 s reading 7.2-7.8 % WER, with it 5.6-6.7 %), and with word times (where
-        # to cut, what was committed).
-        commit = o.commit_stable
-        if commit:
+        if o.commit_stable:
             self._trim(utt, now)  # (a window that grew without commits)
         utt.partial_samples = utt.samples
         room = max(1, int(PROMPT_CHARS_PER_S * utt.samples / SAMPLE_RATE))
         vocabulary, left = hotwords.share(self._terms(utt), room)
-        options = DecodeOptions(
-            language=o.language, languages=o.languages, task=o.task, word_timestamps=commit,
-            prompt=(self.prompt.prompt(now, left, anchor=not utt.soft)
-                    if commit and left is not None else None),
-            hotwords=vocabulary,
-            beam_size=o.partial_beam_size, temperatures=(0.0,),
-            short_context=o.short_context and utt.samples <= o.short_context_max_s * SAMPLE_RATE,
-            short_fallback=False,  # tentative text: what the short window reads, or nothing
-        )
-        return self._issue(utt, "partial", options, now)
+        prompt = (self.prompt.prompt(now, left, anchor=not utt.soft)
+                  if o.commit_stable and left is not None else None)
+        return self._issue(utt, "partial", partials.plan(o, utt.samples, prompt=prompt,
+                                                         vocabulary=vocabulary), now)
 
     def _partial_result(self, request: Job, utt: Utterance, transcript: Transcript,
                         now: float) -> list[Event]:
         o = self.options
-        wait = max(o.partial_interval_s, o.busy_factor * (now - request.issued_at))
-        # Committing early, the partials make the final text: a slow machine spaces them by
-        # their round trip (busy_factor) alone, not by the lag's backoff as well.
-        self._next_partial_at = now + wait * (1.0 if o.commit_stable else self._backoff)
+        self._next_partial_at = partials.next_at(o, request, now, self._backoff, heard=True)
         if utt is not self._active:
             return []  # the utterance ended meanwhile; its final supersedes this
-        seconds = len(request.audio) / SAMPLE_RATE
-        vocabulary = request.options.hotwords
-        kept = [s for s in transcript.segments if not (
-            segment_flags(s, o.quality) | word_loop(s.text, seconds)) & (LOOP_FLAGS | {"no_speech"})
-            and not (vocabulary and hotwords.recites(vocabulary, s.text))]
+        kept = partials.shown(o, request, transcript)
         # Committing early (commit_stable), from the words' times (a runner that gives none:
         # nothing is committed early).
         if request.options.word_timestamps and (not kept or any(s.words for s in kept)):
@@ -500,12 +466,8 @@ class StreamingPolicy(Commits):
         committed, tentative = utt.agreement.update(tokens(text))
         utt.heard = f"{committed} {tentative}"
         utt.heard_upto = end_of(request)
-        if not utt.heard.strip() and o.first_words:
-            # No word yet (the first try is early, on little speech): ask again as soon as
-            # first_words_step_s more has come, not a whole interval later, so the first words
-            # show when Whisper can first read them. A busy machine still backs off.
-            self._next_partial_at = now + (o.busy_factor * (now - request.issued_at)
-                                           if self._backoff > 1 else 0.0)
+        if not utt.heard.strip():
+            self._next_partial_at = partials.next_at(o, request, now, self._backoff, heard=False)
         return [PartialText(utterance_id=utt.id, committed=committed, tentative=tentative,
                             start=utt.start)]
 
