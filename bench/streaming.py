@@ -4,6 +4,8 @@
         --out bench/results/streaming.json [--realtime] [--model tiny.en] [--limit N]
         [--compare OLD.json] [--final-beam N] [--beam-sweep 1,2,3,5] [--streams 2]
         [--no-speculative] [--runs N]
+    python bench/streaming.py --manifest eval --per-speaker 2 --ablate RULE[,RULE] [--ablate ...]
+    python bench/streaming.py --manifest eval --no-peer --before OLD.json
 
 Each English short file of the manifest is played through `FileSource` (0.5 s of silence
 before, 1.5 s after, so end of speech is detected as it would be live) into `LocalLiveEngine`
@@ -41,6 +43,13 @@ finals that end an utterance, not of the pieces committed early: ``--commit`` tu
 ``--streams`` decode streams of the fast runner (default 2, as the app: two one-thread
 replicas), ``--no-speculative`` turns speculative finals off, ``--runs N`` repeats the whole set
 N times (latency figures pooled, WER from the first run).
+Paired comparisons (bench.common: 95 % bootstrap interval over files): ``--ablate RULE`` runs
+the full system and the system without the streaming rule (`engine.core.policy.RULES`,
+docs/streaming-rules.md; ``RULE,RULE``: both off) on the same files, interleaved file by file;
+``--before OLD.json``: this run minus an earlier one. Either reports WER and formatted WER (of
+the text as dictated) in points, end of speech -> the file's last final (p50, p95) and first
+partial (p50) in ms. ``--manifest eval``: the 371-utterance corpus (bench.common.EVAL_MANIFEST);
+``--per-speaker N``: its first N files per speaker; ``--no-peer``: the streamed figures alone.
 Prints a table (median, p95, ratios) and the files where streaming and offline differ (with an
 earlier run's figures beside them, ``--compare``, both re-scored with today's normaliser), writes
 JSON and a latency CDF PNG next to it. ``--final-beam`` sets the policy's final beam for the
