@@ -147,7 +147,7 @@ def _local_engine(config: EngineConfig, sink: EventSink) -> LiveEngine:
         raise EngineError(f"the local live engine is not available: {exc}") from exc
     # Two decode streams (replicas sharing the weights) on a CPU with two cores or more: a
     # final never waits behind a partial, and is decoded speculatively while the end of the
-    # utterance is confirmed (engine.core.speculation). CUDA keeps one. Each replica gets all
+    # utterance is confirmed (engine.core.policy.speculation). CUDA keeps one. Each replica gets all
     # the cores (up to LIVE_CPU_THREADS): a lone final, the usual case, then decodes as fast as
     # on one all-cores model; one-thread replicas took 1.5-1.7x as long per final on the busy
     # 2-core test machine (bench/decode_layouts.py), and two decodes at once were no faster.

@@ -29,6 +29,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # (a bench runs as `python bench/x.py`)
     sys.path.insert(0, str(REPO))
+if str(REPO / "bench") not in sys.path:  # (a test imports `bench.common`, which reads
+    sys.path.append(str(REPO / "bench"))  # `evaluation`; last, so it shadows nothing)
 
 from engine.types import SAMPLE_RATE  # noqa: E402
 
@@ -161,3 +163,57 @@ def write_wav(path: str | Path, audio: np.ndarray) -> Path:
         w.setframerate(SAMPLE_RATE)
         w.writeframes((np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes())
     return path
+
+
+@dataclass(frozen=True)
+class UtteranceErrors:
+    """One utterance's word errors and reference words, normalised and formatted (formatted:
+    0/0 when its reference carries no case and punctuation, `bench.evaluation.formatted`)."""
+
+    errors: int
+    words: int
+    formatted_errors: int
+    formatted_words: int
+
+
+def utterance_errors(reference: str, hypothesis: str) -> UtteranceErrors:
+    """Word errors of ``hypothesis`` against ``reference``, as `bench.evaluation`'s corpus WERs
+    count them (so summed over utterances they give the same pooled WER)."""
+    import jiwer
+
+    from evaluation import formatted, formatted_tokens, normalize
+
+    def count(ref: str, hyp: str) -> tuple[int, int]:
+        if not ref.split():
+            return 0, 0
+        out = jiwer.process_words(ref, hyp)
+        return int(out.substitutions + out.deletions + out.insertions), len(ref.split())
+
+    norm = count(normalize(reference), normalize(hypothesis))
+    form = (count(" ".join(formatted_tokens(reference)), " ".join(formatted_tokens(hypothesis)))
+            if formatted(reference) else (0, 0))
+    return UtteranceErrors(*norm, *form)
+
+
+def balanced(entries: Sequence[Any], speakers: Sequence[str], per_speaker: int) -> list[Any]:
+    """A fixed speaker-balanced subset: the first ``per_speaker`` entries of each speaker, in
+    manifest order (0: all)."""
+    if per_speaker <= 0:
+        return list(entries)
+    seen: dict[str, int] = {}
+    out = []
+    for entry, speaker in zip(entries, speakers, strict=True):
+        seen[speaker] = seen.get(speaker, 0) + 1
+        if seen[speaker] <= per_speaker:
+            out.append(entry)
+    return out
+
+
+def speakers_of(manifest: str | Path) -> dict[str, str]:
+    """File name -> the manifest's ``speaker`` field (the file name itself when it has none)."""
+    out = {}
+    for line in Path(manifest).read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            row = json.loads(line)
+            out[Path(row["file"]).name] = str(row.get("speaker") or Path(row["file"]).name)
+    return out

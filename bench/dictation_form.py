@@ -1,7 +1,8 @@
 """Formatted vs normalised WER of dictated text: push-to-talk, VAD and offline, one session each.
 
-    python bench/dictation_form.py [--manifest tests/audio/manifest.jsonl]
-        [--out bench/results/dictation_form.json] [--model tiny.en] [--rounds 2]
+    python bench/dictation_form.py [--manifest tests/audio/manifest.jsonl | eval]
+        [--per-speaker N] [--limit N] [--out bench/results/dictation_form.json]
+        [--model tiny.en] [--rounds 2] [--before OLD.json]
 
 Case and punctuation are what a dictation user sees, and a normalised WER hides their loss
 (issue 13: after one unpunctuated final, every later dictation of the session came out
@@ -14,9 +15,12 @@ mode, as a person would, so that each final's text becomes the next one's prompt
 second hearing). Every decode runs on the real model, on this thread, in simulated time (the
 stream core is sans-I/O: this is a synchronous driver). Reported per mode: normalised WER (all
 clips), formatted WER (case and punctuation kept; only the clips whose reference is formatted,
-engine.evaluation.formatted), and finals that lack sentence form (no capital or no end), as
-delivered and as Whisper wrote them (before engine.core.form's repair).
-Prints a table and writes JSON.
+evaluation.formatted), and finals that lack sentence form (no capital or no end), as
+delivered and as Whisper wrote them (before engine.core.form's repair). The modes are compared
+pairwise (ptt - offline, vad - offline, vad - ptt; ``--before``: each mode now - before) with a
+95 % bootstrap interval over clips (common.paired_wer). ``--manifest eval`` is the
+371-utterance corpus (common.EVAL_MANIFEST); ``--per-speaker N`` a fixed speaker-balanced
+subset of it. Prints tables and writes JSON.
 """
 
 from __future__ import annotations
@@ -30,7 +34,16 @@ from typing import Any
 
 import numpy as np
 
-from common import REPO
+from common import (
+    EVAL_MANIFEST,
+    REPO,
+    balanced,
+    paired_wer,
+    print_table,
+    speakers_of,
+    utterance_errors,
+    write_json,
+)
 from evaluation import (  # noqa: E402
     english,
     error_rate,
@@ -147,14 +160,42 @@ def score(refs: list[str], hyps: list[str], finals: list[list[str]],
     }
 
 
+def per_clip(refs: list[str], hyps: list[str]) -> dict[str, list[int]]:
+    """Each clip's (and round's) word errors and reference words, normalised and formatted."""
+    errs = [utterance_errors(r, h) for r, h in zip(refs, hyps, strict=True)]
+    return {"errors": [e.errors for e in errs], "words": [e.words for e in errs],
+            "formatted_errors": [e.formatted_errors for e in errs],
+            "formatted_words": [e.formatted_words for e in errs]}
+
+
+def compare(a: dict[str, list[int]], b: dict[str, list[int]]) -> list[str]:
+    """A - B: normalised and formatted WER difference with 95 % intervals (same clips)."""
+    wer = paired_wer(a["errors"], b["errors"], a["words"])
+    form = [i for i, n in enumerate(a["formatted_words"]) if n]
+    fwer = paired_wer([a["formatted_errors"][i] for i in form],
+                      [b["formatted_errors"][i] for i in form],
+                      [a["formatted_words"][i] for i in form]) if form else None
+    return [f"{wer.a:.2f} / {wer.b:.2f}", str(wer),
+            "-" if fwer is None else f"{fwer.a:.2f} / {fwer.b:.2f}", str(fwer or "-")]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--manifest", default=str(REPO / "tests/audio/manifest.jsonl"))
     parser.add_argument("--out", default=str(REPO / "bench/results/dictation_form.json"))
     parser.add_argument("--model", default="tiny.en")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--per-speaker", type=int, default=0,
+                        help="a fixed speaker-balanced subset: the first N clips per speaker")
+    parser.add_argument("--limit", type=int, default=0, help="only the first N clips")
+    parser.add_argument("--before", help="an earlier result JSON of the same clips: paired")
     args = parser.parse_args()
+    if args.manifest == "eval":
+        args.manifest = str(EVAL_MANIFEST)
     entries = english(read_manifest(args.manifest))
+    speakers = speakers_of(args.manifest)
+    entries = balanced(entries, [speakers[e.path.name] for e in entries],
+                       args.per_speaker)[: args.limit or None]
     clips = [load_audio(e.path) for e in entries]
     runner = Ct2Runner(args.model, streams=1)
     runner.load()
@@ -171,6 +212,7 @@ def main() -> None:
             finals, whisper = dictate(runner, clips, mode, args.rounds)
         hyps = [" ".join(f) for f in finals]
         results[mode] = score(refs, hyps, finals, whisper)
+        results[mode]["per_clip"] = per_clip(refs, hyps)
         texts[mode] = hyps
     results["texts"] = {e.path.name: {m: texts[m][i::len(entries)] for m in texts}
                         for i, e in enumerate(entries)}
@@ -184,9 +226,17 @@ def main() -> None:
         print(f"{mode:8} {r['wer'] * 100:6.2f}% {r['formatted_wer'] * 100:13.2f}% "
               f"{r['finals_without_form']:>13} of {r['finals']:<3} "
               f"{r['whisper_without_form']:>15} of {r['finals']}")
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
-    print(f"wrote {args.out}")
+    pairs = [("ptt", "offline"), ("vad", "offline"), ("vad", "ptt")]
+    rows = [[f"{a} - {b}", *compare(results[a]["per_clip"], results[b]["per_clip"])]
+            for a, b in pairs]
+    if args.before:
+        before = json.loads(Path(args.before).read_text())
+        rows += [[f"{m} now - before", *compare(results[m]["per_clip"], before[m]["per_clip"])]
+                 for m in ("ptt", "vad", "offline") if "per_clip" in before.get(m, {})]
+    print_table(["A - B", "WER A / B %", "WER diff [95%]", "formatted A / B %",
+                 "formatted diff [95%]"], rows,
+                title="\npaired over clips x rounds (95 % bootstrap interval)")
+    write_json(args.out, results)
 
 
 if __name__ == "__main__":

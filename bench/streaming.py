@@ -4,6 +4,8 @@
         --out bench/results/streaming.json [--realtime] [--model tiny.en] [--limit N]
         [--compare OLD.json] [--final-beam N] [--beam-sweep 1,2,3,5] [--streams 2]
         [--no-speculative] [--runs N]
+    python bench/streaming.py --manifest eval --per-speaker 2 --ablate RULE[,RULE] [--ablate ...]
+    python bench/streaming.py --manifest eval --no-peer --before OLD.json
 
 Each English short file of the manifest is played through `FileSource` (0.5 s of silence
 before, 1.5 s after, so end of speech is detected as it would be live) into `LocalLiveEngine`
@@ -20,16 +22,16 @@ plays at real speed. Measured per decode and utterance:
                             word, normalised, is the first partial's: an early partial that
                             shows the wrong word is worse than a later one)
   wer_streaming / wer_offline  corpus WER of the streamed finals / of faster-whisper on the
-                            whole file (beam 5), both normalised (engine.evaluation)
+                            whole file (beam 5), both normalised (bench/evaluation.py)
   formatted_wer_*           the same with case and punctuation kept, over the references
-                            that have them (engine.evaluation.formatted_error_rate);
+                            that have them (evaluation.formatted_error_rate);
                             ``formatted_wer_dictated``: the finals joined as dictation types
                             them into one field (what a dictation user sees)
   silence_words             words emitted on 60 s of digital silence + 60 s of noise
   breakdown_ms              per final, from its `FinalText.stages`: end of speech -> utterance
                             closed (the silence wait), closed -> emitted, the final decode's
                             queue wait and duration; ``speculative_share``: finals whose decode
-                            was queued before the utterance closed (engine.core.speculation)
+                            was queued before the utterance closed (engine.core.policy.speculation)
 Continuous speech (``--no-continuous`` skips it): the manifest's long recordings (a 231 s
 reading of 32 LJSpeech sentences whose pauses, 100-600 ms, are mostly under the 500 ms that
 ends an utterance), streamed the same way once, reported apart (``continuous``): finals and
@@ -41,6 +43,13 @@ finals that end an utterance, not of the pieces committed early: ``--commit`` tu
 ``--streams`` decode streams of the fast runner (default 2, as the app: two one-thread
 replicas), ``--no-speculative`` turns speculative finals off, ``--runs N`` repeats the whole set
 N times (latency figures pooled, WER from the first run).
+Paired comparisons (common: 95 % bootstrap interval over files): ``--ablate RULE`` runs
+the full system and the system without the streaming rule (`engine.core.policy.RULES`,
+docs/streaming-rules.md; ``RULE,RULE``: both off) on the same files, interleaved file by file;
+``--before OLD.json``: this run minus an earlier one. Either reports WER and formatted WER (of
+the text as dictated) in points, end of speech -> the file's last final (p50, p95) and first
+partial (p50) in ms. ``--manifest eval``: the 371-utterance corpus (common.EVAL_MANIFEST);
+``--per-speaker N``: its first N files per speaker; ``--no-peer``: the streamed figures alone.
 Prints a table (median, p95, ratios) and the files where streaming and offline differ (with an
 earlier run's figures beside them, ``--compare``, both re-scored with today's normaliser), writes
 JSON and a latency CDF PNG next to it. ``--final-beam`` sets the policy's final beam for the
@@ -64,7 +73,18 @@ from typing import Any
 
 import numpy as np
 
-from common import REPO, pct
+from common import (  # noqa: E402
+    EVAL_MANIFEST,
+    REPO,
+    balanced,
+    paired_latency,
+    paired_wer,
+    pct,
+    print_table,
+    speakers_of,
+    utterance_errors,
+    write_json,
+)
 from evaluation import (  # noqa: E402
     english,
     error_rate,
@@ -179,9 +199,11 @@ def final_breakdown(final: FinalText) -> dict[str, float]:
             "speculative": float(t["queued"] < t["ended"])}
 
 
-def stream(transcriber: Runner, source: FileSource) -> Collector:
+def stream(transcriber: Runner, source: FileSource, options: LiveOptions | None = None
+           ) -> Collector:
     collector = Collector()
-    engine = LocalLiveEngine(collector, source=source, runner=transcriber, options=OPTIONS)
+    engine = LocalLiveEngine(collector, source=source, runner=transcriber,
+                             options=options or OPTIONS)
     collector.engine = engine
     engine.start()
     if not engine.wait(timeout=600):
@@ -215,31 +237,35 @@ def dictated(finals: list[str]) -> str:
     return field
 
 
-def run_files(entries: list[Any], fast: Recording, offline: SequentialRunner,
-              realtime: bool) -> dict[str, Any]:
+def run_files(entries: list[Any], fast: Recording, offline: SequentialRunner | None,
+              realtime: bool, options: LiveOptions | None = None) -> dict[str, Any]:
+    """Each file streamed once with ``options`` (default OPTIONS); ``offline`` None: no peer
+    decode (ablations: the peer does not change with the policy)."""
     rtts, rtts_final, rtts_2_5, after, first = [], [], [], [], []
     agrees: list[bool] = []  # the first partial's first word is the final's first word
     steps: dict[str, list[float]] = {name: [] for name in STEPS}
     refs, hyps, hyps_off, hyps_typed, per_file = [], [], [], [], []
     for item in entries:
         source = FileSource(item.path, realtime=realtime, lead_silence_s=0.5, tail_silence_s=1.5)
-        got = stream(fast, source)
+        got = stream(fast, source, options)
         text = " ".join(f.text for f in got.finals if f.text)
         typed = dictated([f.text for f in got.finals if f.text])
-        if item.path not in OFFLINE:  # once per file, however many runs
+        if offline is not None and item.path not in OFFLINE:  # once per file, however many runs
             OFFLINE[item.path] = offline.decode(load_audio(item.path), DecodeOptions()).text
-        offline_text = OFFLINE[item.path]
+        offline_text = OFFLINE.get(item.path, "")
         refs.append(item.text)
         hyps.append(text)
         hyps_off.append(offline_text)
         hyps_typed.append(typed)
         rtts += [m.chunk_rtt_ms for m in got.metrics]
         rtts_final += [m.chunk_rtt_ms for m in got.metrics if m.kind == "final"]
+        ends = []
         for f in got.finals:
             if f.text and "ended" in dict(f.stages):  # (not a piece committed early)
-                after.append(f.after_speech_end_ms)
+                ends.append(f.after_speech_end_ms)
                 if 2 * SAMPLE_RATE <= f.end - f.start <= 5 * SAMPLE_RATE:
                     rtts_2_5.append(f.latency_ms)
+        after += ends
         first += list(got.first_partial_ms.values())
         agrees += [normalize(got.first_partial_text[f.utterance_id]).split()[:1]
                    == normalize(f.text).split()[:1]
@@ -249,20 +275,94 @@ def run_files(entries: list[Any], fast: Recording, offline: SequentialRunner,
                 steps[name].append(value)
         lost_first, lost_last = edge_words_lost(item.text, text)
         off_first, off_last = edge_words_lost(item.text, offline_text)
+        errs = utterance_errors(item.text, text)
         per_file.append({"file": item.path.name, "streaming": text, "offline": offline_text,
+                         "dictated": typed,
                          "wer_streaming": round(error_rate([item.text], [text]), 3),
                          "wer_offline": round(error_rate([item.text], [offline_text]), 3),
+                         # Paired figures (--ablate, --before): this file's word errors and
+                         # reference words, normalised and formatted (of the text as dictated),
+                         # and the wait for its last final after the speech ended and for its
+                         # first partial (None: no final / no partial).
+                         "errors": errs.errors, "words": errs.words,
+                         "formatted_errors": utterance_errors(item.text, typed).formatted_errors,
+                         "formatted_words": errs.formatted_words,
+                         "after_ms": round(ends[-1], 1) if ends else None,
+                         "first_partial_ms": round(min(got.first_partial_ms.values()), 1)
+                         if got.first_partial_ms else None,
                          "first_word_lost": lost_first and not off_first,
                          "last_word_lost": lost_last and not off_last})
         print(f"  {item.path.name:45s} wer {per_file[-1]['wer_streaming']:.2f} "
-              f"(offline {per_file[-1]['wer_offline']:.2f})", flush=True)
+              + (f"(offline {per_file[-1]['wer_offline']:.2f})" if offline else ""), flush=True)
     return {"rtts": rtts, "rtts_final": rtts_final, "rtts_2_5": rtts_2_5, "after": after,
             "first": first, "steps": steps, "wer_streaming": error_rate(refs, hyps),
-            "wer_offline": error_rate(refs, hyps_off),
+            "wer_offline": error_rate(refs, hyps_off) if offline is not None else float("nan"),
             "fwer_streaming": formatted_error_rate(refs, hyps),
-            "fwer_offline": formatted_error_rate(refs, hyps_off),
+            "fwer_offline": formatted_error_rate(refs, hyps_off) if offline is not None
+            else float("nan"),
             "fwer_dictated": formatted_error_rate(refs, hyps_typed), "per_file": per_file,
             "first_word_agrees": round(float(np.mean(agrees)), 3) if agrees else None}
+
+
+def paired(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> dict[str, Any]:
+    """System A minus system B on the files both ran (per_file rows, matched by name): WER
+    and formatted WER (of the text as dictated) in points, and the median and p95 of end of
+    speech -> last final and of the first partial (ms), each with its 95 % bootstrap interval
+    over files (common)."""
+    rows_b = {r["file"]: r for r in b}
+    pairs = [(r, rows_b[r["file"]]) for r in a if r["file"] in rows_b]
+    out: dict[str, Any] = {"files": len(pairs)}
+    out["wer"] = paired_wer([x["errors"] for x, _ in pairs], [y["errors"] for _, y in pairs],
+                            [x["words"] for x, _ in pairs])
+    form = [(x, y) for x, y in pairs if x["formatted_words"]]
+    out["formatted_wer"] = paired_wer(
+        [x["formatted_errors"] for x, _ in form], [y["formatted_errors"] for _, y in form],
+        [x["formatted_words"] for x, _ in form]) if form else None
+    for key in ("after_ms", "first_partial_ms"):
+        both = [(x[key], y[key]) for x, y in pairs if x[key] is not None and y[key] is not None]
+        for q in (50, 95):
+            out[f"{key}_p{q}"] = (paired_latency([x for x, _ in both], [y for _, y in both], q=q)
+                                  if both else None)
+    return out
+
+
+def print_paired(title: str, comparisons: dict[str, dict[str, Any]]) -> None:
+    """One row per comparison (A - B): differences with their 95 % intervals."""
+    def lat(v: tuple[float, float, float] | None) -> str:
+        return "-" if v is None else f"{v[0]:+.0f} [{v[1]:+.0f}, {v[2]:+.0f}]"
+
+    rows = [[name, c["files"], f"{c['wer'].a:.2f} / {c['wer'].b:.2f}", str(c["wer"]),
+             str(c["formatted_wer"] or "-"), lat(c["after_ms_p50"]), lat(c["after_ms_p95"]),
+             lat(c["first_partial_ms_p50"])] for name, c in comparisons.items()]
+    print_table(["A vs B", "files", "WER A / B %", "WER diff [95%]", "formatted WER diff",
+                 "end->final p50 ms", "end->final p95 ms", "first partial p50 ms"], rows,
+                title=title)
+
+
+def as_json(comparison: dict[str, Any]) -> dict[str, Any]:
+    return {k: v.as_dict() if hasattr(v, "as_dict") else v for k, v in comparison.items()}
+
+
+def run_ablations(entries: list[Any], fast: Recording, realtime: bool,
+                  variants: list[str], out: Path) -> int:
+    """``--ablate``: the full system and each variant (rules removed, comma-separated) on the
+    same files, interleaved file by file (a load change hits all alike); paired differences
+    variant minus full system."""
+    systems = {"full": OPTIONS} | {v: replace(OPTIONS, policy=OPTIONS.policy.without(
+        *v.split(","))) for v in variants}
+    rows: dict[str, list[dict[str, Any]]] = {name: [] for name in systems}
+    for n, item in enumerate(entries):
+        print(f"[{n + 1}/{len(entries)}] {item.path.name}", flush=True)
+        for name, options in systems.items():
+            rows[name] += run_files([item], fast, None, realtime, options)["per_file"]
+        if (n + 1) % 10 == 0 or n + 1 == len(entries):  # (a long run can be read as it goes)
+            comparisons = {f"without {v}": paired(rows[v], rows["full"]) for v in variants}
+            print_paired(f"\nablations on {n + 1} files: variant minus full system (95 % "
+                         "bootstrap interval over files)", comparisons)
+            write_json(out, {"files": n + 1, "load_average": os.getloadavg()[0],
+                             "comparisons": {k: as_json(c) for k, c in comparisons.items()},
+                             "per_file": rows})
+    return 0
 
 
 def run_continuous(entries: list[Any], fast: Recording, offline: SequentialRunner,
@@ -370,7 +470,20 @@ def plot_cdf(series: dict[str, list[float]], path: Path) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--manifest", type=Path, default=DEFAULT_MANIFEST)
+    parser.add_argument("--manifest", type=Path, default=DEFAULT_MANIFEST,
+                        help=f"a JSONL manifest; 'eval': {EVAL_MANIFEST} (371 utterances, "
+                        "45 speakers); default: the dev set, tests/audio")
+    parser.add_argument("--per-speaker", type=int, default=0,
+                        help="a fixed speaker-balanced subset: the first N files per speaker")
+    parser.add_argument("--ablate", action="append", default=[], metavar="RULE[,RULE]",
+                        help="run the full system and the system without these rules "
+                        "(engine.core.policy RULES; repeat for more variants) on the same "
+                        "files and print the paired differences")
+    parser.add_argument("--before", type=Path,
+                        help="an earlier result JSON of the same files: paired differences")
+    parser.add_argument("--no-peer", action="store_true",
+                        help="skip the offline peer, padded re-decodes, silence and continuous "
+                        "speech (streamed WER and latency only)")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "streaming.json")
     parser.add_argument("--model", default="tiny.en")
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda")
@@ -403,6 +516,8 @@ def main() -> int:
     parser.add_argument("--continuous-only", action="store_true",
                         help="only the continuous-speech recordings")
     args = parser.parse_args()
+    if str(args.manifest) == "eval":
+        args.manifest = EVAL_MANIFEST
     global OPTIONS
     policy = PolicyOptions(speculative_finals=not args.no_speculative,
                            commit_stable=args.commit)
@@ -427,32 +542,39 @@ def main() -> int:
         OPTIONS = replace(OPTIONS, segmenter=replace(
             OPTIONS.segmenter, open_silence_ms=args.open_silence_ms))
 
-    padded = SequentialRunner(args.model, device=args.device)
-    padded.load()  # the padded peer (all cores, one stream)
     fast = Recording(Ct2Runner(args.model, device=args.device, streams=args.streams,
                                cpu_threads=args.threads))
     fast.load()
-    entries = english(read_manifest(args.manifest))[: args.limit or None]
+    entries = english(read_manifest(args.manifest))
+    speakers = speakers_of(args.manifest)
+    entries = balanced(entries, [speakers[e.path.name] for e in entries], args.per_speaker)
+    entries = entries[: args.limit or None]
+    if args.ablate:
+        print(f"{len(entries)} files, {fast.info.name}, load average {os.getloadavg()[0]:.1f}")
+        return run_ablations(entries, fast, args.realtime, args.ablate, args.out)
+    padded = SequentialRunner(args.model, device=args.device)
+    padded.load()  # the padded peer (all cores, one stream)
     print(f"{len(entries)} files, model {padded.info.name} on {padded.info.device}/"
           f"{padded.info.compute_type}, {'real' if args.realtime else 'simulated'} time, "
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
     load_start = os.getloadavg()[0]
     if args.continuous_only:
         return only_continuous(args, fast, padded, load_start)
-    res = run_files(entries, fast, padded, args.realtime)
+    peer = None if args.no_peer else padded
+    res = run_files(entries, fast, peer, args.realtime)
     for _ in range(args.runs - 1):  # more latency samples; WER stays the first run's
-        more = run_files(entries, fast, padded, args.realtime)
+        more = run_files(entries, fast, peer, args.realtime)
         for key in ("rtts", "rtts_final", "rtts_2_5", "after", "first"):
             res[key] += more[key]
         for name in STEPS:
             res["steps"][name] += more["steps"][name]
-    padded_ms = padded_rtts(fast.finals, padded)
+    padded_ms = [] if args.no_peer else padded_rtts(fast.finals, padded)
     fast_final_ms = res["rtts_final"]
-    silent = silence_words(fast)
+    silent = None if args.no_peer else silence_words(fast)
     sweep = beam_sweep(fast.finals, fast.inner, [int(b) for b in args.beam_sweep.split(",")]) \
         if args.beam_sweep else None
     paths = dict(fast.paths)  # (the short clips')
-    continuous = None if args.no_continuous else run_continuous(
+    continuous = None if args.no_continuous or args.no_peer else run_continuous(
         english(read_manifest(args.manifest), kinds=("long",)), fast, padded, args.realtime)
 
     result = {
@@ -487,7 +609,8 @@ def main() -> int:
         "last_words_lost": sum(f["last_word_lost"] for f in res["per_file"]),
         "setup": {"model": padded.info.name, "device": padded.info.device,
                   "compute_type": padded.info.compute_type, "realtime": args.realtime,
-                  "files": len(entries), "cpu_count": os.cpu_count(),
+                  "files": len(entries), "manifest": str(args.manifest),
+                  "per_speaker": args.per_speaker, "cpu_count": os.cpu_count(),
                   "load_average_start": round(load_start, 2),
                   "load_average_end": round(os.getloadavg()[0], 2)},
         "final_beam": OPTIONS.policy.final_beam_size,
@@ -495,15 +618,23 @@ def main() -> int:
         "continuous": continuous,
         "per_file": res["per_file"],
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    if args.before:
+        result["vs_before"] = as_json(paired(res["per_file"],
+                                             json.loads(args.before.read_text())["per_file"]))
+    write_json(args.out, result)
     png = args.out.with_suffix(".png")
     plot_cdf({"chunk RTT (all decodes)": res["rtts"], "final chunk RTT": fast_final_ms,
               "padded final chunk RTT (peer)": padded_ms,
               "final after speech end": res["after"], "first partial": res["first"]}, png)
-    print_table(result, fast_final_ms, padded_ms)
-    print_file_diffs(entries, result, json.loads(args.compare.read_text()) if args.compare else None)
-    print(f"wrote {args.out} and {png}")
+    print_report(result, fast_final_ms, padded_ms)
+    if not args.no_peer:
+        print_file_diffs(entries, result,
+                         json.loads(args.compare.read_text()) if args.compare else None)
+    if args.before:
+        print_paired(f"\nthis run minus {args.before} (95 % bootstrap interval over files)",
+                     {"now vs before": paired(res["per_file"],
+                                              json.loads(args.before.read_text())["per_file"])})
+    print(f"wrote {png}")
     return 0
 
 
@@ -535,7 +666,7 @@ def print_continuous(c: dict[str, Any]) -> None:
           f"{c['formatted_wer_offline']:.3f}")
 
 
-def print_table(result: dict[str, Any], fast_ms: list[float], padded_ms: list[float]) -> None:
+def print_report(result: dict[str, Any], fast_ms: list[float], padded_ms: list[float]) -> None:
     rows = ["chunk_rtt_ms", "final_chunk_rtt_ms", "final_chunk_rtt_2_5s_utterances_ms",
             "padded_chunk_rtt_ms", "final_after_speech_end_ms", "first_partial_ms"]
     print(f"\n{'metric':38s} {'p50':>8s} {'p95':>8s} {'n':>5s}")

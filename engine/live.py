@@ -10,7 +10,7 @@ module owns only the threads, all at the edges:
 - one *inference worker* per decode stream of the runner (``runner.streams``: two one-thread
   replicas sharing the weights on a 2-core CPU) runs ``decode_batch`` of one request. The
   policy keeps at most that many jobs out (finals first, the last free stream kept for a
-  final, speculative finals while the end is being confirmed: `engine.core.speculation`), so
+  final, speculative finals while the end is being confirmed: `engine.core.policy.speculation`), so
   the job queue never holds more than that (bounded by the policy).
 The core and the journal are touched only under one lock; the sink is called under it, so
 events arrive one at a time, in order, from either engine thread. It must return quickly (the
@@ -153,7 +153,7 @@ class LocalLiveEngine:
     def end_utterance(self, at: int | None = None) -> None:
         """Push-to-talk release; audio up to ``ptt_tail_ms`` after it is kept. The final is
         decoded speculatively as soon as the audio up to the release is in, and that decode
-        stands if the tail holds no speech (engine.core.speculation)."""
+        stands if the tail holds no speech (engine.core.policy.speculation)."""
         tail = self.options.ptt_tail_ms * SAMPLE_RATE // 1000
         released = self._source.captured if at is None else max(0, at - tail)
         self._control("end", released + tail, released)

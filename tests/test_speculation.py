@@ -1,4 +1,4 @@
-"""Speculative finals (engine.core.speculation): decoded while the end of an utterance is being
+"""Speculative finals (engine.core.policy.speculation): decoded while the end of an utterance is being
 confirmed, used when it is, thrown away when speech resumes; nothing lost or said twice.
 
 Ordering logic runs on the policy with simulated time and on the live engine with the scripted
@@ -18,7 +18,8 @@ from engine.asr.fake import ScriptedRunner
 from engine.audio.decode import load_audio
 from engine.audio.sources import FileSource
 from engine.core.form import reads_open
-from engine.core.policy import Job, PolicyOptions, StreamingPolicy
+from engine.core.policy import CutAt, Job, PolicyOptions, StreamingPolicy
+from engine.core.policy.speculation import usable
 from engine.core.segmenter import (
     SegmentAudio,
     SegmentEnded,
@@ -28,7 +29,6 @@ from engine.core.segmenter import (
     SegmentStarted,
     SpeechSegmenter,
 )
-from engine.core.speculation import usable
 from engine.core.stream import Segmentation, StreamCore, StreamOptions
 from engine.events import EngineFailed, Event, FinalText, Metrics
 from engine.live import LiveOptions, LocalLiveEngine
@@ -542,7 +542,7 @@ def test_a_final_that_skips_a_sentence_its_partials_heard_is_decoded_again(
         commit_stable=False).for_model(runner.info)), load_scorer())
     with caplog.at_level("DEBUG", logger="engine.core.policy"):
         texts = stream_finals(core, runner, data)
-    assert any("replayed" in r.getMessage() for r in caplog.records), texts
+    assert any("retry replay" in r.getMessage() for r in caplog.records), texts
     reference = " ".join(next(e.text for e in manifest if e.path.name == n) for n in names)
     assert "greasy wash" in normalize(" ".join(texts)), texts
     assert error_rate([reference], [" ".join(texts)]) <= 0.3, texts
@@ -807,23 +807,28 @@ def test_a_pause_while_a_sentence_cut_waits_for_its_verdict_takes_its_place() ->
     spec = policy.next_request(9.2)
     assert spec is not None and spec.speculative
     policy.on_result(spec.request_id, heard(spec, "This was the first."), 9.3)
-    policy.handle(SegmentAudio(audio(0.6), speech=True), 9.8)  # the speaker goes on
-    assert policy.take_cut() is None  # no partial has heard past the pause yet
+    policy.handle_all([SegmentAudio(audio(0.6), speech=True)], 9.8)  # the speaker goes on
+    assert cuts(policy) == []  # no partial has heard past the pause yet
     later = at + int(1.0 * SR)
     silent(policy, 0.2, 10.0)
-    policy.handle(SegmentPaused(at=later), 10.0)  # a second pause before the verdict
+    policy.handle_all([SegmentPaused(at=later)], 10.0)  # a second pause before the verdict
     second = policy.next_request(10.0)
     assert second is not None and second.speculative
     assert second.start + len(second.audio) == later
-    assert policy.take_cut() is None
+    assert cuts(policy) == []
     # The newer pause is the candidate now: confirmed by a partial past it, the cut is there.
     policy.on_result(second.request_id, heard(second, "This was the first. And then."), 10.1)
-    policy.handle(SegmentAudio(audio(0.6), speech=True), 10.6)
+    policy.handle_all([SegmentAudio(audio(0.6), speech=True)], 10.6)
     partial = policy.next_request(10.6)
     assert partial is not None and partial.kind == "partial"
     policy.on_result(partial.request_id,
                      heard(partial, "This was the first. And then. More"), 10.8)
-    assert policy.take_cut() == (later, later - int(0.2 * SR))
+    assert cuts(policy) == [(later, later - int(0.2 * SR))]  # the hint to the segmenter
+
+
+def cuts(policy: StreamingPolicy) -> list[tuple[int, int]]:
+    """The sentence cuts the policy asked the segmenter for since the last look."""
+    return [(h.end, h.speech_end) for h in policy.hints() if isinstance(h, CutAt)]
 
 
 def test_a_pause_over_before_its_speculation_could_start_is_not_decoded() -> None:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from engine.core.policy import Job, PolicyOptions, StreamingPolicy
+from engine.core.policy import AwaitReading, CutAt, Job, PauseReads, PolicyOptions, StreamingPolicy
 from engine.core.segmenter import (
     SegmenterOptions,
     SegmentEvent,
@@ -125,7 +125,7 @@ class Segmentation:
     def pause(self, at: int) -> None:
         """Push-to-talk release at ``at``: once the samples before it are in, the utterance in
         flight is reported paused there (`SegmentPaused`), so its final can be decoded while
-        the tail after the release is still coming (engine.core.speculation). If the speech
+        the tail after the release is still coming (engine.core.policy.speculation). If the speech
         had already paused by then (the segmenter's end pad of silence before the release),
         there is no last syllable for the tail to catch: the utterance ends at the release and
         the pending end (release + tail) is dropped."""
@@ -226,14 +226,14 @@ class StreamCore:
 
     def speculate(self, at: int) -> None:
         """Decode the utterance in flight as its final once its audio reaches sample ``at``
-        (a push-to-talk release), before the end is confirmed (engine.core.speculation)."""
+        (a push-to-talk release), before the end is confirmed (engine.core.policy.speculation)."""
         self.segmentation.pause(at)
 
     def feed(self, audio: Audio, now: float) -> list[Event]:
         """Samples that arrived at ``now`` -> the events they cause."""
         events = self._meter.feed(audio, self.position + len(audio))
         events += self._handle(self.segmentation.feed(audio), now)
-        return events + self._sentence_cut(now)
+        return events
 
     def flush(self, now: float) -> list[Event]:
         """End the utterance in flight now (stop, push-to-talk release on the wire, ``end``)."""
@@ -242,55 +242,44 @@ class StreamCore:
     def next_job(self, now: float) -> Job | None:
         """The next decode to run, or None; call whenever a decode stream is free."""
         job = self.policy.next_request(now)
-        if job is not None and job.speculative and self.options.mode == "vad":
-            # Its text will tell how long this pause must last to be the end (on_result).
-            self.segmentation.segmenter.await_reading()
+        self._follow(now)  # (AwaitReading: no events)
         return job
 
     def on_result(self, job: Job, transcript: Transcript, now: float) -> list[Event]:
-        reads = self._reads_pause(job)
-        events = self.policy.on_result(job.request_id, transcript, now)
-        if reads:
-            # The speculative final, decoded at the start of the silence, tells how long the
-            # silence must last to be taken for the end (in push-to-talk the release decides):
-            # a finished sentence, less than the usual wait; a sentence that goes on, longer.
-            segmenter = self.segmentation.segmenter
-            reading = self.policy.reading()
-            log.debug("pause at %.2f s reads %s", (job.start + len(job.audio)) / SAMPLE_RATE,
-                      reading or "nothing to tell")
-            hint = (segmenter.hurry() if reading == "finished"
-                    else segmenter.linger() if reading == "open" else segmenter.settle())
-            events += self._handle(hint, now)
-        return events + self._sentence_cut(now)
+        return self.policy.on_result(job.request_id, transcript, now) + self._follow(now)
 
     def on_failure(self, job: Job, message: str, now: float) -> list[Event]:
-        reads = self._reads_pause(job)
-        events = self.policy.on_failure(job.request_id, message, now)
-        if reads:
-            events += self._handle(self.segmentation.segmenter.settle(), now)
+        return self.policy.on_failure(job.request_id, message, now) + self._follow(now)
+
+    def _follow(self, now: float) -> list[Event]:
+        """Carry out the policy's hints to the segmenter in the order they came (engine.core.
+        policy.hints), and the events they cause. The pause hints are VAD mode's: in
+        push-to-talk the release ends the utterance."""
+        events: list[Event] = []
+        segmenter = self.segmentation.segmenter
+        vad = self.options.mode == "vad"
+        while hints := self.policy.hints():
+            for hint in hints:
+                if isinstance(hint, AwaitReading) and vad:
+                    # The speculative final's text will tell how long this pause must last.
+                    segmenter.await_reading()
+                elif isinstance(hint, PauseReads) and vad:
+                    # A finished sentence: less than the usual wait; one that goes on, longer.
+                    events += self.policy.handle_all(
+                        segmenter.hurry() if hint.reading == "finished"
+                        else segmenter.linger() if hint.reading == "open"
+                        else segmenter.settle(), now)
+                elif isinstance(hint, CutAt):  # (never in push-to-talk: sentence_cut_s is 0)
+                    log.debug("sentence cut at %.2f s", hint.end / SAMPLE_RATE)
+                    cut = segmenter.cut(hint.end, hint.speech_end)
+                    if not cut:  # (not expected: both hold the same utterance)
+                        self.policy.refuse_cut(hint)
+                    events += self.policy.handle_all(cut, now)
         return events
-
-    def _reads_pause(self, job: Job) -> bool:
-        """``job`` is the speculative final the segmenter awaits (VAD mode). One thrown away
-        (speech resumed) is not: its result must not settle a newer pause's wait."""
-        return (self.options.mode == "vad" and job.speculative
-                and not self.policy.discarded(job) and not self.policy.spoken_past(job))
-
-    def _sentence_cut(self, now: float) -> list[Event]:
-        """VAD mode: end a long utterance at the sentence end its speculative final and a later
-        partial agree on, although the speaker went on (`PolicyOptions.sentence_cut_s`)."""
-        cut = self.policy.take_cut()  # (never in push-to-talk: sentence_cut_s is 0 there)
-        if cut is None:
-            return []
-        log.debug("sentence cut at %.2f s", cut[0] / SAMPLE_RATE)
-        segment_events = self.segmentation.segmenter.cut(*cut)
-        if not segment_events:  # (not expected: both hold the same utterance)
-            self.policy.refuse_cut()
-        return self._handle(segment_events, now)
 
     def cancel(self) -> None:
         """Forget everything in flight or pending; emits nothing."""
         self.policy.cancel()
 
     def _handle(self, segment_events: list[SegmentEvent], now: float) -> list[Event]:
-        return self.policy.handle_all(segment_events, now)
+        return self.policy.handle_all(segment_events, now) + self._follow(now)

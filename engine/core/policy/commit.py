@@ -1,0 +1,160 @@
+"""Committing early (`PolicyOptions.commit_stable`, off by default): the words two partials in
+a row agree on become final while their utterance is still being spoken. A part of
+`StreamingPolicy` (a mixin: these methods use its state), kept apart so the rule can be read
+and changed on its own.
+"""
+
+from __future__ import annotations
+
+from engine.core.agreement import common_prefix, comparable
+from engine.core.form import OpenSentence, ends_marked, ensure_form, has_form
+from engine.core.ladder import word_loop
+from engine.core.policy.job import Job
+from engine.core.policy.job import end_of as _end_of
+from engine.core.policy.job import placed as _placed
+from engine.core.policy.job import text_of as _text
+from engine.core.policy.options import PolicyOptions
+from engine.core.policy.utterance import Utterance
+from engine.core.prompt import PromptTracker
+from engine.events import Event, FinalText, PartialText, SpeechEnded, SpeechStarted
+from engine.types import SAMPLE_RATE, Segment, Word
+
+# Committing early (`PolicyOptions.commit_stable`): the decode window starts where the sentence
+# of the first word not committed starts (as whisper_streaming trims its buffer at sentence
+# ends: Whisper skips words at the start of a window that starts mid-sentence, and its word
+# times go wrong with them); past COMMIT_WINDOW_S, at the last committed clause mark, else
+# COMMIT_LEAD_S before the commit point. Of a decode whose audio reaches back before the
+# commit point, the words up to the last committed ones said again near it, else those mostly
+# before it, were committed already (`StreamingPolicy._beyond`). A word is committed once
+# Whisper has heard COMMIT_HOLD_S after it (it reads a word by what follows it too: "than" or
+# "then").
+COMMIT_WINDOW_S = 6.0
+COMMIT_LEAD_S = 2.0
+COMMIT_HOLD_S = 0.5
+COMMIT_NGRAM = 5
+COMMIT_SLACK = 3
+COMMIT_TOUCH_S = 0.3
+COMMIT_KEEP = 100  # committed words remembered (a window's, and the repeat check's)
+
+
+class Commits:
+    """The early-commit part of `StreamingPolicy` (see the module docstring)."""
+
+    # (StreamingPolicy's state these methods use.)
+    options: PolicyOptions
+    prompt: PromptTracker
+    _open: OpenSentence
+    _next_utterance: int
+    _next_partial_at: float
+    _backoff: float
+    # Committing early: the end of the last word committed, the last words committed, their
+    # language, and up to where they have gone to the prompt.
+    _committed: int
+    _said: list[Word]
+    _said_language: str | None
+    _prompted: int
+
+    def _commit(self, utt: Utterance, request: Job, kept: list[Segment],
+                language: str | None, now: float) -> list[Event]:
+        """A partial with word times of ``utt``: the words it agrees on with the last one
+        (and on every word before them) past what is committed already are final now
+        (`PolicyOptions.commit_stable`); the rest is the partial text."""
+        words = self._beyond(_placed(kept, request), request, utt)
+        agreed = common_prefix([w.text for w in utt.hypothesis], [w.text for w in words])
+        # (Only words Whisper has heard COMMIT_HOLD_S after.)
+        while agreed and words[agreed - 1].end > _end_of(request) - COMMIT_HOLD_S * SAMPLE_RATE:
+            agreed -= 1
+        if agreed == len(words) and words and not words[-1].text.strip()[-1:].isalnum():
+            # Whisper ends whatever audio it is given with a period: the mark after the last
+            # word heard waits for the word after it.
+            agreed -= 1
+        # Not a word said again and again (a loop, or a word said many times over: the loop
+        # checks cannot tell them apart here, nor can the repeat check): the final decides.
+        recent = [w for w in self._said if w.end > request.start][-COMMIT_NGRAM:]
+        span = [*recent, *words[:agreed]]
+        if agreed and word_loop(_text(span), (span[-1].end - span[0].start) / SAMPLE_RATE):
+            agreed = 0
+        events: list[Event] = []
+        if agreed:
+            events = self._commit_piece(utt, words[:agreed], request, language, now)
+        utt.hypothesis = words[agreed:]
+        utt.heard = _text(utt.hypothesis)
+        utt.heard_upto = _end_of(request)
+        if not utt.heard:  # as below: the next words show as soon as Whisper can read them
+            self._next_partial_at = now + (self.options.busy_factor * (now - request.issued_at)
+                                           if self._backoff > 1 else 0.0)
+        return [*events, PartialText(utterance_id=utt.id, committed="", tentative=utt.heard,
+                                     start=utt.first)]
+
+    def _commit_piece(self, utt: Utterance, words: list[Word], request: Job,
+                      language: str | None, now: float) -> list[Event]:
+        """End the piece of ``utt`` up to the last of ``words`` as a final of its own, and go
+        on with the rest as the next utterance (a new id), its audio from the start of the
+        sentence the commit point is in (`_trim`)."""
+        cut = words[-1].end
+        text, shown = ensure_form(_text(words), words, end=False,
+                                  start=not self._open.goes_on(utt.first))
+        self._open.ended(text, cut)
+        final = FinalText(
+            utterance_id=utt.id, text=text, words=shown, start=utt.first, end=cut,
+            latency_ms=(now - request.issued_at) * 1000, language=language,
+            stages=(("queued", request.issued_at), ("decoded", now), ("emitted", now)))
+        events: list[Event] = [SpeechEnded(utterance_id=utt.id, at=cut), final]
+        utt.id, self._next_utterance = self._next_utterance, self._next_utterance + 1
+        events.append(SpeechStarted(utterance_id=utt.id, at=cut))
+        self._committed, self._said = cut, [*self._said, *shown][-COMMIT_KEEP:]
+        self._said_language = language
+        utt.first = cut
+        self._trim(utt, now)
+        return events
+
+    def _trim(self, utt: Utterance, now: float) -> None:
+        """Drop the audio of ``utt`` before the start of the sentence of its first word (the
+        end of the last committed word that ends a sentence); past COMMIT_WINDOW_S, before
+        the last committed clause mark, else COMMIT_LEAD_S before its first word (cut right
+        there, Whisper skips the word that starts the window). The committed text before it
+        goes to the prompt."""
+        said = [w for w in self._said if utt.start < w.end <= utt.first]
+        ends = [w for w in said if has_form(w.text)]
+        if not ends and utt.samples > COMMIT_WINDOW_S * SAMPLE_RATE:
+            ends = [w for w in said if ends_marked(w.text)] or [
+                w for w in said if w.end <= utt.first - COMMIT_LEAD_S * SAMPLE_RATE]
+        if not ends:
+            return
+        self._prompt_upto(ends[-1].end, now)
+        shift = min(utt.samples, ends[-1].end - utt.start)
+        utt.chunks = [utt.audio()[shift:]]
+        utt.samples -= shift
+        utt.start += shift
+        utt.partial_samples = max(0, utt.partial_samples - shift)
+
+    def _prompt_upto(self, upto: int, now: float) -> None:
+        """The words committed early that end by stream sample ``upto`` join the prompt."""
+        words = [w for w in self._said if w.start >= self._prompted and w.end <= upto]
+        if words:
+            self.prompt.add(_text(words), at=now, language=self._said_language)
+        self._prompted = max(self._prompted, upto)
+
+    def _beyond(self, words: list[Word], job: Job, utt: Utterance) -> list[Word]:
+        """The words of ``job``'s result (of ``utt``) past those committed early
+        (whisper_streaming's hypothesis buffer), if its audio reaches back to the last words
+        committed before ``utt``'s first word (to COMMIT_TOUCH_S after the last one: a window
+        cut at its end may still hear its tail): after the last committed words where the
+        decode says them again near that point (the longest run of up to COMMIT_NGRAM, within
+        COMMIT_SLACK words of it; a single word right at it), else the words that lie mostly
+        after it (word times drift between decodes by a word or so, which alone would lose
+        or repeat one)."""
+        before = [w for w in self._said if w.start < utt.first][-COMMIT_NGRAM:]
+        if not before or before[-1].end < job.start - COMMIT_TOUCH_S * SAMPLE_RATE:
+            return words
+        at = next((i for i, w in enumerate(words) if w.start + w.end >= 2 * utt.first),
+                  len(words))
+        said = [comparable(w.text) for w in before]
+        heard = [comparable(w.text) for w in words]
+        for n in range(len(said), 0, -1):
+            slack = COMMIT_SLACK if n > 1 else 1
+            ends = range(max(n, at - slack), min(len(words), at + slack) + 1)
+            for end in sorted(ends, key=lambda e: abs(e - at)):
+                if heard[end - n:end] == said[len(said) - n:]:
+                    return words[end:]
+        return words[at:]

@@ -1,0 +1,51 @@
+"""A decode job of the policy, and where its words fall on the stream's timeline."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from engine.types import Audio, DecodeOptions, DecodeRequest, Segment, Word
+
+
+@dataclass(frozen=True)
+class Job:
+    """One piece of decode work of a stream: the `DecodeRequest` a runner decodes, and what the
+    stream needs to place its result. ``start`` is the stream sample of ``request.audio[0]``;
+    word times in the result are relative to it. ``audio_arrived_at`` is when its newest sample
+    arrived."""
+
+    request_id: int
+    utterance_id: int
+    kind: str  # "partial" | "final"
+    start: int
+    issued_at: float
+    audio_arrived_at: float
+    request: DecodeRequest
+    speculative: bool = False  # a final decoded before its utterance is known to have ended
+
+    @property
+    def audio(self) -> Audio:
+        return self.request.audio
+
+    @property
+    def options(self) -> DecodeOptions:
+        return self.request.options
+
+
+def end_of(job: Job) -> int:
+    """The stream sample after the last one ``job`` decodes."""
+    return job.start + len(job.audio)
+
+
+def placed(segments: Iterable[Segment], job: Job, upto: int | None = None) -> list[Word]:
+    """The words of ``segments`` (decoded by ``job``) on the stream's timeline, ending at
+    ``upto`` at the latest."""
+    return [Word(w.text, job.start + w.start,
+                 job.start + w.end if upto is None else min(job.start + w.end, upto),
+                 w.probability)
+            for s in segments for w in s.words]
+
+
+def text_of(words: Iterable[Word]) -> str:
+    return "".join(w.text for w in words).strip()
