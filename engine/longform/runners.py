@@ -24,20 +24,26 @@ CPU_STREAMS = 2
 # with more hypotheses x frames than 4 short windows at beam 5 (the padded window at beam 5)
 # take fewer items, and align() takes one (`engine.asr.ct2_batch.generate_slice`).
 CPU_DECODE_SLICE = 4
+# The byte budget of the decode calls in flight on all streams of a runner (engine.asr.budget):
+# the peak RSS of a file is the process's base (model, VAD, audio section) plus at most this.
+DECODE_MEMORY_MB = 128.0
 
 
 def long_form_backend(model: Any = None, *, device: str = "auto",
-                      compute_type: str = "auto") -> Ct2Runner:
+                      compute_type: str = "auto",
+                      decode_memory_mb: float | None = DECODE_MEMORY_MB) -> Ct2Runner:
     """The local runner (not loaded) as the long-form pipeline wants it: `CPU_STREAMS` decode
     streams on a CPU with that many cores, one stream on CUDA or a single core.
 
     A single decode call runs on one replica with its share of the cores: faster-whisper's own
     loop over short files took 1.2x as long that way on the 2-core test machine, so the CLI
     keeps an all-cores backend for those (`app.commands.transcribe.make_backends`).
+    ``decode_memory_mb``: the streams' shared budget for decode buffers (`DECODE_MEMORY_MB`;
+    None: unbounded).
     """
     streams = max(1, min(CPU_STREAMS, os.cpu_count() or 1))
     return Ct2Runner(model, device=device, compute_type=compute_type, streams=streams,
-                     max_batch=CPU_DECODE_SLICE)
+                     max_batch=CPU_DECODE_SLICE, decode_memory_mb=decode_memory_mb)
 
 
 def choose_batch_size(device: str, cpu_count: int | None = None,
