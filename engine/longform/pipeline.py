@@ -118,7 +118,7 @@ class LongFormOptions:
 
     decode: DecodeOptions = DEFAULT_DECODE
     chunking: ChunkingOptions = field(
-        default_factory=lambda: ChunkingOptions(target_chunk_s=8.0, max_chunk_s=12.0))
+        default_factory=lambda: ChunkingOptions(target_chunk_s=18.0, max_chunk_s=24.0))
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     continue_early_end: bool = True
     min_tail_speech_s: float = 0.5
@@ -131,7 +131,7 @@ class LongFormOptions:
     first_batch: int | None = None
     sequential_below_s: float = 120.0
     previous_text: bool = True
-    lanes_per_stream: int = 4
+    lanes_per_stream: int = 8
 
     def __post_init__(self) -> None:
         if self.lanes_per_stream < 1:
