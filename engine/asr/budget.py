@@ -22,6 +22,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 MB = 1 << 20
+# The default budget of the decode calls in flight on all streams of a runner (the local
+# long-form backend's, and each cluster actor's): a file's peak RSS is the process's base
+# (model, VAD, an audio section) plus at most this (bench/memory.py).
+DECODE_MEMORY_MB = 128.0
 # Decoder layers of Whisper's sizes by width (d_model); a width not listed counts as the
 # largest one below it (over-estimating a turbo model's 4 decoder layers keeps the bound).
 DECODER_LAYERS = {384: 4, 512: 6, 768: 12, 1024: 24, 1280: 32}

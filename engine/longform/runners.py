@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from engine.asr.budget import DECODE_MEMORY_MB
 from engine.asr.ct2_decoder import Ct2Runner
 
 # Decode streams on the CPU: model replicas of cores // 2 threads each, one batch each at a
@@ -24,9 +25,6 @@ CPU_STREAMS = 2
 # with more hypotheses x frames than 4 short windows at beam 5 (the padded window at beam 5)
 # take fewer items, and align() takes one (`engine.asr.ct2_batch.generate_slice`).
 CPU_DECODE_SLICE = 4
-# The byte budget of the decode calls in flight on all streams of a runner (engine.asr.budget):
-# the peak RSS of a file is the process's base (model, VAD, audio section) plus at most this.
-DECODE_MEMORY_MB = 128.0
 
 
 def long_form_backend(model: Any = None, *, device: str = "auto",
