@@ -130,7 +130,7 @@ class LongFormOptions:
     batch_size: int | None = None
     first_batch: int | None = None
     sequential_below_s: float = 120.0
-    previous_text: bool = True
+    previous_text: bool = False
     lanes_per_stream: int = 8
 
     def __post_init__(self) -> None:
