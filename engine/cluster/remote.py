@@ -76,13 +76,16 @@ class DecodeActor:
         return self.runner.decode_batch(requests)
 
     def memory(self) -> dict[str, float | int | None]:
-        """The decode budget (MB), the most of it ever held at once (MB), and the calls that
-        waited for it."""
+        """The decode budget (MB), the most of it ever held at once (MB), the calls that
+        waited for it, and the actor process's peak RSS (MB)."""
+        import resource
+
         budget = self.runner.budget
+        rss = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
         if budget is None:
-            return {"budget_mb": None, "peak_mb": None, "waits": 0}
+            return {"budget_mb": None, "peak_mb": None, "waits": 0, "max_rss_mb": rss}
         return {"budget_mb": budget.limit / 2**20, "peak_mb": round(budget.peak / 2**20, 1),
-                "waits": budget.waits}
+                "waits": budget.waits, "max_rss_mb": rss}
 
     def sequential(self, audio: Audio, options: DecodeOptions
                    ) -> tuple[list[Segment], str | None]:

@@ -118,7 +118,7 @@ class LongFormOptions:
 
     decode: DecodeOptions = DEFAULT_DECODE
     chunking: ChunkingOptions = field(
-        default_factory=lambda: ChunkingOptions(target_chunk_s=18.0, max_chunk_s=24.0))
+        default_factory=lambda: ChunkingOptions(target_chunk_s=12.0, max_chunk_s=18.0))
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     continue_early_end: bool = True
     min_tail_speech_s: float = 0.5
