@@ -74,12 +74,16 @@ class LongFormOptions:
 
     Attributes:
       decode: options of every chunk's first decode (greedy and short-context by default).
-      chunking: how VAD speech is cut and packed. 8-12 s chunks measured best with the
-        short-context encoder: 20-28 s chunks took 1.6x the CPU time on the 231 s reading (each
-        decoder step attends over the whole window), 6-10 s chunks lost 1 WER point there and
-        fell back to the padded window twice as often on the 20 min mix. Lower VAD thresholds
-        (0.35/0.15) win back part of the whispered and falsetto clips of the mix (WER 14.0 ->
-        12.7 %) but cost 8 % more CPU and 0.5 point on the reading; bench/longform.py.
+      chunking: how VAD speech is cut and packed. 12-18 s chunks (closed at the first pause
+        after 12 s) measured best for the short-context encoder (bench/longform.py, issue 28,
+        the 231 s reading plus one reading per evaluation-corpus speaker with 100 s or more,
+        1384 s in all, tiny.en greedy): WER 5.43 % against 6.63 % for 8-12 s chunks at the
+        same CPU time; most of the words lost were at chunk borders (a sentence's end cut
+        off, a phrase said again across a border). 15-20 s: 5.10 %, 18-24 s: 4.81-4.90 %, but
+        those took 1.2-1.6x the CPU time (each decoder step attends over the whole window),
+        which takes the pipeline under 2x the batched pipeline's speed. Lower VAD thresholds
+        (0.35/0.15) win back part of the whispered and falsetto clips of the 20 min mix (WER
+        14.0 -> 12.7 %) but cost 8 % more CPU and 0.5 point on the reading.
       retry: hallucination thresholds and the retry ladder.
       continue_early_end: decode the tail of a chunk whose text stopped while speech went on.
       min_tail_speech_s: how much VAD speech the undecoded tail must hold to be continued.
@@ -108,8 +112,11 @@ class LongFormOptions:
         first decode comes after the chunk before it in its lane and carries that text as its
         prompt, as Whisper's own loop does (``condition_on_previous_text``), guarded as the
         live prompt is (`engine.core.prompt.PromptTracker`: only checked text that kept its
-        form, at most 200 characters, forgotten after 20 s without speech). Off: waves take
-        the queue's next jobs, each decoded without a prompt.
+        form, at most 200 characters, forgotten after 20 s without speech). Off by default:
+        measured on the same 1384 s it did not pay (8-12 s chunks, 4 lanes per stream:
+        5.95 % with prompts, 6.13 % for the same lanes without; 18-24 s chunks, 2 lanes per
+        stream: 5.05 % with, 4.84 % without; 12-18 s chunks, 8 lanes: 5.43 % either way),
+        and the smaller waves cost up to 18 % more CPU time.
       lanes_per_stream: lanes per decode stream when ``previous_text`` is on: a stream's
         batch holds at most this many chunks (the runner generates 4 at a time on the CPU
         anyway, `engine.longform.runners.CPU_DECODE_SLICE`), and the fewer the lanes, the more
