@@ -1,13 +1,16 @@
 """Peak memory of `sottovoce transcribe` on long files (issue 15, item 12: <= 500 MB for 3 h).
 
-    python bench/memory.py --minutes 20 180 --out memory.json [--keep DIR]
+    python bench/memory.py --minutes 30 60 180 --out memory.json [--keep DIR]
 
 For each length, a file of that many minutes is built from the corpus's English clips (shuffled
 pass after pass, joined with real-length pauses and a long silence every 10th gap, as
 bench/longform.py's mix; written as FLAC by sox), then transcribed by the CLI exactly as a user
-runs it (``python -m app.cli transcribe FILE``, its defaults: tiny.en, beam 5, txt) under
-``/usr/bin/time -v``. Reported per file: "Maximum resident set size" (the kernel's peak RSS of
-the process), wall and CPU seconds (user + system), CPU seconds per audio hour, and the words.
+runs it (``python -m app.cli transcribe FILE``, its defaults: tiny.en, beam 5, txt). Reported
+per file: the kernel's peak RSS of the process (``ru_maxrss`` from ``wait4``, what
+``/usr/bin/time -v`` prints as "Maximum resident set size"), wall and CPU seconds (user +
+system), CPU seconds per audio hour, and the words. The resident size is also sampled every
+``--sample-s`` (``/proc/PID/status``) and plotted over time, one line per file, in a PNG next to
+the JSON (matplotlib, from the ``dev`` extra).
 With ``--env NAME=VALUE`` the runs get that environment too (e.g. ``MALLOC_ARENA_MAX=2``), and
 ``--compare TXT`` reports the word error rate of the first file's text against an earlier run's
 text (a before/after check that a change kept the text).
@@ -24,13 +27,14 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from common import REPO as ROOT
-from evaluation import english, error_rate, read_manifest  # noqa: E402
+from evaluation import english, error_rate, read_manifest
 
 from engine.audio.decode import load_audio  # noqa: E402
 from engine.types import SAMPLE_RATE  # noqa: E402
@@ -62,32 +66,72 @@ def build_file(minutes: float, path: Path, seed: int = 1) -> float:
     return total / SAMPLE_RATE
 
 
-def measure(path: Path, env: dict[str, str]) -> dict[str, Any]:
-    """One CLI run under /usr/bin/time -v: peak RSS (MB), wall and CPU seconds, the text."""
-    cmd = ["/usr/bin/time", "-v", sys.executable, "-m", "app.cli", "transcribe", "--no-progress",
-           str(path)]
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), **env}, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"transcribe failed ({done.returncode}): {done.stderr[-2000:]}")
+def measure(path: Path, env: dict[str, str], sample_s: float = 0.25) -> dict[str, Any]:
+    """One CLI run: peak RSS (MB, the kernel's), wall and CPU seconds, the text, and the
+    resident size sampled over time (``rss``: [seconds, MB] pairs)."""
+    cmd = [sys.executable, "-m", "app.cli", "transcribe", "--no-progress", str(path)]
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        started = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=err, text=True,
+                                env={**os.environ, "PYTHONPATH": str(ROOT), **env})
+        samples: list[tuple[float, float]] = []
+        while True:
+            done, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if done:
+                break
+            rss = resident_mb(proc.pid)
+            if rss is not None:
+                samples.append((round(time.perf_counter() - started, 2), rss))
+            time.sleep(sample_s)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        wall = time.perf_counter() - started
+        out.seek(0)
+        err.seek(0)
+        if proc.returncode != 0:
+            raise RuntimeError(f"transcribe failed ({proc.returncode}): {err.read()[-2000:]}")
+        text = out.read().strip()
+    return {"max_rss_mb": round(usage.ru_maxrss / 1024, 1), "wall_s": round(wall, 1),
+            "cpu_s": round(usage.ru_utime + usage.ru_stime, 1), "text": text, "rss": samples}
 
-    def field(name: str) -> str:
-        match = re.search(rf"{re.escape(name)}: (.+)", done.stderr)
-        if match is None:
-            raise RuntimeError(f"/usr/bin/time printed no {name!r}")
-        return match.group(1).strip()
 
-    wall = 0.0
-    for part in field("Elapsed (wall clock) time (h:mm:ss or m:ss)").split(":"):
-        wall = wall * 60 + float(part)
-    cpu = float(field("User time (seconds)")) + float(field("System time (seconds)"))
-    return {"max_rss_mb": round(int(field("Maximum resident set size (kbytes)")) / 1024, 1),
-            "wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "text": done.stdout.strip()}
+def resident_mb(pid: int) -> float | None:
+    """The process's resident size now (MB), or None once it is gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    match = re.search(r"^VmRSS:\s+(\d+) kB", status, re.M)
+    return round(int(match.group(1)) / 1024, 1) if match else None
+
+
+def plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
+    """Resident size over time, one line per file, the 500 MB bound dashed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    for row in rows:
+        samples = row["rss"]
+        if samples:
+            ax.plot([t / 60 for t, _ in samples], [mb for _, mb in samples],
+                    label=f"{row['minutes']:g} min (peak {row['max_rss_mb']} MB)")
+    ax.axhline(500, color="grey", linestyle="--", linewidth=1, label="500 MB")
+    ax.set_xlabel("wall time (min)")
+    ax.set_ylabel("RSS (MB)")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--minutes", type=float, nargs="+", default=[20.0, 180.0])
+    parser.add_argument("--minutes", type=float, nargs="+", default=[30.0, 60.0, 180.0])
+    parser.add_argument("--sample-s", type=float, default=0.25, help="RSS sampling period")
+    parser.add_argument("--title", default="sottovoce transcribe: resident size over time")
     parser.add_argument("--env", action="append", default=[], help="NAME=VALUE for the runs")
     parser.add_argument("--compare", type=Path, help="an earlier run's text of the first file")
     parser.add_argument("--keep", type=Path, help="keep the built files (and texts) here")
@@ -103,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
             if not path.exists():
                 build_file(minutes, path)
             seconds = float(load_seconds(path))
-            result = measure(path, env)
+            result = measure(path, env, args.sample_s)
             text = str(result.pop("text"))
             if args.keep:
                 (folder / f"mix-{minutes:g}min.txt").write_text(text + "\n")
@@ -113,14 +157,18 @@ def main(argv: list[str] | None = None) -> int:
             if args.compare and not rows:
                 row["wer_vs_compare"] = round(error_rate([args.compare.read_text()], [text]), 4)
             rows.append(row)
-            print(json.dumps(row), flush=True)
+            print(json.dumps({k: v for k, v in row.items() if k != "rss"}), flush=True)
     print(f"{'minutes':>7} {'audio s':>8} {'max RSS MB':>10} {'wall s':>7} {'CPU s':>7} "
           f"{'CPU s/h':>7} {'words':>6}")
     for r in rows:
         print(f"{r['minutes']:>7g} {r['audio_s']:>8} {r['max_rss_mb']:>10} {r['wall_s']:>7} "
               f"{r['cpu_s']:>7} {r['cpu_s_per_audio_h']:>7} {r['words']:>6}")
     if args.out:
-        args.out.write_text(json.dumps({"env": env, "runs": rows}, indent=2))
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"env": env, "runs": rows}))
+        png = args.out.with_suffix(".png")
+        plot(rows, png, args.title)
+        print(f"wrote {args.out} and {png}")
     return 0
 
 

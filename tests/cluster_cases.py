@@ -23,6 +23,8 @@ from typing import Any
 
 import pytest
 
+from engine.asr.budget import DECODE_MEMORY_MB
+
 REPO = Path(__file__).resolve().parents[1]
 AUDIO = REPO / "tests" / "audio"
 CLIPS = ["jfk-inaugural-1961-excerpt", "arctic-aew-a0001", "ls-dc-1272-128104-0000",
@@ -96,6 +98,11 @@ def test_two_nodes_give_the_local_outputs_and_a_rerun_does_no_work(
     assert doc["errors"][0]["input"].endswith("broken.wav")
     assert "not a readable audio file" in doc["errors"][0]["error"]
     assert doc["ray"]["nodes"] == 2 and doc["audio_s_done"] == doc["audio_s_total"] > 240
+    # Each actor decodes under the local runner's byte budget (the long file used it).
+    memory = doc["ray"]["decode_memory"]
+    assert len(memory) == 2 and all(m["budget_mb"] == DECODE_MEMORY_MB for m in memory)
+    assert all(m["peak_mb"] <= m["budget_mb"] for m in memory)
+    assert max(m["peak_mb"] for m in memory) > 0
     stamps = {p.name: p.stat().st_mtime_ns for p in out.glob("*.srt")}
 
     again = cli("--cluster", cluster.address, inputs, "-o", out, "--format", "srt")

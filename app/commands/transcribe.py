@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from engine.asr import local_runner
+from engine.asr.budget import DECODE_MEMORY_MB
 from engine.asr.sequential import SequentialRunner
 from engine.atomic import OutputWriteError, atomic_write_text
 from engine.audio.decode import AudioReader, open_audio
@@ -84,6 +85,9 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--replacements", type=Path, metavar="FILE",
                    help="apply replacement rules (the app's format: one 'a | b => c' or "
                         "'/regex/i => c' per line) to the text")
+    p.add_argument("--decode-memory-mb", type=float, default=DECODE_MEMORY_MB, metavar="MB",
+                   help="long files: decode buffers in flight, all streams together (default"
+                        f" {DECODE_MEMORY_MB:g}; per actor with --cluster; 0: unbounded)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on a terminal")
     p.add_argument("--cluster", metavar="ADDRESS",
                    help="bulk mode on Ray (extra 'cluster'): local, auto or ray://HOST:PORT;"
@@ -129,7 +133,8 @@ def run(args: argparse.Namespace) -> int:
         args.rules = _read_rules(rules_file)
     except (OSError, UnicodeDecodeError, RuleError) as exc:
         return _usage_error(f"--replacements {rules_file}: {exc}")
-    decoders = make_decoders(model, args.device, args.compute_type, args.engine)
+    decoders = make_decoders(model, args.device, args.compute_type, args.engine,
+                             getattr(args, "decode_memory_mb", DECODE_MEMORY_MB) or None)
     show_progress = not args.no_progress and sys.stderr.isatty()
     try:
         failed = _transcribe_all(args, decoders, options, show_progress)
@@ -153,7 +158,8 @@ def _run_cluster(args: argparse.Namespace, options: DecodeOptions, model: str) -
     opts = ClusterOptions(
         args.cluster, args.output_dir, args.format, options, model, engine=args.engine,
         device=args.device, compute_type=args.compute_type, actors=args.actors,
-        summary=args.summary, progress=not args.no_progress and sys.stderr.isatty())
+        summary=args.summary, progress=not args.no_progress and sys.stderr.isatty(),
+        decode_memory_mb=getattr(args, "decode_memory_mb", DECODE_MEMORY_MB) or None)
     try:
         return run_cluster(args.files, opts)
     except KeyboardInterrupt:
@@ -182,7 +188,8 @@ class Decoders:
     sequential_below_s: float
 
 
-def make_decoders(model: str, device: str, compute_type: str, engine: str) -> Decoders:
+def make_decoders(model: str, device: str, compute_type: str, engine: str,
+                  decode_memory_mb: float | None = DECODE_MEMORY_MB) -> Decoders:
     """The backends for ``--engine``, laid out for their decoder.
 
     faster-whisper's loop decodes one window at a time: one replica on all cores (on the 2-core
@@ -193,7 +200,8 @@ def make_decoders(model: str, device: str, compute_type: str, engine: str) -> De
     """
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}")
-    runner = local_runner(model, device, files=True, compute_type=compute_type)
+    runner = local_runner(model, device, files=True, compute_type=compute_type,
+                          decode_memory_mb=decode_memory_mb)
     if engine == "batched":
         return Decoders(runner, None, 0.0)
     below = math.inf if engine == "sequential" else AUTO_BATCHED_MIN_SECONDS

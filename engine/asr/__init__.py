@@ -16,6 +16,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+from engine.asr.budget import DECODE_MEMORY_MB
+
 if TYPE_CHECKING:
     from engine.asr.ct2_decoder import Ct2Runner
     from engine.asr.sequential import SequentialRunner
@@ -38,7 +40,8 @@ CPU_DECODE_SLICE = 4
 
 def local_runner(model: str | None = None, device: str = "auto", *, files: bool = False,
                  fast: bool = True, compute_type: str = "auto", streams: int = 1,
-                 cpu_threads: int = 0) -> Ct2Runner | SequentialRunner:
+                 cpu_threads: int = 0,
+                 decode_memory_mb: float | None = DECODE_MEMORY_MB) -> Ct2Runner | SequentialRunner:
     """The local runner, not loaded: the guarded short-context chunk decoder over
     faster-whisper's weights (``fast``), or faster-whisper's own loop (30 s padded windows).
     ``streams``: model replicas on the CPU (calls served at the same time); ``cpu_threads``:
@@ -49,14 +52,15 @@ def local_runner(model: str | None = None, device: str = "auto", *, files: bool 
     batches generated in slices of `CPU_DECODE_SLICE`. A single decode call then runs on one
     replica with its share of the cores: faster-whisper's own loop over short files took 1.2x
     as long that way on the 2-core test machine, so the CLI keeps an all-cores runner for
-    those (`app.commands.transcribe.make_decoders`).
+    those (`app.commands.transcribe.make_decoders`). ``decode_memory_mb``: the streams' shared
+    budget for decode buffers in flight (`engine.asr.budget`; None: unbounded).
     """
     if files:
         from engine.asr.ct2_decoder import Ct2Runner
 
         return Ct2Runner(model, device=device, compute_type=compute_type,
                          streams=max(1, min(CPU_STREAMS, os.cpu_count() or 1)),
-                         max_batch=CPU_DECODE_SLICE)
+                         max_batch=CPU_DECODE_SLICE, decode_memory_mb=decode_memory_mb)
     if fast:
         from engine.asr.ct2_decoder import Ct2Runner
 

@@ -12,10 +12,12 @@ import logging
 import threading
 import weakref
 from collections.abc import Iterable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from engine.asr import ct2_passes as passes
+from engine.asr.budget import ByteBudget, align_bytes, generate_bytes
 from engine.asr.ct2_guards import (
     COMPRESSION_THRESHOLD,
     LOGPROB_THRESHOLD,
@@ -98,9 +100,12 @@ class Outcome:
 
 
 def decode(whisper: Any, requests: Sequence[DecodeRequest], thresholds: QualityThresholds,
-           short: ShortContextSettings, max_generate: int | None = None) -> list[Outcome]:
+           short: ShortContextSettings, max_generate: int | None = None,
+           budget: ByteBudget | None = None) -> list[Outcome]:
     """Every request decoded; ``max_generate``: at most that many items per generate() and
-    align() call (memory), all encoded and generated at the pass's one width (same text)."""
+    align() call (memory), all encoded and generated at the pass's one width (same text);
+    ``budget``: every generate() and align() call holds its estimated bytes from it
+    (`engine.asr.budget`), waiting while other streams hold too much."""
     # Under 0.1 s there is nothing a model could recognise (and Whisper would invent text).
     items = [_Item(r, passes.log_mel(whisper, r.audio)) if len(r.audio) >= MIN_DECODE_SAMPLES
              else _Item(r, passes.no_features(whisper), path="skipped") for r in requests]
@@ -113,7 +118,8 @@ def decode(whisper: Any, requests: Sequence[DecodeRequest], thresholds: QualityT
         frames = min(passes.PADDED_FRAMES, max(it.frames for it in short_items) + pad_frames)
         widths = [it.frames + pad_frames for it in short_items]
         encoded = _run_pass(whisper, short_items, frames + frames % 2, thresholds,
-                            short_pass=True, widths=widths, max_generate=max_generate)
+                            short_pass=True, widths=widths, max_generate=max_generate,
+                            budget=budget)
         kept = []
         for row, it in enumerate(short_items):
             reason = _short_verdict(it, thresholds, short.timestamp_cues)
@@ -122,7 +128,7 @@ def decode(whisper: Any, requests: Sequence[DecodeRequest], thresholds: QualityT
             else:
                 log.debug("short path failed (%s); falling back to padded", reason)
                 it.path, it.fallback, it.attempts, it.chosen = "padded", reason, [], None
-        _build_segments(whisper.model, encoded, short_items, kept, max_generate)
+        _build_segments(whisper.model, encoded, short_items, kept, max_generate, budget)
         del encoded  # not held through the padded pass (memory)
     padded_items = [it for it in items if it.path == "padded"]
     if padded_items:
@@ -132,9 +138,9 @@ def decode(whisper: Any, requests: Sequence[DecodeRequest], thresholds: QualityT
         encoded = _run_pass(whisper, padded_items, passes.PADDED_FRAMES, thresholds,
                             short_pass=False,
                             widths=widths if min(widths) < passes.PADDED_FRAMES else None,
-                            max_generate=max_generate)
+                            max_generate=max_generate, budget=budget)
         _build_segments(whisper.model, encoded, padded_items, range(len(padded_items)),
-                        max_generate)
+                        max_generate, budget)
     return [_outcome(it, len(items)) for it in items]
 
 
@@ -152,7 +158,8 @@ def _short_verdict(item: _Item, thresholds: QualityThresholds, timestamp_cues: b
 
 def _run_pass(whisper: Any, items: list[_Item], frames: int, thresholds: QualityThresholds,
               *, short_pass: bool, widths: list[int] | None = None,
-              max_generate: int | None = None) -> passes.EncodedBatch:
+              max_generate: int | None = None,
+              budget: ByteBudget | None = None) -> passes.EncodedBatch:
     """Encode ``items`` as one batch (each at its ``widths`` on the CPU, see
     `passes.EncodedBatch`) and generate (with temperature fallback on the padded pass); each
     item's chosen attempt is set. Returns the encoder output for alignment."""
@@ -174,9 +181,15 @@ def _run_pass(whisper: Any, items: list[_Item], frames: int, thresholds: Quality
             groups.setdefault(key, []).append(i)
         for (beam, temperature, _, _), rows in groups.items():
             hypotheses = passes.BEST_OF if temperature > 0 else beam
-            for part in _slices(rows, generate_slice(max_generate, hypotheses, frames // 2)):
-                _generate(model, encoded, [items[i] for i in part], part, beam, temperature,
-                          short_pass)
+            size = generate_slice(max_generate, hypotheses, frames // 2)
+            if budget is not None:  # no call holds more than the budget (unless one item does)
+                fit = budget.limit // generate_bytes(1, hypotheses, frames // 2, encoded.width)
+                size = max(1, min(size or len(rows), fit))
+            for part in _slices(rows, size):
+                need = generate_bytes(len(part), hypotheses, frames // 2, encoded.width)
+                with budget.hold(need) if budget else nullcontext():
+                    _generate(model, encoded, [items[i] for i in part], part, beam,
+                              temperature, short_pass)
                 release_if_grown()  # engine.native_memory: what the call freed, if kept
         step += 1
         pending = [i for i in pending if not short_pass
@@ -264,7 +277,8 @@ def _slices(rows: list[int], size: int | None) -> list[list[int]]:
 
 
 def _build_segments(model: Any, encoded: passes.EncodedBatch, items: list[_Item],
-                    rows: Iterable[int], max_generate: int | None = None) -> None:
+                    rows: Iterable[int], max_generate: int | None = None,
+                    budget: ByteBudget | None = None) -> None:
     """Segments (and words, where asked) for ``items[rows]``, rows of the ``encoded`` batch."""
     spans_of: dict[int, list[TokenSpan]] = {}
     for i in rows:
@@ -274,7 +288,7 @@ def _build_segments(model: Any, encoded: passes.EncodedBatch, items: list[_Item]
             continue
         spans_of[i] = split_spans(attempt.tokens, it.tokenizer.timestamp_begin,
                                   it.tokenizer.eot, it.duration_s)
-    words_of = _align(model, encoded, items, spans_of, max_generate)
+    words_of = _align(model, encoded, items, spans_of, max_generate, budget)
     for i, spans in spans_of.items():
         it = items[i]
         attempt = it.chosen
@@ -285,8 +299,8 @@ def _build_segments(model: Any, encoded: passes.EncodedBatch, items: list[_Item]
 
 
 def _align(model: Any, encoded: passes.EncodedBatch, items: list[_Item],
-           spans_of: dict[int, list[TokenSpan]], max_generate: int | None = None
-           ) -> dict[int, list[Any]]:
+           spans_of: dict[int, list[TokenSpan]], max_generate: int | None = None,
+           budget: ByteBudget | None = None) -> dict[int, list[Any]]:
     """Word timings for the items that asked for them, one align() per start sequence."""
     groups: dict[tuple[int, ...], list[int]] = {}
     for i in spans_of:
@@ -297,8 +311,10 @@ def _align(model: Any, encoded: passes.EncodedBatch, items: list[_Item],
     for rows in (part for group in groups.values() for part in _slices(group, size)):
         tokens = [[t for s in spans_of[i] for t in s.tokens] for i in rows]
         frames = [min(items[i].frames, encoded.frames) for i in rows]
-        timings = passes.align_words(model, encoded.subset(rows), items[rows[0]].tokenizer,
-                                     tokens, frames)
+        need = align_bytes(len(rows), encoded.frames // 2, encoded.width)
+        with budget.hold(need) if budget else nullcontext():
+            timings = passes.align_words(model, encoded.subset(rows), items[rows[0]].tokenizer,
+                                         tokens, frames)
         out.update(zip(rows, timings, strict=True))
         release_if_grown()
     return out

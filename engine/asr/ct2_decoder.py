@@ -25,6 +25,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from engine.asr.budget import MB, ByteBudget
 from engine.asr.short_context import ShortContextSettings
 from engine.asr.whisper_model import FasterWhisperModel, ModelRunner
 from engine.core.quality import QualityThresholds
@@ -49,7 +50,10 @@ class Ct2Runner(ModelRunner):
     with the items generated together (each holds its cross-attention keys and values), CPU
     time per item did not (see `engine.longform.runners`). Calls are synchronous;
     CTranslate2 releases the GIL while it works, and up to ``streams`` calls from as many
-    threads run at the same time (further calls wait for a replica).
+    threads run at the same time (further calls wait for a replica). ``decode_memory_mb``:
+    a byte budget (`engine.asr.budget.ByteBudget`) shared by those calls: each generate()
+    and align() call holds its estimated buffers from it, generate() slices are cut to fit
+    it, and a call waits while the other streams hold too much (None: no budget).
     """
 
     def __init__(
@@ -63,6 +67,7 @@ class Ct2Runner(ModelRunner):
         thresholds: QualityThresholds | None = None,
         short: ShortContextSettings | None = None,
         max_batch: int | None = None,
+        decode_memory_mb: float | None = None,
     ) -> None:
         super().__init__(model, device=device, compute_type=compute_type,
                          cpu_threads=cpu_threads, streams=streams)
@@ -71,6 +76,7 @@ class Ct2Runner(ModelRunner):
         if max_batch is not None and max_batch < 1:
             raise ValueError("max_batch must be >= 1")
         self._max_batch = max_batch
+        self.budget = ByteBudget(int(decode_memory_mb * MB)) if decode_memory_mb else None
 
     def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]:
         """Decode every request; results come back in request order."""
@@ -85,7 +91,7 @@ class Ct2Runner(ModelRunner):
         slice_size = self._max_batch if self._max_batch and self.device == "cpu" else None
         try:
             outcomes = ct2_batch.decode(whisper, requests, self._thresholds, self._short,
-                                        max_generate=slice_size)
+                                        max_generate=slice_size, budget=self.budget)
         except (EngineError, ValueError, RuntimeError) as exc:
             if isinstance(exc, EngineError):
                 raise

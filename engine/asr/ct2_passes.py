@@ -135,6 +135,11 @@ class EncodedBatch:
     def frames(self) -> int:
         return int(self._features.shape[2])
 
+    @property
+    def width(self) -> int:
+        """The model's width (d_model): the encoder output's last dimension."""
+        return int(self.output.shape[-1])
+
     def subset(self, rows: Sequence[int]) -> Any:
         if list(rows) == list(range(self._features.shape[0])):
             return self.output

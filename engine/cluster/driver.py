@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from engine.asr.budget import DECODE_MEMORY_MB
 from engine.atomic import atomic_write_text
 from engine.cluster.inputs import ClusterInput, is_done, list_inputs, probe_seconds
 from engine.cluster.progress import Bar, Board, Tally
@@ -49,6 +50,7 @@ class ClusterOptions:
     actors: int | None = None
     summary: Path | None = None
     progress: bool = False
+    decode_memory_mb: float | None = DECODE_MEMORY_MB  # per actor (engine.asr.budget)
 
 
 def run_cluster(sources: Sequence[str], opts: ClusterOptions) -> int:
@@ -106,6 +108,7 @@ def _run(todo: list[ClusterInput], opts: ClusterOptions, tally: Tally, summary: 
         options = replace(_file_options(opts, layout.device), batch_size=batch)
         job = FileJob(opts.fmt, options, info, layout.device, streams)
         _fan_out(order, job, actors, tally, summary, extra, opts.progress)
+        extra["ray"]["decode_memory"] = ray.get([a.memory.remote() for a in actors])
     finally:
         ray.shutdown()
 
@@ -124,7 +127,7 @@ def local_layout(opts: ClusterOptions, gpu: bool) -> tuple[ActorLayout, int, int
     """The actors' model layout, the decode streams per file and the batch size: what the
     local runner (`engine.asr.local_runner` for files, `batch_size_for`) picks on this machine
     for the device, so the waves, hence the text, are the same as a local run's."""
-    from engine.asr import CPU_STREAMS
+    from engine.asr import CPU_DECODE_SLICE, CPU_STREAMS
     from engine.asr.whisper_model import default_cpu_threads
     from engine.longform.pipeline import batch_size_for
 
@@ -132,7 +135,9 @@ def local_layout(opts: ClusterOptions, gpu: bool) -> tuple[ActorLayout, int, int
     streams = 1 if device == "cuda" else max(1, min(CPU_STREAMS, os.cpu_count() or 1))
     layout = ActorLayout(opts.model, device, opts.compute_type,
                          threads=default_cpu_threads(streams),
-                         sequential_threads=default_cpu_threads(1))
+                         sequential_threads=default_cpu_threads(1),
+                         decode_memory_mb=opts.decode_memory_mb,
+                         max_batch=CPU_DECODE_SLICE if device == "cpu" else None)
     return layout, streams, batch_size_for(device, None)
 
 

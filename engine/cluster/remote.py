@@ -44,6 +44,10 @@ class ActorLayout:
     compute_type: str = "auto"
     threads: int = 1  # CTranslate2 threads of the chunk decoder (the local replica's share)
     sequential_threads: int = 1  # of the sequential decoder (locally: all cores)
+    # The local runner's byte budget for decode buffers (engine.asr.budget), per actor, and
+    # its generate slices on the CPU: the same calls as a local run, so the same text.
+    decode_memory_mb: float | None = None
+    max_batch: int | None = None
 
 
 class DecodeActor:
@@ -54,7 +58,9 @@ class DecodeActor:
 
         self.layout = layout
         self.runner = Ct2Runner(layout.model, device=layout.device,
-                                compute_type=layout.compute_type, cpu_threads=layout.threads)
+                                compute_type=layout.compute_type, cpu_threads=layout.threads,
+                                max_batch=layout.max_batch,
+                                decode_memory_mb=layout.decode_memory_mb)
         self.runner.load()  # on the actor's own thread, which lives as long as the actor
         self._sequential: Any = None
 
@@ -68,6 +74,18 @@ class DecodeActor:
 
     def decode(self, requests: list[DecodeRequest]) -> list[Transcript]:
         return self.runner.decode_batch(requests)
+
+    def memory(self) -> dict[str, float | int | None]:
+        """The decode budget (MB), the most of it ever held at once (MB), the calls that
+        waited for it, and the actor process's peak RSS (MB)."""
+        import resource
+
+        budget = self.runner.budget
+        rss = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+        if budget is None:
+            return {"budget_mb": None, "peak_mb": None, "waits": 0, "max_rss_mb": rss}
+        return {"budget_mb": budget.limit / 2**20, "peak_mb": round(budget.peak / 2**20, 1),
+                "waits": budget.waits, "max_rss_mb": rss}
 
     def sequential(self, audio: Audio, options: DecodeOptions
                    ) -> tuple[list[Segment], str | None]:

@@ -8,7 +8,7 @@ point for files) and yields the stitched segments as they become final. See
 from engine.longform.chunking import Chunk, ChunkingOptions
 from engine.longform.pipeline import ChunkJob, FileRun, LongFormOptions, plan_file
 from engine.longform.retry import RetryPolicy
-from engine.longform.runners import choose_batch_size, long_form_backend
+from engine.longform.runners import choose_batch_size
 from engine.longform.stitch import ChunkResult, Stitcher
 from engine.longform.workers import ProcessPoolRunner, WorkerSettings
 
@@ -24,6 +24,5 @@ __all__ = [
     "Stitcher",
     "WorkerSettings",
     "choose_batch_size",
-    "long_form_backend",
     "plan_file",
 ]

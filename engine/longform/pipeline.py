@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from engine.core.prompt import PromptTracker
 from engine.core.quality import max_ngram_repeats, words_of
 from engine.longform import retry
 from engine.longform.chunking import (
@@ -73,12 +74,16 @@ class LongFormOptions:
 
     Attributes:
       decode: options of every chunk's first decode (greedy and short-context by default).
-      chunking: how VAD speech is cut and packed. 8-12 s chunks measured best with the
-        short-context encoder: 20-28 s chunks took 1.6x the CPU time on the 231 s reading (each
-        decoder step attends over the whole window), 6-10 s chunks lost 1 WER point there and
-        fell back to the padded window twice as often on the 20 min mix. Lower VAD thresholds
-        (0.35/0.15) win back part of the whispered and falsetto clips of the mix (WER 14.0 ->
-        12.7 %) but cost 8 % more CPU and 0.5 point on the reading; bench/longform.py.
+      chunking: how VAD speech is cut and packed. 12-18 s chunks (closed at the first pause
+        after 12 s) measured best for the short-context encoder (bench/longform.py, issue 28,
+        the 231 s reading plus one reading per evaluation-corpus speaker with 100 s or more,
+        1384 s in all, tiny.en greedy): WER 5.43 % against 6.63 % for 8-12 s chunks at the
+        same CPU time; most of the words lost were at chunk borders (a sentence's end cut
+        off, a phrase said again across a border). 15-20 s: 5.10 %, 18-24 s: 4.81-4.90 %, but
+        those took 1.2-1.6x the CPU time (each decoder step attends over the whole window),
+        which takes the pipeline under 2x the batched pipeline's speed. Lower VAD thresholds
+        (0.35/0.15) win back part of the whispered and falsetto clips of the 20 min mix (WER
+        14.0 -> 12.7 %) but cost 8 % more CPU and 0.5 point on the reading.
       retry: hallucination thresholds and the retry ladder.
       continue_early_end: decode the tail of a chunk whose text stopped while speech went on.
       min_tail_speech_s: how much VAD speech the undecoded tail must hold to be continued.
@@ -102,11 +107,25 @@ class LongFormOptions:
         (faster-whisper's own 30 s loop) when the caller gives one to `transcribe_file`: on the
         26 short English clips it scored 9.9 % WER against 15.4 % for this pipeline at beam 5
         (bench/transcribe.py); on the 231 s reading the pipeline is at par and 1.5x faster.
+      previous_text: each section is cut into ``lanes_per_stream`` x streams *lanes*,
+        contiguous runs of chunks; a wave decodes the next job of every lane, so each chunk's
+        first decode comes after the chunk before it in its lane and carries that text as its
+        prompt, as Whisper's own loop does (``condition_on_previous_text``), guarded as the
+        live prompt is (`engine.core.prompt.PromptTracker`: only checked text that kept its
+        form, at most 200 characters, forgotten after 20 s without speech). Off by default:
+        measured on the same 1384 s it did not pay (8-12 s chunks, 4 lanes per stream:
+        5.95 % with prompts, 6.13 % for the same lanes without; 18-24 s chunks, 2 lanes per
+        stream: 5.05 % with, 4.84 % without; 12-18 s chunks, 8 lanes: 5.43 % either way),
+        and the smaller waves cost up to 18 % more CPU time.
+      lanes_per_stream: lanes per decode stream when ``previous_text`` is on: a stream's
+        batch holds at most this many chunks (the runner generates 4 at a time on the CPU
+        anyway, `engine.asr.CPU_DECODE_SLICE`), and the fewer the lanes, the more
+        chunks follow one in their lane and get a prompt.
     """
 
     decode: DecodeOptions = DEFAULT_DECODE
     chunking: ChunkingOptions = field(
-        default_factory=lambda: ChunkingOptions(target_chunk_s=8.0, max_chunk_s=12.0))
+        default_factory=lambda: ChunkingOptions(target_chunk_s=12.0, max_chunk_s=18.0))
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     continue_early_end: bool = True
     min_tail_speech_s: float = 0.5
@@ -118,8 +137,12 @@ class LongFormOptions:
     batch_size: int | None = None
     first_batch: int | None = None
     sequential_below_s: float = 120.0
+    previous_text: bool = False
+    lanes_per_stream: int = 8
 
     def __post_init__(self) -> None:
+        if self.lanes_per_stream < 1:
+            raise ValueError("lanes_per_stream must be >= 1")
         if any(n is not None and n < 1 for n in (self.batch_size, self.first_batch)):
             raise ValueError("batch_size and first_batch must be >= 1")
         if self.min_words_per_speech_s < 0 or self.min_sparse_check_s < 0:
@@ -153,6 +176,7 @@ class ChunkJob:
     options: DecodeOptions
     continuations: int = 0
     timestamps: bool = True
+    lane: int = 0  # the contiguous run of chunks it belongs to (LongFormOptions.previous_text)
 
 
 class FileRun:
@@ -172,10 +196,61 @@ class FileRun:
         self.counts: Counter[str] = Counter()
         self.pending: deque[ChunkJob] = deque()
         self.chunks = 0  # planned chunks (follow-up jobs not counted)
+        self._lanes: list[PromptTracker] = []  # one per lane, once laid out
 
     def next_wave(self, size: int, streams: int) -> list[list[ChunkJob]]:
         """Up to ``streams`` batches of at most ``size`` jobs each, taken off the queue."""
-        return _next_wave(self.pending, size, streams, self.options.lookahead_batches)
+        if not self.options.previous_text:
+            return _next_wave(self.pending, size, streams, self.options.lookahead_batches)
+        if not self._lanes:
+            self._lay_out_lanes(streams * self.options.lanes_per_stream)
+        return self._next_lane_wave(size, streams)
+
+    def _lay_out_lanes(self, lanes: int) -> None:
+        """The queued first decodes (file order) cut into ``lanes`` contiguous runs of about
+        equal audio; each lane gets a prompt tracker."""
+        jobs = list(self.pending)
+        total = sum(j.chunk.samples for j in jobs) or 1
+        lanes = max(1, min(lanes, len(jobs)))
+        laid, done = [], 0
+        for job in jobs:
+            laid.append(dataclasses.replace(job, lane=min(lanes - 1, done * lanes // total)))
+            done += job.chunk.samples
+        self.pending = deque(laid)
+        self._lanes = [PromptTracker(language=self.options.decode.language)
+                       for _ in range(lanes)]
+
+    def _next_lane_wave(self, size: int, streams: int) -> list[list[ChunkJob]]:
+        """The next job of every lane (at most ``size`` x ``streams``): a lane's follow-ups
+        (at the queue's front) before its next chunk, so a chunk is decoded once the one
+        before it is settled. First decodes get their lane's prompt. Shared out over the
+        streams by length (a call generates at its longest item's width)."""
+        heads: list[ChunkJob] = []
+        seen: set[int] = set()
+        for job in self.pending:
+            if job.lane not in seen:
+                seen.add(job.lane)
+                heads.append(job)
+                if len(heads) == size * streams:
+                    break
+        for job in heads:
+            self.pending.remove(job)
+        heads = [self._prompted(job) for job in heads]
+        heads.sort(key=lambda j: (j.chunk.samples, j.chunk.start))
+        per = -(-len(heads) // streams)
+        return [heads[i:i + per] for i in range(0, len(heads), per)]
+
+    def _prompted(self, job: ChunkJob) -> ChunkJob:
+        if job.step is not Step.FIRST or job.options.prompt is not None:
+            return job
+        prompt = self._lanes[job.lane].prompt(job.chunk.start / SAMPLE_RATE)
+        return dataclasses.replace(job, options=dataclasses.replace(job.options, prompt=prompt))
+
+    def _heard(self, job: ChunkJob, result: ChunkResult) -> None:
+        """A settled result's text offered to its lane's prompt (flagged text is not kept)."""
+        if self._lanes:
+            self._lanes[job.lane].add(result.transcript.text, at=job.chunk.end / SAMPLE_RATE,
+                                      flags=result.flags, language=result.transcript.language)
 
     @property
     def frontier(self) -> int:
@@ -255,7 +330,8 @@ class FileRun:
                                         options=retry.beam_options(job.options, policy))]
         if step is Verdict.RETRY_HOTTER:
             self.counts["retried_hotter"] += 1
-            return [ChunkJob(job.chunk, Step.HOTTER, retry.hotter_options(job.options, policy))]
+            return [ChunkJob(job.chunk, Step.HOTTER, retry.hotter_options(job.options, policy),
+                             lane=job.lane)]
         if step is Verdict.SPLIT:
             self.counts["split"] += 1
             return self.split(job)
@@ -266,6 +342,7 @@ class FileRun:
                 self.dropped.append({"start": job.chunk.start, "end": job.chunk.end,
                                      "flags": list(flags)})
             self.results.append(ChunkResult(job.chunk, transcript, () if dropped else flags))
+            self._heard(job, self.results[-1])
             return []
         reason = self.timed_redecode_reason(job, transcript)
         if reason is not None:
@@ -273,13 +350,14 @@ class FileRun:
             return [dataclasses.replace(job, timestamps=True)]
         transcript, follow_ups = self.continuation(job, transcript)
         self.results.append(ChunkResult(job.chunk, transcript))
+        self._heard(job, self.results[-1])
         return follow_ups
 
     def split(self, job: ChunkJob) -> list[ChunkJob]:
         chunk = job.chunk
         max_len = chunk.samples * 3 // 5  # the cut lands between 30 % and 60 % of the chunk
         options = dataclasses.replace(self.options.decode, short_context=False)
-        return [ChunkJob(Chunk(start, end), Step.SPLIT, options)
+        return [ChunkJob(Chunk(start, end), Step.SPLIT, options, lane=job.lane)
                 for start, end in split_at_quiet(self.probs, chunk.start, chunk.end, max_len)]
 
     def continuation(self, job: ChunkJob, transcript: Transcript) -> tuple[Transcript, list[ChunkJob]]:
@@ -311,14 +389,14 @@ class FileRun:
             # Back off a little: word end times are approximate; stitching drops duplicates.
             new = Chunk(chunk.start + max(0, resume - SAMPLE_RATE // 10), chunk.end)
             return kept, [ChunkJob(new, Step.FIRST, job.options, job.continuations + 1,
-                               job.timestamps)]
+                               job.timestamps, job.lane)]
         hole_end = min(chunk.samples, hole[1] - offset + SAMPLE_RATE // 5)
         if hole_end - hole_start < SAMPLE_RATE // 2 or hole_end - hole_start >= chunk.samples:
             return transcript, []
         self.counts["filled"] += 1
         fill = Chunk(chunk.start + hole_start, chunk.start + hole_end)
         return transcript, [ChunkJob(fill, Step.FIRST, job.options, job.continuations + 1,
-                                 job.timestamps)]
+                                 job.timestamps, job.lane)]
 
 
 def _before(transcript: Transcript, limit: int) -> Transcript:

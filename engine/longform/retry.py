@@ -64,10 +64,12 @@ def long_form_thresholds() -> QualityThresholds:
     On the 20 min mix of the shared clips (bench/longform.py, --ours-word-timestamps, tiny.en
     int8, 2 cores under load) a worst word under 0.2 sent 17 of 152 chunks to beam 5: WER 9.43
     -> 8.98 % but CPU time x1.42 (RTF 0.0295 -> 0.0418), which takes the pipeline under 2x the
-    batched pipeline's speed. The average log-probability rule (< -0.85) stays: it sent 1 of
-    the mix's 152 chunks to beam and none of the 231 s file's 25, and is kept for harder audio.
+    batched pipeline's speed. The average log-probability rule stays, tighter than the live
+    path's -0.85 (which sent 1 of the mix's 152 chunks to beam): with 12-18 s chunks, < -0.5
+    sent the unsure chunks of the 1384 s of long readings (issue 28, bench/longform.py) to
+    beam 5, WER 5.43 -> 5.28 % at the same CPU time (-0.4 changed nothing more).
     """
-    return QualityThresholds(confident_word_prob=0.0)
+    return QualityThresholds(confident_word_prob=0.0, confident_logprob=-0.5)
 
 
 @dataclass(frozen=True)

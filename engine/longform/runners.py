@@ -1,43 +1,12 @@
-"""Runners for the long-form pipeline: the local backend it wants, and batch sizing.
+"""Batch sizing for the long-form pipeline: how many chunks one decode call gets.
 
-`transcribe_long` takes any `engine.types.Runner`; `long_form_backend` builds the local one laid
-out for it, and `choose_batch_size` picks how many chunks one call gets.
+The pipeline takes any `engine.types.Runner`; `engine.asr.local_runner(..., files=True)` builds
+the local one laid out for it.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
-
-from engine.asr.ct2_decoder import Ct2Runner
-
-# Decode streams on the CPU: model replicas of cores // 2 threads each, one batch each at a
-# time (see `engine.longform.pipeline`). Measured on the 2-core test machine only; CUDA keeps one.
-CPU_STREAMS = 2
-# Items generated together on the CPU (a pass's generate() and align() run over slices of this
-# many, at the pass's one width, so the text is the same): the decoder holds the cross-attention
-# keys and values of every item of a call (~7 MB per 11 s chunk on tiny.en). Through the CLI
-# (beam 5, two streams; bench/memory.py): 8 min mix, 705 -> 437 MB peak RSS with the text
-# identical (with the per-wave trim and oneDNN cap, engine.native_memory); 20 min mix, whole
-# calls 701-733 MB, slices of 8 593, of 4 523 (trimmed). CPU time per item did not grow in
-# single-call tests (greedy 16 vs 2 x 8 vs 4 x 4 items: 16-20 s for three calls each). Calls
-# with more hypotheses x frames than 4 short windows at beam 5 (the padded window at beam 5)
-# take fewer items, and align() takes one (`engine.asr.ct2_batch.generate_slice`).
-CPU_DECODE_SLICE = 4
-
-
-def long_form_backend(model: Any = None, *, device: str = "auto",
-                      compute_type: str = "auto") -> Ct2Runner:
-    """The local runner (not loaded) as the long-form pipeline wants it: `CPU_STREAMS` decode
-    streams on a CPU with that many cores, one stream on CUDA or a single core.
-
-    A single decode call runs on one replica with its share of the cores: faster-whisper's own
-    loop over short files took 1.2x as long that way on the 2-core test machine, so the CLI
-    keeps an all-cores backend for those (`app.commands.transcribe.make_backends`).
-    """
-    streams = max(1, min(CPU_STREAMS, os.cpu_count() or 1))
-    return Ct2Runner(model, device=device, compute_type=compute_type, streams=streams,
-                     max_batch=CPU_DECODE_SLICE)
 
 
 def choose_batch_size(device: str, cpu_count: int | None = None,
