@@ -118,11 +118,6 @@ def speech_probabilities(audio: Audio, workers: int = 1) -> Probabilities:
     return piecewise_probabilities(audio, workers)
 
 
-def find_chunks(audio: Audio, options: ChunkingOptions | None = None) -> list[Chunk]:
-    """VAD over the whole file, then `plan_chunks`."""
-    return plan_chunks(speech_probabilities(audio), audio.size, options)
-
-
 def plan_chunks(
     probs: Probabilities, total_samples: int, options: ChunkingOptions | None = None
 ) -> list[Chunk]:

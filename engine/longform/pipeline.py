@@ -466,10 +466,3 @@ def _next_batch(pending: deque[ChunkJob], size: int, lookahead: int) -> list[Chu
     for job in batch:
         pending.remove(job)
     return batch
-
-
-def first_language(results: list[ChunkResult]) -> str | None:
-    for result in results:
-        if result.transcript.language:
-            return result.transcript.language
-    return None
