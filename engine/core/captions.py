@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from engine.core.export import format_timestamp, to_srt, to_vtt
+from engine.core.form import has_form
 from engine.types import SAMPLE_RATE, Segment, Transcript
 
 _SENTENCE_STOP = (".", "…")
@@ -48,10 +49,12 @@ class CaptionLine:
 
 def continues(previous: CaptionLine, line: CaptionLine) -> bool:
     """Does ``line`` go on with the sentence ``previous`` left (same source, a short pause, and
-    a lower-case start: Whisper capitalises a sentence's first word, so a lower-case one means
-    the previous final's full stop was a guess)?"""
+    either ``previous`` left its sentence open, as a piece of a long utterance committed while
+    it is still spoken does (`PolicyOptions.commit_stable`: "...in the year" + "1462."), or
+    ``line`` starts in lower case: Whisper capitalises a sentence's first word, so a lower-case
+    one means the previous final's full stop was a guess)?"""
     first = next((c for c in line.text.strip() if c.isalpha()), "")
-    return (previous.source == line.source and first.islower()
+    return (previous.source == line.source and (first.islower() or not has_form(previous.text))
             and 0 <= line.start_s - previous.end_s <= AMEND_GAP_S
             and not previous.text.rstrip().endswith(("?", "!")))
 

@@ -101,6 +101,7 @@ COMMIT_HOLD_S = 0.5
 COMMIT_NGRAM = 5
 COMMIT_SLACK = 3
 COMMIT_TOUCH_S = 0.3
+COMMIT_MIN_PROB = 0.5
 COMMIT_KEEP = 100  # committed words remembered (a window's, and the repeat check's)
 MAX_BACKOFF = 8.0
 
@@ -279,6 +280,7 @@ class _Utterance:
     # COMMIT_WINDOW_S), and the last partial's words past the committed ones (LocalAgreement-2).
     first: int = 0
     hypothesis: list[Word] = field(default_factory=list)
+    earlier: list[Word] = field(default_factory=list)  # ... and the one before it
 
     def audio(self) -> Audio:
         if not self.chunks:
@@ -706,16 +708,32 @@ class StreamingPolicy:
             # Whisper ends whatever audio it is given with a period: the mark after the last
             # word heard waits for the word after it.
             agreed -= 1
+        # A word Whisper is unsure of (in either decode: probability under COMMIT_MIN_PROB)
+        # takes three decodes that agree on it (LocalAgreement-3); so do the words after it.
+        unsure = next((i for i, (w, h) in enumerate(zip(words[:agreed], utt.hypothesis[:agreed],
+                                                        strict=True))
+                       if min(w.probability, h.probability) < COMMIT_MIN_PROB), agreed)
+        thrice = common_prefix([w.text for w in utt.earlier], [w.text for w in words])
+        agreed = max(unsure, min(agreed, thrice))
+        # Nor a number last: Whisper writes the number words said so far in digits and the
+        # next ones change them ("14" becomes "1455" once "fifty-five" is heard).
+        while agreed and any(c.isdigit() for c in words[agreed - 1].text):
+            agreed -= 1
         # Not a word said again and again (a loop, or a word said many times over: the loop
         # checks cannot tell them apart here, nor can the repeat check): the final decides.
         recent = [w for w in self._said if w.end > request.start][-COMMIT_NGRAM:]
         span = [*recent, *words[:agreed]]
         if agreed and word_loop(_text(span), (span[-1].end - span[0].start) / SAMPLE_RATE):
             agreed = 0
+        # Finals come out in the order spoken: while an earlier utterance's final is still
+        # to come (its decode waits or runs on the other stream), nothing after it is final.
+        if self._finals or any(job.kind == "final" and u is not utt
+                               for job, u in self._in_flight.values()):
+            agreed = 0
         events: list[Event] = []
         if agreed:
             events = self._commit_piece(utt, words[:agreed], request, language, now)
-        utt.hypothesis = words[agreed:]
+        utt.earlier, utt.hypothesis = utt.hypothesis[agreed:], words[agreed:]
         utt.heard = _text(utt.hypothesis)
         utt.heard_upto = _end_of(request)
         if not utt.heard:  # as below: the next words show as soon as Whisper can read them
