@@ -17,9 +17,9 @@ import pytest
 from app.commands.listen import CaptionPrinter
 from engine.audio.decode import load_audio
 from engine.captions import final_line
+from engine.core.agreement import comparable
 from engine.core.captions import merge_lines
 from engine.core.form import has_form
-from engine.core.agreement import comparable
 from engine.core.policy import PolicyOptions, StreamingPolicy
 from engine.core.segmenter import SegmentAudio, SegmentEnded
 from engine.core.stream import StreamCore, StreamOptions
