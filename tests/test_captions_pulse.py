@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -269,31 +270,38 @@ def test_listen_prints_a_sentence_committed_in_pieces_on_one_line(sinks, shared_
     assert listen.captions == [line] == journal_lines(tmp_path)
 
 
-def test_the_app_shows_a_sentence_committed_in_pieces_as_one_line(qtbot, sinks, shared_audio,
-                                                                  manifest):
+@contextmanager
+def captions_app(qtbot, **changes):  # type: ignore[no-untyped-def]
+    """The real app in captions mode (``changes`` to the settings), its overlay shown, listening;
+    stopped after."""
     from app.controller import Controller, LaunchOptions
     from app.settings import Settings, with_changes
 
-    speakers = sinks.add("speakers")
-    subprocess.run(["pactl", "set-default-sink", speakers], check=True, timeout=10)
-    settings = with_changes(Settings(), listen_mode="captions", caption_source="system",
-                            caption_lines=4)
-    controller = Controller(settings, LaunchOptions(enable_hotkey=False))
+    controller = Controller(with_changes(Settings(), listen_mode="captions", **changes),
+                            LaunchOptions(enable_hotkey=False))
     qtbot.addWidget(controller.window)
     qtbot.addWidget(controller.captions)
     try:
         controller.show()
         controller.set_captions_visible(True)
         controller.start_engine()
-        qtbot.waitUntil(lambda: controller.state == "listening", timeout=180_000)
+        qtbot.waitUntil(lambda: controller.state == "listening", timeout=300_000)
+        yield controller
+    finally:
+        controller.stop_engine()
+        qtbot.waitUntil(lambda: controller.state == "stopped", timeout=120_000)
+
+
+def test_the_app_shows_a_sentence_committed_in_pieces_as_one_line(qtbot, sinks, shared_audio,
+                                                                  manifest):
+    speakers = sinks.add("speakers")
+    subprocess.run(["pactl", "set-default-sink", speakers], check=True, timeout=10)
+    with captions_app(qtbot, caption_source="system", caption_lines=4) as controller:
         play(shared_audio / QUILTER, speakers).wait(60)
         qtbot.waitUntil(lambda: "gospel" in " ".join(controller.captions.caption_texts()),
                         timeout=90_000)
         qtbot.wait(1000)
         lines = controller.captions.caption_texts()
-    finally:
-        controller.stop_engine()
-        qtbot.waitUntil(lambda: controller.state == "stopped", timeout=120_000)
     pieces = [e.text for e in journal_entries()]
     assert len(pieces) >= 2, pieces
     [line] = lines
@@ -417,21 +425,10 @@ def test_captions_on_a_remote_server(sinks, shared_audio, manifest, tmp_path, ti
 
 
 def test_the_app_shows_the_translation_line_under_the_original(qtbot, sinks, shared_audio):
-    from app.controller import Controller, LaunchOptions
-    from app.settings import Settings, with_changes
-
     speakers = sinks.add("speakers")
     subprocess.run(["pactl", "set-default-sink", speakers], check=True, timeout=10)
-    settings = with_changes(Settings(), listen_mode="captions", caption_source="system",
-                            caption_translate="below", caption_lines=4)
-    controller = Controller(settings, LaunchOptions(enable_hotkey=False))
-    qtbot.addWidget(controller.window)
-    qtbot.addWidget(controller.captions)
-    try:
-        controller.show()
-        controller.set_captions_visible(True)
-        controller.start_engine()
-        qtbot.waitUntil(lambda: controller.state == "listening", timeout=300_000)
+    with captions_app(qtbot, caption_source="system", caption_translate="below",
+                      caption_lines=4) as controller:
         play(shared_audio / "picovoice-fr.wav", speakers).wait(60)
         qtbot.waitUntil(lambda: any(line.startswith("[en] ")
                                     for line in controller.captions.visible_lines()),
@@ -440,9 +437,6 @@ def test_the_app_shows_the_translation_line_under_the_original(qtbot, sinks, sha
 
         busy_shot(controller.captions, "app_translation")
         rows = controller.captions.visible_rows()
-    finally:
-        controller.stop_engine()
-        qtbot.waitUntil(lambda: controller.state == "stopped", timeout=120_000)
     original = next(row for row in rows if row[0] == ("[fr] ", "tag"))
     assert "consul" in "".join(text for text, _ in original).lower()
     english = [row for row in rows if row[0] == ("[en] ", "tag")]
