@@ -82,6 +82,20 @@ def test_the_mark_after_the_last_word_heard_waits_for_the_word_after_it() -> Non
     assert final.text == "One two"
 
 
+def test_a_number_or_a_title_is_not_the_last_word_of_a_piece() -> None:
+    # "14" may become "1455" once "fifty-five" is heard; a piece ending "Mr." reads as a
+    # sentence of its own.
+    for first, second, piece in (("in about 14 55", "in about 14 fifty", "In about"),
+                                 ("said Mr. Quilter is", "said Mr. Quinter was", "Said")):
+        policy = StreamingPolicy(PolicyOptions(min_partial_audio_s=0.2, partial_interval_s=0.1,
+                                               commit_stable=True))
+        started(policy, start=SR, seconds=3.0, now=3.0)
+        answer(policy, 3.0, first, 2.0)
+        policy.handle(SegmentAudio(audio(0.5), speech=True), 3.5)
+        [final] = [e for e in answer(policy, 3.5, second, 2.0) if isinstance(e, FinalText)]
+        assert final.text == piece
+
+
 def test_push_to_talk_and_the_switch_keep_text_for_the_end() -> None:
     on = PolicyOptions(commit_stable=True)
     core = StreamCore(StreamOptions(mode="ptt", policy=on), None)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -107,6 +108,7 @@ COMMIT_TOUCH_S = 0.3
 # word lag's median unchanged (1.2 s on a loaded machine).
 COMMIT_MIN_PROB = 0.5
 COMMIT_UNSURE_S = 2.0  # ... and waits no longer than this (a reading that flips back and forth)
+_ABBREVIATION = re.compile(r"[A-Z][a-z]{0,2}\.")
 COMMIT_KEEP = 100  # committed words remembered (a window's, and the repeat check's)
 MAX_BACKOFF = 8.0
 
@@ -725,8 +727,10 @@ class StreamingPolicy:
         thrice = common_prefix([w.text for w in utt.earlier], [w.text for w in words])
         agreed = max(unsure, min(agreed, thrice))
         # Nor a number last: Whisper writes the number words said so far in digits and the
-        # next ones change them ("14" becomes "1455" once "fifty-five" is heard).
-        while agreed and any(c.isdigit() for c in words[agreed - 1].text):
+        # next ones change them ("14" becomes "1455" once "fifty-five" is heard). Nor a short
+        # capitalised word with a period ("Mr.", "Dr."): the piece would read as a sentence.
+        while agreed and (any(c.isdigit() for c in words[agreed - 1].text)
+                          or _ABBREVIATION.fullmatch(words[agreed - 1].text.strip())):
             agreed -= 1
         # Not a word said again and again (a loop, or a word said many times over: the loop
         # checks cannot tell them apart here, nor can the repeat check): the final decides.
