@@ -3,13 +3,14 @@ overlay line. Kept out of the controller, which only routes."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from app.captions import CaptionConfig
 from app.settings import Settings
+from engine.captions import final_line
 from engine.core.captions import CaptionLine
 from engine.events import FinalText
-from engine.types import samples_to_seconds
 from ui.caption_window import CaptionStyle
 
 
@@ -36,6 +37,4 @@ def caption_style(s: Settings) -> CaptionStyle:
 
 def caption_line(final: FinalText, shown: str) -> CaptionLine:
     """A final as the overlay shows it (``shown``: after the replacement rules)."""
-    return CaptionLine(final.source, f"{final.source}#{final.utterance_id}", shown,
-                       samples_to_seconds(final.start), samples_to_seconds(final.end),
-                       final.language)
+    return replace(final_line(final), text=shown)

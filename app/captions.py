@@ -121,8 +121,14 @@ def _local_builder(config: CaptionConfig, runner: SharedRunner) -> EngineBuilder
     from engine.live import LiveOptions, LocalLiveEngine
 
     task = "translate" if config.translate == "alone" else "transcribe"
+    # Captions commit the stable words of a long utterance while it is still spoken: a
+    # lecture or a video rarely pauses long enough to end one (the pieces of a sentence make
+    # one line: engine.core.captions.continues). Not with two sources, whose echo guard
+    # compares whole lines, nor with a translation below each line, which translates each
+    # final's audio on its own.
+    commit = config.source != "both" and config.translate != "below"
     options = LiveOptions(mode="vad", journal=False, policy=PolicyOptions(
-        language=config.language, task=task, vocabulary=config.vocabulary))
+        language=config.language, task=task, vocabulary=config.vocabulary, commit_stable=commit))
 
     def build(source: AudioSource, sink: EventSink) -> LiveEngine:
         return LocalLiveEngine(sink, source=source, runner=runner, options=options)

@@ -83,7 +83,13 @@ def journal_sessions(raw_texts: dict[Path, list[str | None]] | None = None
     out with a warning in the log, and the other sessions are still listed. An AI-polished
     utterance's line is the polished text; ``raw_texts`` (when given) gets each session's raw
     texts, line by line (None where the line was not polished)."""
-    from engine.journal import is_caption_session, list_sessions, read_journal_report
+    from engine.core.captions import merge_lines
+    from engine.journal import (
+        caption_lines,
+        is_caption_session,
+        list_sessions,
+        read_journal_report,
+    )
 
     sessions = []
     for path in list_sessions():
@@ -95,15 +101,21 @@ def journal_sessions(raw_texts: dict[Path, list[str | None]] | None = None
         entries = report.entries
         if not entries:
             continue
-        text = "\n".join((f"{e.source}: " if e.source else "")
-                         + (e.polished or e.text).strip().replace("\n", " ")
-                         for e in entries)
+        captions = is_caption_session(path)
+        if captions:  # one line per sentence: its pieces committed early joined (merge_lines)
+            merged = merge_lines(caption_lines(entries))
+            text = "\n".join(line.labelled().replace("\n", " ") for line in merged)
+        else:
+            text = "\n".join((f"{e.source}: " if e.source else "")
+                             + (e.polished or e.text).strip().replace("\n", " ")
+                             for e in entries)
         if raw_texts is not None:
-            raw_texts[path] = [e.raw if e.polished else None for e in entries]
+            raw_texts[path] = ([None] * len(merged) if captions
+                               else [e.raw if e.polished else None for e in entries])
         when = entries[0].written_at[:16].replace("T", " ")
         words = sum(len(e.text.split()) for e in entries)
         source = source_name(path.stem)  # imported files are named after the file
-        kind = "Captions · " if is_caption_session(path) else ""
+        kind = "Captions · " if captions else ""
         label = f"{kind}{when} UTC · {words} words" + (f" · {source}" if source else "")
         if report.skipped:
             label += f" · {report.skipped} damaged line{'s' if report.skipped > 1 else ''} skipped"

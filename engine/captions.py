@@ -234,7 +234,7 @@ class CaptionEngine:
             self._emit(final)  # an empty final still closes its utterance for the viewer
             return
         self._finals[(final.source, final.utterance_id)] = final
-        self._guarded(self._guard.final(_line(final), self._clock()))
+        self._guarded(self._guard.final(final_line(final), self._clock()))
 
     def _show(self, lines: list[CaptionLine]) -> None:
         for line in lines:
@@ -338,7 +338,8 @@ class SharedRunner:
         return self.runner.decode_batch(requests)
 
 
-def _line(final: FinalText) -> CaptionLine:
+def final_line(final: FinalText) -> CaptionLine:
+    """A final as a caption line (its source, a key per utterance, times in seconds)."""
     return CaptionLine(final.source, f"{final.source}#{final.utterance_id}", final.text,
                        final.start / SAMPLE_RATE, final.end / SAMPLE_RATE, final.language)
 

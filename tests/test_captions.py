@@ -62,6 +62,22 @@ def test_a_final_that_goes_on_with_the_sentence_amends_the_last_line():
     assert [x.text for x in merge_lines(lines)] == [first.text, "Yes.", second.text]
 
 
+def test_pieces_committed_while_a_sentence_is_spoken_make_one_line():
+    # PolicyOptions.commit_stable: a long utterance's words are final in pieces, each of which
+    # leaves the sentence open (no full stop), whatever case the next piece starts with.
+    pieces = [line("", 1, "The first Bible actually dated, which also", 0.0, 2.1),
+              line("", 2, "was printed at", 2.1, 2.9), line("", 3, "Mainz by Peter", 2.9, 3.8),
+              line("", 4, "Schoeffer in the year 1462.", 3.8, 5.6),
+              line("", 5, "It imitates a much freer hand.", 5.9, 8.0)]
+    assert [x.text for x in merge_lines(pieces)] == [
+        "The first Bible actually dated, which also was printed at Mainz by Peter Schoeffer in "
+        "the year 1462.", "It imitates a much freer hand."]
+    assert merge_lines(pieces)[0].end_s == 5.6
+    # An open line still ends at a long pause, and at another source.
+    assert amend(pieces[2], line("", 4, "Schoeffer.", 7.0, 8.0)) is None
+    assert amend(pieces[2], line("Them", 4, "Schoeffer.", 3.8, 5.0)) is None
+
+
 def test_echo_guard_keeps_a_line_heard_on_both_once_as_theirs():
     guard = EchoGuard("You", "Them", window_s=3.0, hold_s=6.0)
     theirs = line("Them", 1, "Ask not what your country can do for you.", 1.0, 4.0)

@@ -17,12 +17,20 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from bench.evaluation import error_rate as corpus_error_rate
-from engine.journal import is_caption_session, list_sessions, read_journal
+from engine.core.captions import merge_lines
+from engine.journal import (
+    JournalEntry,
+    caption_lines,
+    is_caption_session,
+    list_sessions,
+    read_journal,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
@@ -152,10 +160,22 @@ class Listen:
         return code
 
 
-def journal_lines(data_dir: Path) -> list[str]:
+def journal_entries(data_dir: Path | None = None) -> list[JournalEntry]:
     sessions = [p for p in list_sessions(data_dir) if is_caption_session(p)]
     assert len(sessions) == 1, sessions
-    return [(f"{e.source}: " if e.source else "") + e.text for e in read_journal(sessions[0])]
+    return read_journal(sessions[0])
+
+
+def journal_lines(data_dir: Path | None = None) -> list[str]:
+    """The caption session's transcript: one line per sentence (the pieces of a long utterance
+    committed while it was spoken joined, as History and the export show them)."""
+    return [line.labelled() for line in merge_lines(caption_lines(journal_entries(data_dir)))]
+
+
+def one_sentence(line: str, pieces: list[str]) -> None:
+    """``line`` is ``pieces`` joined (each word once, none lost), one sentence."""
+    assert line == " ".join(pieces), (line, pieces)
+    assert line[:1].isupper() and line.endswith("."), line
 
 
 def said(manifest, name: str) -> str:  # type: ignore[no-untyped-def]
@@ -227,6 +247,66 @@ def test_a_device_that_goes_away_gives_a_clear_message_and_loses_nothing(sinks, 
     assert f"error: the audio device '{dock}.monitor' went away" in listen.err
     assert line.startswith("Lord,") and line.endswith("again, Phil."), line
     assert journal_lines(tmp_path) == [line]  # what was captured before is saved
+
+
+def test_listen_prints_a_sentence_committed_in_pieces_on_one_line(sinks, shared_audio, manifest,
+                                                                 tmp_path):
+    # One 5.9 s sentence without a pause: its words are final in pieces while it is spoken
+    # (PolicyOptions.commit_stable, on for captions), printed on one line as they come.
+    speakers = sinks.add("speakers")
+    subprocess.run(["pactl", "set-default-sink", speakers], check=True, timeout=10)
+    listen = Listen("--source", "system", data_dir=tmp_path)
+    try:
+        listen.wait_stderr("listening")
+        play(shared_audio / QUILTER, speakers).wait(60)
+        line = listen.caption_with("gospel")
+    finally:
+        code = listen.stop()
+    assert code == 0, listen.err
+    pieces = [e.text for e in journal_entries(tmp_path)]
+    assert len(pieces) >= 2, pieces  # committed early: more than one final
+    one_sentence(line, pieces)
+    assert error_rate(said(manifest, QUILTER), line) <= WER_BOUND, line
+    assert listen.captions == [line] == journal_lines(tmp_path)
+
+
+@contextmanager
+def captions_app(qtbot, **changes):  # type: ignore[no-untyped-def]
+    """The real app in captions mode (``changes`` to the settings), its overlay shown, listening;
+    stopped after."""
+    from app.controller import Controller, LaunchOptions
+    from app.settings import Settings, with_changes
+
+    controller = Controller(with_changes(Settings(), listen_mode="captions", **changes),
+                            LaunchOptions(enable_hotkey=False))
+    qtbot.addWidget(controller.window)
+    qtbot.addWidget(controller.captions)
+    try:
+        controller.show()
+        controller.set_captions_visible(True)
+        controller.start_engine()
+        qtbot.waitUntil(lambda: controller.state == "listening", timeout=300_000)
+        yield controller
+    finally:
+        controller.stop_engine()
+        qtbot.waitUntil(lambda: controller.state == "stopped", timeout=120_000)
+
+
+def test_the_app_shows_a_sentence_committed_in_pieces_as_one_line(qtbot, sinks, shared_audio,
+                                                                  manifest):
+    speakers = sinks.add("speakers")
+    subprocess.run(["pactl", "set-default-sink", speakers], check=True, timeout=10)
+    with captions_app(qtbot, caption_source="system", caption_lines=4) as controller:
+        play(shared_audio / QUILTER, speakers).wait(60)
+        qtbot.waitUntil(lambda: "gospel" in " ".join(controller.captions.caption_texts()),
+                        timeout=90_000)
+        qtbot.wait(1000)
+        lines = controller.captions.caption_texts()
+    pieces = [e.text for e in journal_entries()]
+    assert len(pieces) >= 2, pieces
+    [line] = lines
+    one_sentence(line, pieces)
+    assert error_rate(said(manifest, QUILTER), line) <= WER_BOUND, line
 
 
 @pytest.fixture
@@ -345,21 +425,10 @@ def test_captions_on_a_remote_server(sinks, shared_audio, manifest, tmp_path, ti
 
 
 def test_the_app_shows_the_translation_line_under_the_original(qtbot, sinks, shared_audio):
-    from app.controller import Controller, LaunchOptions
-    from app.settings import Settings, with_changes
-
     speakers = sinks.add("speakers")
     subprocess.run(["pactl", "set-default-sink", speakers], check=True, timeout=10)
-    settings = with_changes(Settings(), listen_mode="captions", caption_source="system",
-                            caption_translate="below", caption_lines=4)
-    controller = Controller(settings, LaunchOptions(enable_hotkey=False))
-    qtbot.addWidget(controller.window)
-    qtbot.addWidget(controller.captions)
-    try:
-        controller.show()
-        controller.set_captions_visible(True)
-        controller.start_engine()
-        qtbot.waitUntil(lambda: controller.state == "listening", timeout=300_000)
+    with captions_app(qtbot, caption_source="system", caption_translate="below",
+                      caption_lines=4) as controller:
         play(shared_audio / "picovoice-fr.wav", speakers).wait(60)
         qtbot.waitUntil(lambda: any(line.startswith("[en] ")
                                     for line in controller.captions.visible_lines()),
@@ -368,9 +437,6 @@ def test_the_app_shows_the_translation_line_under_the_original(qtbot, sinks, sha
 
         busy_shot(controller.captions, "app_translation")
         rows = controller.captions.visible_rows()
-    finally:
-        controller.stop_engine()
-        qtbot.waitUntil(lambda: controller.state == "stopped", timeout=120_000)
     original = next(row for row in rows if row[0] == ("[fr] ", "tag"))
     assert "consul" in "".join(text for text, _ in original).lower()
     english = [row for row in rows if row[0] == ("[en] ", "tag")]

@@ -8,14 +8,19 @@ answered at once on the audio's own clock (the text does not depend on the machi
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from app.commands.listen import CaptionPrinter
 from bench.evaluation import error_rate, normalize
 from engine.audio.decode import load_audio
+from engine.captions import final_line
 from engine.core.agreement import comparable
+from engine.core.captions import merge_lines
+from engine.core.form import has_form
 from engine.core.policy import PolicyOptions, StreamingPolicy
 from engine.core.segmenter import SegmentAudio, SegmentEnded
 from engine.core.stream import StreamCore, StreamOptions
@@ -77,6 +82,20 @@ def test_the_mark_after_the_last_word_heard_waits_for_the_word_after_it() -> Non
     assert final.text == "One two"
 
 
+def test_a_number_or_a_title_is_not_the_last_word_of_a_piece() -> None:
+    # "14" may become "1455" once "fifty-five" is heard; a piece ending "Mr." reads as a
+    # sentence of its own.
+    for first, second, piece in (("in about 14 55", "in about 14 fifty", "In about"),
+                                 ("said Mr. Quilter is", "said Mr. Quinter was", "Said")):
+        policy = StreamingPolicy(PolicyOptions(min_partial_audio_s=0.2, partial_interval_s=0.1,
+                                               commit_stable=True))
+        started(policy, start=SR, seconds=3.0, now=3.0)
+        answer(policy, 3.0, first, 2.0)
+        policy.handle(SegmentAudio(audio(0.5), speech=True), 3.5)
+        [final] = [e for e in answer(policy, 3.5, second, 2.0) if isinstance(e, FinalText)]
+        assert final.text == piece
+
+
 def test_push_to_talk_and_the_switch_keep_text_for_the_end() -> None:
     on = PolicyOptions(commit_stable=True)
     core = StreamCore(StreamOptions(mode="ptt", policy=on), None)
@@ -111,9 +130,9 @@ def stream(core: StreamCore, runner: Runner, data: np.ndarray, release: int | No
 
 @pytest.fixture(scope="module")
 def reading(shared_audio: Path) -> np.ndarray:
-    """The first 30 s of the reading (pauses of 100-450 ms, none long enough to end an
-    utterance before the 12 s sentence end), then 1.5 s of silence."""
-    data = load_audio(shared_audio / READING)[:30 * SR]
+    """The whole 231 s reading (32 sentences, pauses of 100-600 ms, mostly too short to end an
+    utterance), then 1.5 s of silence."""
+    data = load_audio(shared_audio / READING)
     return np.concatenate([data, np.zeros(int(1.5 * SR), np.float32)])
 
 
@@ -130,8 +149,8 @@ def test_a_continuous_reading_is_final_word_by_word_nothing_lost_or_doubled(
     assert timed and all(timed)
     finals = [e for e in events if isinstance(e, FinalText) and e.text]
     # Early: many pieces, and a word is final soon after it is spoken (on the audio's clock),
-    # not when the sentence (12 s) or the reading ends.
-    assert len(finals) >= 10, [f.text for f in finals]
+    # not when its sentence (up to 22 s) or the reading ends.
+    assert len(finals) >= 100, [f.text for f in finals]
     lags = [dict(f.stages)["emitted"] - w.end / SR for f in finals for w in f.words]
     assert float(np.median(lags)) < 1.5 and dict(finals[0].stages)["emitted"] < 4.0
     # Every utterance id: started, ended, one final, in that order; pieces follow each other.
@@ -141,8 +160,8 @@ def test_a_continuous_reading_is_final_word_by_word_nothing_lost_or_doubled(
         assert mine == ["SpeechStarted", "SpeechEnded", "FinalText"], (uid, mine)
     for a, b in zip(finals, finals[1:], strict=False):
         assert a.end <= b.start
-    for f in finals:
-        assert all(f.start - 0.1 * SR <= w.start <= w.end <= f.end for w in f.words), f
+    for f in finals:  # (word times drift between decodes: a piece holds the words mostly in it)
+        assert all(f.start - 0.1 * SR <= (w.start + w.end) / 2 <= f.end for w in f.words), f
     # The same words as the whole reading decoded offline: none lost or said twice where a
     # piece ends (a doubled word, or a run of words missing or extra).
     streamed = " ".join(f.text for f in finals)
@@ -153,9 +172,26 @@ def test_a_continuous_reading_is_final_word_by_word_nothing_lost_or_doubled(
     import jiwer
 
     steps = jiwer.process_words(normalize(offline), normalize(streamed)).alignments[0]
-    runs = [c for c in steps if c.type in ("delete", "insert")
-            and max(c.ref_end_idx - c.ref_start_idx, c.hyp_end_idx - c.hyp_start_idx) > 1]
-    assert not runs, (offline, streamed)
+    inserted = [c for c in steps if c.type == "insert" and c.hyp_end_idx - c.hyp_start_idx > 1]
+    assert not inserted, (offline, streamed)
+    # Lost: a known limit, at most a few words in the whole reading. A window trimmed
+    # mid-sentence (COMMIT_LEAD_S) can make Whisper skip the committed words it starts with
+    # and place the next ones too early, where `_beyond` takes them for committed ones.
+    lost = sum(c.ref_end_idx - c.ref_start_idx for c in steps
+               if c.type == "delete" and c.ref_end_idx - c.ref_start_idx > 1)
+    assert lost <= 6, (offline, streamed)
+    # `sottovoce listen` prints the pieces of a sentence on one line, as the caption transcript
+    # shows them (engine.core.captions.merge_lines): the same text, every word once.
+    out = io.StringIO()
+    printer = CaptionPrinter(out)
+    for event in events:
+        printer(event)
+    printer.summary()
+    printed = out.getvalue().splitlines()
+    lines = [line.text for line in merge_lines([final_line(f) for f in finals])]
+    assert printed == lines
+    assert " ".join(printed) == streamed
+    assert len(printed) < len(finals) / 3 and all(has_form(line) for line in printed[:-1])
 
 
 @pytest.mark.model

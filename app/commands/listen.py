@@ -16,11 +16,15 @@ import argparse
 import statistics
 import sys
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
 from engine.asr import local_runner
 from engine.audio.sources import AudioSource, FileSource, MicrophoneSource
+from engine.captions import final_line
+from engine.core.captions import CaptionLine, continues
+from engine.core.form import has_form
 from engine.core.policy import PolicyOptions
 from engine.errors import EngineError
 from engine.events import (
@@ -164,25 +168,66 @@ def _toggle_on_enter(engine: LocalLiveEngine, printer: Printer) -> None:
 
 
 class CaptionPrinter(Printer):
-    """Captions: one plain line per final (labelled when there are two sources), its
-    translation under it; the timing stays in the summary."""
+    """Captions: one plain line per sentence (labelled when there are two sources), its
+    translation under it; the timing stays in the summary. The pieces of a long utterance
+    committed while it is still spoken (`PolicyOptions.commit_stable`) go on the line of
+    their sentence (`engine.core.captions.continues`): it ends where the sentence does, or
+    where the next final does not go on with it."""
+
+    def __init__(self, out: TextIO) -> None:
+        super().__init__(out)
+        self._open: CaptionLine | None = None  # the line printed so far, its sentence open
+        self._shown = ""  # ... as printed (label and the finals joined)
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, Translation):
             self._clear()
+            self._end_line()
             label = f"{event.source} " if event.source else ""
             self.out.write(f"  {label}[{event.language or '?'} → en] {event.text}\n")
             self.out.flush()
         else:
             super().__call__(event)
 
+    def _partial(self, event: PartialText) -> None:
+        if self._open is not None:  # (the partial text goes on after the open line)
+            event = replace(event, committed=f"{self._shown} {event.committed}".strip())
+        super()._partial(event)
+
     def _final(self, event: FinalText) -> None:
         self._clear()
         if not event.text:
             return
         self.finals.append(event)
-        self.out.write((f"{event.source}: " if event.source else "") + event.text + "\n")
+        line = final_line(event)
+        if self._open is not None and continues(self._open, line):
+            self._open = replace(self._open, text=line.text, end_s=line.end_s)
+            self._shown += " " + line.text
+            self.out.write(" " + line.text)
+        else:
+            self._end_line()
+            self._open = line
+            self._shown = (f"{event.source}: " if event.source else "") + line.text
+            self.out.write(self._shown)
+        if has_form(line.text):
+            self._end_line()
         self.out.flush()
+
+    def _clear(self) -> None:
+        if self._partial_shown and self._open is not None:  # back to the open line alone
+            self.out.write(f"{CLEAR}{self._shown}")
+            self._partial_shown = False
+        super()._clear()
+
+    def _end_line(self) -> None:
+        if self._open is not None:
+            self.out.write("\n")
+            self.out.flush()
+            self._open = None
+
+    def summary(self) -> str:
+        self._end_line()
+        return super().summary()
 
 
 def _list_apps() -> int:

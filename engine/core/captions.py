@@ -19,6 +19,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from engine.core.form import has_form
+
 _SENTENCE_STOP = (".", "…")
 AMEND_GAP_S = 3.0  # a longer pause starts a new line even when the words go on
 _WORD = re.compile(r"[\w']+")
@@ -43,10 +45,12 @@ class CaptionLine:
 
 def continues(previous: CaptionLine, line: CaptionLine) -> bool:
     """Does ``line`` go on with the sentence ``previous`` left (same source, a short pause, and
-    a lower-case start: Whisper capitalises a sentence's first word, so a lower-case one means
-    the previous final's full stop was a guess)?"""
+    either ``previous`` left its sentence open, as a piece of a long utterance committed while
+    it is still spoken does (`PolicyOptions.commit_stable`: "...in the year" + "1462."), or
+    ``line`` starts in lower case: Whisper capitalises a sentence's first word, so a lower-case
+    one means the previous final's full stop was a guess)?"""
     first = next((c for c in line.text.strip() if c.isalpha()), "")
-    return (previous.source == line.source and first.islower()
+    return (previous.source == line.source and (first.islower() or not has_form(previous.text))
             and 0 <= line.start_s - previous.end_s <= AMEND_GAP_S
             and not previous.text.rstrip().endswith(("?", "!")))
 

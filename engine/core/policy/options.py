@@ -68,7 +68,9 @@ class PolicyOptions:
     sentence_cut_s: float = 8.0
     # Continuous speech (a lecture, a video, a meeting rarely pauses for 500 ms): words are
     # made final while their utterance is still being spoken, once two successive partials
-    # agree on them and on every word before them (LocalAgreement-2, as whisper_streaming).
+    # agree on them and on every word before them (LocalAgreement-2, as whisper_streaming;
+    # three for a word of probability under COMMIT_MIN_PROB; never a number last, nor while
+    # an earlier utterance's final is still to come: `Commits._commit`).
     # Partials then ask for word times and take the prompt a final would; the agreed words
     # are emitted as the final of a piece of the utterance (SpeechEnded, FinalText; its text
     # joins the prompt), the rest goes on as the next utterance (SpeechStarted, a new id)
@@ -76,10 +78,11 @@ class PolicyOptions:
     # repeat a committed word (`_beyond`); the finals' prompt gets the committed text that
     # leaves the window. A word said again and again is left to the final (`word_loop`).
     # Replaces the sentence cut. The stream core turns it off in push-to-talk, whose text
-    # lands at the release. Off by default: measured on the 231 s reading it makes each word
-    # final ~0.9 s after it is spoken (was ~13 s) but costs ~1.5 points of WER (committed
-    # words come from greedy partials), and every consumer then sees an utterance as several
-    # finals; `bench/streaming.py` measures it (`--commit` turns it on).
+    # lands at the release. Off by default (dictation: its text lands when the utterance
+    # ends); captions with one source turn it on (app.captions) and show the pieces of a
+    # sentence as one line (engine.core.captions.continues). On the 231 s reading a word is
+    # final ~1 s after it is spoken (~6 s off) at ~1.6 points more WER than offline
+    # (docs/streaming-rules.md); `bench/streaming.py --commit` measures it.
     commit_stable: bool = False
     # An utterance only the segmenter's soft path heard (energy and a weak VAD score) keeps
     # a decoded segment only if the model agrees there is speech: no-speech probability below

@@ -41,9 +41,11 @@ class Utterance:
     decode_ms: float = 0.0
     # Committing early (PolicyOptions.commit_stable): where this utterance's own words begin
     # (``start``, or the end of the words committed before it: its audio may start earlier,
-    # COMMIT_WINDOW_S), and the last partial's words past the committed ones (LocalAgreement-2).
+    # COMMIT_WINDOW_S), and the last partial's words past the committed ones (LocalAgreement-2),
+    # and the partial's before it (LocalAgreement-3 for unsure words).
     first: int = 0
     hypothesis: list[Word] = field(default_factory=list)
+    previous_hypothesis: list[Word] = field(default_factory=list)  # ... and the one before it
 
     def audio(self) -> Audio:
         if not self.chunks:
