@@ -1,6 +1,6 @@
 """Long-form transcription: ours vs faster-whisper's sequential and batched pipelines.
 
-    python bench/longform.py --manifest ../shared/audio/manifest.jsonl --out longform.json
+    python bench/longform.py --out longform.json   # the dev set (common.DEV_MANIFEST); --manifest M
 
 For every English ``long`` file of the manifest, plus one continuous reading per speaker of the
 evaluation corpus (``--eval-manifest``: each speaker with at least ``--eval-min-speech-s`` of
