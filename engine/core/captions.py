@@ -23,6 +23,7 @@ from engine.core.form import has_form
 
 _SENTENCE_STOP = (".", "…")
 AMEND_GAP_S = 3.0  # a longer pause starts a new line even when the words go on
+PIECE_GAP_S = 0.01  # a committed piece starts where the one before it was cut
 _WORD = re.compile(r"[\w']+")
 
 
@@ -45,13 +46,17 @@ class CaptionLine:
 
 def continues(previous: CaptionLine, line: CaptionLine) -> bool:
     """Does ``line`` go on with the sentence ``previous`` left (same source, a short pause, and
-    either ``previous`` left its sentence open, as a piece of a long utterance committed while
-    it is still spoken does (`PolicyOptions.commit_stable`: "...in the year" + "1462."), or
-    ``line`` starts in lower case: Whisper capitalises a sentence's first word, so a lower-case
-    one means the previous final's full stop was a guess)?"""
+    either ``line`` starts in lower case: Whisper capitalises a sentence's first word, so a
+    lower-case one means the previous final's full stop was a guess; or ``line`` is the next
+    piece of a long utterance committed while it is still spoken, `PolicyOptions.commit_stable`:
+    it starts where ``previous`` was cut, which left its sentence open, "...in the year" +
+    "1462.")? A final after a pause that merely lacks a sentence end (the VAD's finals often do)
+    starts a line of its own, as before early commits."""
     first = next((c for c in line.text.strip() if c.isalpha()), "")
-    return (previous.source == line.source and (first.islower() or not has_form(previous.text))
-            and 0 <= line.start_s - previous.end_s <= AMEND_GAP_S
+    gap = line.start_s - previous.end_s
+    piece = abs(gap) <= PIECE_GAP_S and not has_form(previous.text)
+    return (previous.source == line.source and (first.islower() or piece)
+            and 0 <= gap <= AMEND_GAP_S
             and not previous.text.rstrip().endswith(("?", "!")))
 
 
