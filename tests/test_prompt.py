@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from engine.core.form import OpenSentence
 from engine.core.prompt import STYLE_ANCHORS, PromptOptions, PromptTracker
 
 
@@ -133,14 +134,21 @@ def test_text_that_ends_a_sentence_is_kept(text: str) -> None:
 
 def test_a_sentence_cut_at_a_comma_is_kept_so_the_next_decode_goes_on_with_it() -> None:
     """A pause cut "And so, my fellow Americans," from the rest: as the prompt it lets Whisper
-    go on with the sentence ("ask not ..."), which is then kept too."""
+    go on with the sentence ("ask not ..."), which is then kept too. Whether a text goes on is
+    the caller's open-sentence answer (`form.OpenSentence`), as the policy passes it."""
     tracker = PromptTracker(PromptOptions(style_anchor=False))
-    assert tracker.add("And so, my fellow Americans,", at=0.0)
-    assert tracker.add("ask not what your country can do for you,", at=1.0)
-    assert tracker.add("ask what you can do for your country.", at=2.0)
-    assert not tracker.add("and then -", at=3.0)  # lower case after a finished sentence
+    open_sentence = OpenSentence(within=16_000)
+    pieces = [("And so, my fellow Americans,", 0, True), ("ask not what your country can do "
+              "for you,", 16_000, True), ("ask what you can do for your country.", 32_000, True),
+              ("and then -", 48_000, False)]  # lower case after a finished sentence
+    for n, (text, start, kept) in enumerate(pieces):
+        goes_on = open_sentence.goes_on(start)
+        assert tracker.add(text, at=float(n), goes_on=goes_on) is kept, text
+        open_sentence.ended(text, start + 15_000)
     assert tracker.prompt(3.0) == ("And so, my fellow Americans, ask not what your country "
                                    "can do for you, ask what you can do for your country.")
+    # A lower-case piece with an open end that does not go on is a lost form: not kept.
+    assert not tracker.add("ask not what your country can do for you,", at=4.0)
 
 
 def test_the_style_anchor_prompts_a_known_language_with_no_history() -> None:

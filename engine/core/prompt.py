@@ -13,7 +13,9 @@ final made every later dictation of a session unpunctuated). So only text that k
 is kept: it ends a sentence (`has_form`), or it ends with the comma, colon or dash Whisper
 writes where a pause cut a sentence that goes on ("And so, my fellow Americans,") and starts
 as a sentence does or goes on with an open one: the next decode then goes on with it too ("ask
-not ...", where with only the text before it Whisper wrote "Ask not ..."). With no history yet, a decode of a known language
+not ...", where with only the text before it Whisper wrote "Ask not ..."). Whether a text goes
+on with an open sentence is the caller's one notion of it (`engine.core.form.OpenSentence`,
+passed as ``goes_on``); the tracker keeps no second one. With no history yet, a decode of a known language
 gets a short punctuated sentence in that language as its prompt (`STYLE_ANCHORS`): tiny.en
 without a prompt writes the JFK clip without a comma or period; with "Okay, here it is." it
 writes "And so, my fellow Americans ask not ..., ask what you can do for your country." (on the
@@ -68,8 +70,10 @@ class PromptTracker:
             self.reset()
 
     def add(self, text: str, *, at: float, flags: tuple[str, ...] = (),
-            language: str | None = None) -> bool:
-        """Offer a final text that ended at time ``at``; returns whether it was kept."""
+            language: str | None = None, goes_on: bool = False) -> bool:
+        """Offer a final text that ended at time ``at``; returns whether it was kept.
+        ``goes_on``: it goes on with the sentence the text before it left open
+        (`engine.core.form.OpenSentence`), so a lower-case start is right."""
         text = " ".join(text.split())
         if not self.options.enabled or not text or flags:
             return False
@@ -79,7 +83,7 @@ class PromptTracker:
         if self.language is None and language != self._last_language:
             self.reset()
         self._last_language = language  # (also for text without form: it picks the anchor)
-        if not self._kept_form(text):
+        if not self._kept_form(text, goes_on):
             return False
         self._texts.append(text)
         self._chars += len(text) + 1
@@ -88,15 +92,13 @@ class PromptTracker:
         self._last_at = at
         return True
 
-    def _kept_form(self, text: str) -> bool:
+    @staticmethod
+    def _kept_form(text: str, goes_on: bool) -> bool:
         """A sentence end, or an open end (a comma, colon or dash where a pause cut the
         sentence) on a text that starts as a sentence does or goes on with an open one."""
         if has_form(text):
             return True
-        return ends_marked(text) and (not starts_lower(text) or self._goes_on())
-
-    def _goes_on(self) -> bool:
-        return bool(self._texts) and not has_form(self._texts[-1])
+        return ends_marked(text) and (not starts_lower(text) or goes_on)
 
     def prompt(self, now: float, max_chars: int | None = None, *, anchor: bool = True
                ) -> str | None:

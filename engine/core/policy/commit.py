@@ -162,10 +162,13 @@ class Commits:
         utt.partial_samples = max(0, utt.partial_samples - shift)
 
     def _prompt_upto(self, upto: int, now: float) -> None:
-        """The words committed early that end by stream sample ``upto`` join the prompt."""
+        """The words committed early that end by stream sample ``upto`` join the prompt. They
+        got their form when committed (`_commit_piece`: a capital first letter unless they went
+        on with an open sentence), so a lower-case start among them goes on with the words
+        before it."""
         words = [w for w in self._said if w.start >= self._prompted and w.end <= upto]
         if words:
-            self.prompt.add(_text(words), at=now, language=self._said_language)
+            self.prompt.add(_text(words), at=now, language=self._said_language, goes_on=True)
         self._prompted = max(self._prompted, upto)
 
     def _beyond(self, words: list[Word], job: Job, utt: Utterance) -> list[Word]:

@@ -538,7 +538,8 @@ class StreamingPolicy(Commits):
         # The prompt takes Whisper's text only if it kept its form (engine.core.prompt); the
         # user always gets a capitalised, ended sentence (engine.core.form).
         self._prompt_upto(utt.first, now)  # (what it committed early goes first)
-        self.prompt.add(text, at=now, flags=quality, language=transcript.language)
+        self.prompt.add(text, at=now, flags=quality, language=transcript.language,
+                        goes_on=goes_on)
         text, words = ensure_form(text, words, end=o.end_sentences, start=not goes_on)
         self._open.ended(text, utt.end)
         return [self._final_text(utt, text, words, request, now, transcript.language)]
