@@ -517,29 +517,6 @@ def _ended(policy: StreamingPolicy, seconds: float = 3.0, now: float = 3.0) -> N
     policy.handle(SegmentEnded(end, end, 50), now)
 
 
-def test_a_final_that_lost_its_form_is_decoded_again_with_the_style_prompt() -> None:
-    """Whisper sometimes writes a whole utterance without case or punctuation (steered by a
-    short window or its prompt): one more decode, padded window, same search, with only the
-    style prompt, gets Whisper's own punctuation back (ensure_form could only add the period)."""
-    policy = StreamingPolicy(PolicyOptions(partials=False, language="en"))
-    policy.prompt.add("Earlier text, with form.", at=0.0, language="en")
-    _ended(policy)
-    first = policy.next_request(3.0)
-    assert first is not None and first.options.prompt == "Earlier text, with form."
-    lost = "and so my fellow Americans ask not what your country can do for you"
-    assert [type(e) for e in policy.on_result(first.request_id, transcript(lost, seconds=3.0),
-                                              3.2)] == [Metrics]
-    again = policy.next_request(3.2)
-    assert again is not None and again.kind == "final"
-    assert again.options.prompt == STYLE_ANCHORS["en"]
-    assert first.options.short_context and not again.options.short_context  # padded window
-    assert again.options.beam_size == first.options.beam_size
-    formed = "And so, my fellow Americans, ask not what your country can do for you."
-    events = policy.on_result(again.request_id, transcript(formed, seconds=3.0), 3.4)
-    assert [e.text for e in events if isinstance(e, FinalText)] == [formed]
-    assert policy.prompt.prompt(3.5) == "Earlier text, with form. " + formed
-
-
 def _final_of(policy: StreamingPolicy, text: str, *, start: int, now: float) -> tuple[Job, str]:
     """One 3 s utterance from ``start`` (samples), decoded as ``text``: its request, its final."""
     started(policy, start=start, seconds=3.0, now=now)
@@ -549,15 +526,15 @@ def _final_of(policy: StreamingPolicy, text: str, *, start: int, now: float) -> 
     assert request is not None and request.kind == "final"
     events = policy.on_result(request.request_id, transcript(text, seconds=3.0), now + 0.2)
     finals = [e.text for e in events if isinstance(e, FinalText)]
-    assert len(finals) == 1, "decoded once: no restyle retry"
+    assert len(finals) == 1, "decoded once"
     return request, finals[0]
 
 
 def test_a_final_that_goes_on_with_an_open_sentence_keeps_its_lower_case_start() -> None:
     """A pause longer than the wait cut a sentence at its comma (VAD mode): the next piece is
     decoded with the open piece as its prompt and keeps Whisper's lower-case start; it is
-    neither capitalised nor taken for a lost form. After a piece that ends a sentence, or
-    once the prompt has forgotten the open one, a lower-case start is a lost form again."""
+    not capitalised. After a piece that ends a sentence, or once the open one is too long
+    ago, a lower-case start is a new sentence's: capitalised."""
     policy = StreamingPolicy(PolicyOptions(partials=False, language="en", end_sentences=False))
     _, first = _final_of(policy, "And so, my fellow Americans,", start=SR, now=4.0)
     request, second = _final_of(policy, "ask not what your country can do for you.",
@@ -565,23 +542,14 @@ def test_a_final_that_goes_on_with_an_open_sentence_keeps_its_lower_case_start()
     assert (first, second) == ("And so, my fellow Americans,",
                                "ask not what your country can do for you.")
     assert request.options.prompt == "And so, my fellow Americans,"
-    # The sentence ended: a lower-case start is Whisper losing its form (restyle, capital).
-    started(policy, start=9 * SR, seconds=3.0, now=12.0)
-    policy.handle(SegmentEnded(12 * SR, 12 * SR, 50), 12.0)
-    request = policy.next_request(12.0)
-    assert request is not None
-    assert policy.on_result(request.request_id, transcript("ask again", seconds=3.0), 12.2) \
-        and policy.next_request(12.2) is not None  # the restyle retry
+    # The sentence ended: a lower-case start is a new sentence's.
+    assert _final_of(policy, "ask again", start=9 * SR, now=12.0)[1] == "Ask again"
     # An open piece, then a long silence: the prompt's memory is gone, so is the sentence.
     policy = StreamingPolicy(PolicyOptions(partials=False, language="en", end_sentences=False))
     _final_of(policy, "Well,", start=SR, now=4.0)
     gap = int(PolicyOptions().prompt.reset_after_s + 1) * SR
-    started(policy, start=4 * SR + gap, seconds=3.0, now=30.0)
-    policy.handle(SegmentEnded(7 * SR + gap, 7 * SR + gap, 50), 30.0)
-    request = policy.next_request(30.0)
-    assert request is not None and request.options.prompt == STYLE_ANCHORS["en"]
-    policy.on_result(request.request_id, transcript("ask again", seconds=3.0), 30.2)
-    assert policy.next_request(30.2) is not None  # the restyle retry
+    request, text = _final_of(policy, "ask again", start=4 * SR + gap, now=30.0)
+    assert request.options.prompt == STYLE_ANCHORS["en"] and text == "Ask again"
 
 
 _W = ["Word0", *(f"word{i}" for i in range(1, 20))]
@@ -634,14 +602,13 @@ def test_a_final_without_many_new_words_of_its_partial_stands(heard: str, final:
     assert [e.text for e in events if isinstance(e, FinalText)] == [final]
 
 
-def test_a_final_still_without_form_is_repaired_once_and_kept_out_of_the_prompt() -> None:
+def test_a_final_without_form_is_repaired_and_kept_out_of_the_prompt() -> None:
     policy = StreamingPolicy(PolicyOptions(partials=False, language="en"))
     _ended(policy)
-    for _attempt in range(2):
-        request = policy.next_request(3.0)
-        assert request is not None
-        events = policy.on_result(request.request_id,
-                                  transcript("go forward ten meters", seconds=3.0), 3.2)
+    request = policy.next_request(3.0)
+    assert request is not None
+    events = policy.on_result(request.request_id,
+                              transcript("go forward ten meters", seconds=3.0), 3.2)
     assert [e.text for e in events if isinstance(e, FinalText)] == ["Go forward ten meters."]
     assert policy.next_request(3.3) is None and policy.idle
     assert policy.prompt.prompt(3.3) == STYLE_ANCHORS["en"]  # not the unformed text

@@ -44,21 +44,19 @@ def _judged(rung: Rung = Rung.ACCEPT, text: str = "one two three", flags: tuple[
 
 def test_retries_come_from_one_table_in_its_order_within_the_cap() -> None:
     o = PolicyOptions()
-    # A ladder rung first, then the replay, then the restyle; each at most once.
-    assert finals.next_retry(o, _judged(Rung.PADDED), decodes=1, tried=(), dropped=True,
-                             lost_case=True) is Retry.PADDED
-    assert finals.next_retry(o, _judged(), decodes=2, tried=[Retry.PADDED], dropped=True,
-                             lost_case=True) is Retry.REPLAY
-    assert finals.next_retry(o, _judged(), decodes=1, tried=(), dropped=False,
-                             lost_case=True) is Retry.RESTYLE
-    # The restyle and the rungs follow a first decode only; nothing is tried twice.
-    assert finals.next_retry(o, _judged(), decodes=2, tried=[Retry.REPLAY], dropped=True,
-                             lost_case=True) is None
+    # A ladder rung first, then the replay; each at most once.
+    assert finals.next_retry(o, _judged(Rung.PADDED), decodes=1, tried=(),
+                             dropped=True) is Retry.PADDED
+    assert finals.next_retry(o, _judged(), decodes=2, tried=[Retry.PADDED],
+                             dropped=True) is Retry.REPLAY
+    # The rungs follow a first decode only; nothing is tried twice.
+    assert finals.next_retry(o, _judged(Rung.BEAM), decodes=2, tried=[Retry.REPLAY],
+                             dropped=True) is None
     # A switched-off row is skipped; past the cap nothing is retried.
     assert finals.next_retry(o.without("replay"), _judged(), decodes=2, tried=(),
-                             dropped=True, lost_case=False) is None
-    assert finals.next_retry(o, _judged(), decodes=MAX_FINAL_DECODES, tried=(), dropped=True,
-                             lost_case=False) is None
+                             dropped=True) is None
+    assert finals.next_retry(o, _judged(), decodes=MAX_FINAL_DECODES, tried=(),
+                             dropped=True) is None
 
 
 def test_of_two_decodes_the_one_that_passes_the_checks_wins_then_the_longer() -> None:

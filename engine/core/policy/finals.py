@@ -26,12 +26,11 @@ PROMPT_CHARS_PER_S = 40  # about 10 tokens per second of audio
 
 
 def plan(o: PolicyOptions, retry: Retry | None, *, first: bool, seconds: float, soft: bool,
-         behind: bool, prompt: str | None, vocabulary: str | None, anchor: str | None
-         ) -> DecodeOptions:
+         behind: bool, prompt: str | None, vocabulary: str | None) -> DecodeOptions:
     """The options of a final's next decode: its first (``retry`` None; ``first``: no decode of
     it yet) or the ``retry`` the judge chose. ``seconds`` of audio; ``soft``: only the
     segmenter's soft path heard it; ``behind``: other finals wait; ``prompt``, ``vocabulary``:
-    what the prompt tracker and the vocabulary offer it; ``anchor``: the style prompt."""
+    what the prompt tracker and the vocabulary offer it."""
     if retry is Retry.REPLAY:  # decoded as the partials that heard the words the final dropped
         return DecodeOptions(
             language=o.language, languages=o.languages, task=o.task, word_timestamps=True,
@@ -46,10 +45,6 @@ def plan(o: PolicyOptions, retry: Retry | None, *, first: bool, seconds: float, 
     beam = retry is Retry.BEAM
     careful = not first or soft or seconds > o.greedy_final_max_s
     short = o.short_context and not soft and seconds <= o.short_context_max_s
-    restyle = retry is Retry.RESTYLE
-    if restyle:  # the padded window, the first attempt's search, the style prompt alone
-        prompt, beam, short = anchor, True, False
-        careful = soft or seconds > o.greedy_final_max_s
     # A retry on the padded window goes without prompt and vocabulary alike (a recited
     # list is retried without it).
     return DecodeOptions(
@@ -58,10 +53,9 @@ def plan(o: PolicyOptions, retry: Retry | None, *, first: bool, seconds: float, 
         hotwords=vocabulary if first or beam else None, word_timestamps=True,
         # Behind (more finals waiting): greedy decoding is cheaper, so the backlog shrinks
         # instead of growing without bound. (A slow partial only backs partials off.)
-        beam_size=(o.careful_beam_size if beam and not restyle else 1 if behind
+        beam_size=(o.careful_beam_size if beam else 1 if behind
                    else o.careful_beam_size if careful else o.final_beam_size),
-        # (The style retry never samples: a sampled decode is where the form got lost.)
-        temperatures=(0.0,) if restyle else o.final_temperatures,
+        temperatures=o.final_temperatures,
         short_context=short and (first or beam), short_fallback=o.short_fallback,
     )
 
@@ -107,14 +101,14 @@ def judge(o: PolicyOptions, request: Job, transcript: Transcript, *, soft: bool,
 
 
 def next_retry(o: PolicyOptions, judged: Judged, *, decodes: int, tried: Iterable[Retry],
-               dropped: bool, lost_case: bool) -> Retry | None:
+               dropped: bool) -> Retry | None:
     """The first row of `RETRIES` whose trigger holds for ``judged`` (``dropped``: words its
-    last partial heard are missing; ``lost_case``: it lost its case), switched on, not tried
+    last partial heard are missing), switched on, not tried
     yet, within `MAX_FINAL_DECODES`; None: this decode's text stands."""
     if decodes >= MAX_FINAL_DECODES:
         return None
     due = {Retry.BEAM: judged.rung is Rung.BEAM, Retry.PADDED: judged.rung is Rung.PADDED,
-           Retry.REPLAY: dropped, Retry.RESTYLE: lost_case}
+           Retry.REPLAY: dropped}
     done = set(tried)
     for row in RETRIES:
         if (due[row.retry] and row.retry not in done and getattr(o, row.switch)

@@ -105,8 +105,6 @@ class PolicyOptions:
     linger: bool = True
     # One more decode, as the partials decode, of a final that dropped words they heard.
     replay: bool = True
-    # One more decode, with the style prompt alone, of a first final that lost its case.
-    restyle: bool = True
     # A final whose last word ends EARLY_END_S before the speech did fails the loop checks.
     early_end: bool = True
     # While no partial has words, partials come every first_words_step_s of new audio.
@@ -161,7 +159,6 @@ RULES: dict[str, dict[str, object]] = {
     "linger": {"linger": False},
     "sentence_cut": {"sentence_cut_s": 0.0},
     "replay": {"replay": False},
-    "restyle": {"restyle": False},
     "early_end": {"early_end": False},
     "first_words": {"first_words": False},
     "short_fallback": {"short_fallback": False},

@@ -12,7 +12,6 @@ more words; a tie keeps the earlier one).
 | BEAM    | a greedy first decode fails only confidence checks  | beam search, same window and prompt  | retry  |
 | PADDED  | a loop, a recited prompt, an early end              | padded window, no prompt, beam       | retry  |
 | REPLAY  | words its last partial heard are missing            | as partials: greedy, no prompt       | best   |
-| RESTYLE | a first decode lost its case (and punctuation)      | padded window, the style prompt only | retry  |
 
 BEAM and PADDED are the ladder's rungs (`engine.core.ladder.LIVE`: one rung, first decodes
 only; while other finals wait, PADDED alone).
@@ -24,14 +23,13 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Literal
 
-MAX_FINAL_DECODES = 3  # first decode + a rung or the restyle + the replay
+MAX_FINAL_DECODES = 3  # first decode + a rung + the replay
 
 
 class Retry(Enum):
     BEAM = "beam"
     PADDED = "padded"
     REPLAY = "replay"
-    RESTYLE = "restyle"
 
 
 @dataclass(frozen=True)
@@ -46,7 +44,6 @@ RETRIES: tuple[RetryRule, ...] = (
     RetryRule(Retry.BEAM, "beam_rung", "retry", first_only=True),
     RetryRule(Retry.PADDED, "padded_rung", "retry", first_only=True),
     RetryRule(Retry.REPLAY, "replay", "best", first_only=False),
-    RetryRule(Retry.RESTYLE, "restyle", "retry", first_only=True),
 )
 
 

@@ -40,7 +40,6 @@ from engine.core.form import (
     ensure_form,
     reads_finished,
     reads_open,
-    starts_lower,
 )
 from engine.core.policy import finals, partials
 from engine.core.policy.commit import Commits
@@ -486,7 +485,7 @@ class StreamingPolicy(Commits):
                 if left is not None else None
         options = finals.plan(o, retry, first=utt.attempts == 1, seconds=seconds,
                               soft=utt.soft, behind=bool(self._finals), prompt=prompt,
-                              vocabulary=vocabulary, anchor=self.prompt.anchor())
+                              vocabulary=vocabulary)
         return self._issue(utt, "final", options, now, arrived_at=utt.speech_end_at,
                            samples=samples)
 
@@ -503,19 +502,13 @@ class StreamingPolicy(Commits):
         text = (text_of(beyond) if len(beyond) < sum(len(s.words) for s in kept)
                 else "".join(s.text for s in kept).strip())  # (none committed early)
         # A piece that goes on with the sentence the last final left open starts in lower
-        # case: neither a lost form to restyle nor a letter to capitalise.
+        # case: not a letter to capitalise.
         goes_on = self._open.goes_on(utt.first)
         retry = finals.next_retry(
             o, judged, decodes=utt.attempts, tried=utt.tried,
             # (Committing early, the final holds only the words not committed yet: fewer.)
             dropped=finals.dropped(text, utt, request, DROPPED_MIN_WORDS // (
-                2 if o.commit_stable else 1)),
-            # Whisper lost its case, and with it the punctuation (steered by the window or
-            # the prompt); the repair (ensure_form below) is the last resort, as it can't
-            # bring back commas. (A fragment without a period is how Whisper writes a
-            # sentence cut at a pause: that one only gets the period.)
-            lost_case=(not self._finals and o.retry_on_loop and starts_lower(text)
-                       and not goes_on and not utt.soft and self.prompt.anchor() is not None))
+                2 if o.commit_stable else 1)))
         if retry is not None:
             log.debug("final of utterance %d (%d words): retry %s", utt.id, len(text.split()),
                       retry.value)
