@@ -12,6 +12,7 @@ from collections import deque
 from engine.core.agreement import common_prefix, comparable
 from engine.core.form import OpenSentence, ends_marked, ensure_form, has_form
 from engine.core.ladder import word_loop
+from engine.core.policy import partials
 from engine.core.policy.job import Job
 from engine.core.policy.job import end_of as _end_of
 from engine.core.policy.job import placed as _placed
@@ -113,9 +114,9 @@ class Commits:
         utt.previous_hypothesis, utt.hypothesis = utt.hypothesis[agreed:], words[agreed:]
         utt.heard = _text(utt.hypothesis)
         utt.heard_upto = _end_of(request)
-        if not utt.heard:  # as below: the next words show as soon as Whisper can read them
-            self._next_partial_at = now + (self.options.busy_factor * (now - request.issued_at)
-                                           if self._backoff > 1 else 0.0)
+        if not utt.heard:  # the first-words cadence, as for a new utterance
+            self._next_partial_at = partials.next_at(self.options, request, now,
+                                                     self._backoff, heard=False)
         return [*events, PartialText(utterance_id=utt.id, committed="", tentative=utt.heard,
                                      start=utt.first)]
 

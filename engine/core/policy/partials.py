@@ -6,8 +6,8 @@ Partials re-decode the whole growing utterance, no sooner than ``partial_interva
 ``busy_factor`` x the last partial's round trip after the previous one (times the lag's
 backoff), so a slow machine decodes less often instead of drifting. Until the first words show,
 a partial is tried again as soon as ``first_words_step_s`` more audio is in (the first-words
-cadence, `PolicyOptions.first_words`).
-"""
+cadence, `PolicyOptions.first_words`); committing early, so is the rest of an utterance once
+its words so far were committed (`commit.Commits._commit`)."""
 
 from __future__ import annotations
 
