@@ -59,6 +59,8 @@ class Tally:
         speed = self.done_s / elapsed if elapsed > 0 else 0.0  # audio seconds per second
         left = max(0.0, self.total_s - self.failed_s - self.done_s)
         eta = left / speed if running and speed > 0 else None
+        if eta is not None and eta == float("inf"):  # (a vanishing speed: not measurable)
+            eta = None
         return {"elapsed_s": round(elapsed, 2), "audio_hours_per_hour": round(speed, 2),
                 "eta_s": None if eta is None else round(eta, 1)}
 
