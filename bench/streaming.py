@@ -41,7 +41,8 @@ a caption viewer waits for a word to be final), besides end of speech -> final (
 finals that end an utterance, not of the pieces committed early: ``--commit`` turns
 `PolicyOptions.commit_stable` on, off by default). ``--continuous-only`` runs that part alone.
 ``--streams`` decode streams of the fast runner (default 2, as the app: two one-thread
-replicas), ``--no-speculative`` turns speculative finals off, ``--runs N`` repeats the whole set
+replicas), ``--busy K``: each decode is back K times later than measured (a busy machine, where
+a speculative final may outlast the silence wait), ``--no-speculative`` turns speculative finals off, ``--runs N`` repeats the whole set
 N times (latency figures pooled, WER from the first run).
 Paired comparisons (common: 95 % bootstrap interval over files): ``--ablate RULE`` runs
 the full system and the system without the streaming rule (`engine.core.policy.RULES`,
@@ -117,8 +118,9 @@ DEFAULT_MANIFEST = REPO / "tests" / "audio" / "manifest.jsonl"
 class Recording:
     """Wraps the engine's runner to keep each final chunk for the padded comparison."""
 
-    def __init__(self, inner: Ct2Runner) -> None:
+    def __init__(self, inner: Ct2Runner, busy: float = 1.0) -> None:
         self.inner = inner
+        self.busy = busy  # each decode takes this many times its measured time (``--busy``)
         self.finals: list[tuple[Audio, DecodeOptions]] = []
         self.paths: dict[str, int] = {}
 
@@ -138,7 +140,10 @@ class Recording:
         self.inner.load()
 
     def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]:
+        started = time.perf_counter()
         results = self.inner.decode_batch(requests)
+        if self.busy > 1:  # a busy machine: the decode is back later (its CPU use is the same)
+            time.sleep((self.busy - 1) * (time.perf_counter() - started))
         for request, result in zip(requests, results, strict=True):
             # Finals ask for word times and may fall back to the padded window; partials
             # never fall back (they ask for word times only to commit early).
@@ -495,6 +500,8 @@ def main() -> int:
     parser.add_argument("--streams", type=int, default=2, help="decode streams of the live engine")
     parser.add_argument("--threads", type=int, default=0,
                         help="CTranslate2 threads per stream (0: cores / streams)")
+    parser.add_argument("--busy", type=float, default=1.0, metavar="K",
+                        help="each decode takes K times its measured time (a busy machine)")
     parser.add_argument("--no-speculative", action="store_true", help="no speculative finals")
     parser.add_argument("--runs", type=int, default=1, help="repeat the set (latency pooled)")
     parser.add_argument("--min-silence-ms", type=int, help="the segmenter's hangover (tuning)")
@@ -543,7 +550,7 @@ def main() -> int:
             OPTIONS.segmenter, open_silence_ms=args.open_silence_ms))
 
     fast = Recording(Ct2Runner(args.model, device=args.device, streams=args.streams,
-                               cpu_threads=args.threads))
+                               cpu_threads=args.threads), busy=args.busy)
     fast.load()
     entries = english(read_manifest(args.manifest))
     speakers = speakers_of(args.manifest)

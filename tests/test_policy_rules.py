@@ -9,6 +9,7 @@ import pytest
 from engine.core.ladder import Rung
 from engine.core.policy import (
     RULES,
+    AwaitReading,
     Job,
     PauseReads,
     PolicyOptions,
@@ -93,17 +94,17 @@ def test_a_replay_that_loops_does_not_replace_the_final_it_replays() -> None:
 
 @pytest.mark.parametrize(("options", "hint"), [
     (PolicyOptions(), PauseReads("finished")),
-    (PolicyOptions(hurry=False), None),  # the rule off: no hint, the usual wait
+    (PolicyOptions(hurry=False), PauseReads(None)),  # the rule off: the usual wait
 ])
 def test_the_policy_tells_the_segmenter_how_a_pause_reads(options: PolicyOptions,
-                                                          hint: PauseReads | None) -> None:
+                                                          hint: PauseReads) -> None:
     policy = StreamingPolicy(options)
     started(policy, seconds=2.0, now=2.0)
     policy.handle(SegmentAudio(audio(0.2), speech=False), 2.2)
     policy.handle(SegmentPaused(at=16000 + int(2.2 * SR)), 2.2)
     spec = policy.next_request(2.2)
     assert spec is not None and spec.speculative
-    assert policy.hints() == []  # nothing to tell until its text is back
+    assert policy.hints() == [AwaitReading()]  # until its text is back, no usual end
     policy.on_result(spec.request_id, transcript("This is the end.", seconds=2.2), 2.3)
-    assert policy.hints() == ([hint] if hint else [])
+    assert policy.hints() == [hint]
     assert policy.hints() == []  # each hint once

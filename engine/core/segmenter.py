@@ -17,11 +17,12 @@ Rules, each there to prevent a complaint users make about peer apps:
   (it trails off with "...", ends with a comma, or has no sentence end), so the silence that
   ends it is ``open_silence_ms``: a speaker who pauses mid-sentence ("And so, my fellow
   Americans ... ask not ...") is decoded as one utterance, read in context, not as fragments
-  each decoded alone. Speech resuming clears it, like the hint above. Both hints help only when
-  the speculative final is back before the usual wait is over (on a 2-core CPU a decode of a
-  short utterance takes ~40-100 ms of the 300 ms between the end pad and the usual end); a
-  third hint that held every pause until its reading was back measured no different on 397
-  recordings and went (docs/streaming-rules.md);
+  each decoded alone. Speech resuming clears it, like the hint above;
+- `await_reading()`: while that speculative final is being decoded, the usual wait does not
+  end the utterance (at most ``open_silence_ms`` does): the hint would otherwise come too late
+  whenever the decode outlasts the wait (a busy machine, a long utterance), and waiting costs
+  nothing, since no final could be shown before that decode is back anyway. `settle()` is
+  the answer "nothing to tell" (the usual wait again);
 - every utterance starts ``preroll_ms`` (>= 300 ms) before the first speech window, so the
   first word's onset is never cut;
 - `flush()` (stop) ends the utterance in flight, so the last words are never lost;
@@ -178,6 +179,7 @@ class SpeechSegmenter:
         self._silence = 0  # consecutive windows below end_threshold
         self._hurried = False  # the utterance in flight reads finished (`hurry`)
         self._lingering = False  # ... or reads as going on (`linger`)
+        self._awaiting = False  # ... or is still being read (`await_reading`)
         self._last_speech_end = 0
         self._speech_windows = 0
         self._floor = position  # end of the previous utterance: pre-roll never reaches back past it
@@ -252,7 +254,7 @@ class SpeechSegmenter:
         speech has resumed (the hint was about audio that is no longer the whole utterance)."""
         if self._in_pause() and self.options.finished_silence_ms:
             self._hurried = True
-        return self._end_if_silent()
+        return self.settle()
 
     def linger(self) -> list[SegmentEvent]:
         """VAD mode, during the silence after speech: the utterance reads as going on, so only
@@ -260,11 +262,19 @@ class SpeechSegmenter:
         Ignored once speech has resumed, like `hurry`."""
         if self._in_pause() and self.options.open_silence_ms:
             self._lingering = True
-        return self._end_if_silent()
+        return self.settle()
 
-    def _end_if_silent(self) -> list[SegmentEvent]:
-        """After a hint: the wait it leaves ends the utterance now if the silence has already
-        lasted that long."""
+    def await_reading(self) -> None:
+        """VAD mode, during the silence after speech: the text that tells whether this pause
+        is the end is being decoded; until `hurry`, `linger` or `settle` brings it, only
+        ``open_silence_ms`` of silence ends the utterance (module docstring)."""
+        if self._in_pause() and self.options.open_silence_ms:
+            self._awaiting = True
+
+    def settle(self) -> list[SegmentEvent]:
+        """The awaited reading is back (`await_reading`): the wait it leaves ends the utterance
+        now if the silence has already lasted that long."""
+        self._awaiting = False
         if self._in_pause() and self._silent_long_enough():
             return [self._close_after_silence()]
         return []
@@ -335,7 +345,7 @@ class SpeechSegmenter:
         events: list[SegmentEvent] = [SegmentAudio(audio=window, speech=is_speech)]
         if is_speech:
             self._silence = 0
-            self._hurried = self._lingering = False
+            self._hurried = self._lingering = self._awaiting = False
             self._speech_windows += 1
             self._last_speech_end = self._position
         else:
@@ -361,7 +371,7 @@ class SpeechSegmenter:
         spoken = (self._last_speech_end - self._start) * 1000 // SAMPLE_RATE
         wait = o.min_silence_ms if spoken >= o.short_ms else max(o.min_silence_ms,
                                                                  o.short_silence_ms)
-        return max(wait, o.open_silence_ms) if self._lingering else wait
+        return max(wait, o.open_silence_ms) if self._lingering or self._awaiting else wait
 
     def _close_after_silence(self) -> SegmentEnded:
         """VAD mode: the silence was long enough; the end pad stays with the utterance."""
@@ -420,7 +430,7 @@ class SpeechSegmenter:
                              soft=self._doubted)
         self._floor = end
         self._active = False
-        self._hurried = self._lingering = False
+        self._hurried = self._lingering = self._awaiting = False
         self._soft = self._doubted = False
         self._windows = []
         self._levels = []

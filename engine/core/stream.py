@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from engine.core.policy import CutAt, Job, PauseReads, PolicyOptions, StreamingPolicy
+from engine.core.policy import AwaitReading, CutAt, Job, PauseReads, PolicyOptions, StreamingPolicy
 from engine.core.segmenter import (
     SegmenterOptions,
     SegmentEvent,
@@ -241,7 +241,9 @@ class StreamCore:
 
     def next_job(self, now: float) -> Job | None:
         """The next decode to run, or None; call whenever a decode stream is free."""
-        return self.policy.next_request(now)
+        job = self.policy.next_request(now)
+        self._follow(now)  # (AwaitReading: no events)
+        return job
 
     def on_result(self, job: Job, transcript: Transcript, now: float) -> list[Event]:
         return self.policy.on_result(job.request_id, transcript, now) + self._follow(now)
@@ -258,11 +260,15 @@ class StreamCore:
         vad = self.options.mode == "vad"
         while hints := self.policy.hints():
             for hint in hints:
-                if isinstance(hint, PauseReads) and vad:
+                if isinstance(hint, AwaitReading) and vad:
+                    # The speculative final's text will tell how long this pause must last.
+                    segmenter.await_reading()
+                elif isinstance(hint, PauseReads) and vad:
                     # A finished sentence: less than the usual wait; one that goes on, longer.
                     events += self.policy.handle_all(
                         segmenter.hurry() if hint.reading == "finished"
-                        else segmenter.linger(), now)
+                        else segmenter.linger() if hint.reading == "open"
+                        else segmenter.settle(), now)
                 elif isinstance(hint, CutAt):  # (never in push-to-talk: sentence_cut_s is 0)
                     log.debug("sentence cut at %.2f s", hint.end / SAMPLE_RATE)
                     cut = segmenter.cut(hint.end, hint.speech_end)

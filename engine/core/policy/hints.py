@@ -1,9 +1,10 @@
 """What the policy tells the segmenter (VAD mode), as events the stream core carries out in the
 order they come (`StreamingPolicy.hints`), instead of questions whose call order matters.
 
-- `PauseReads`: the speculative final of a pause is back and tells how the pause reads:
-  "finished" shortens the wait (`SpeechSegmenter.hurry`), "open" lengthens it (`linger`). A
-  text that tells neither (or a rule switched off) sends no hint: the usual wait stands.
+- `AwaitReading`: the speculative final of a pause is being decoded; until its text is back only
+  ``open_silence_ms`` ends the utterance (`SpeechSegmenter.await_reading`).
+- `PauseReads`: that text is back: "finished" shortens the wait (`hurry`), "open" lengthens it
+  (`linger`), None leaves the usual wait (`settle`).
 - `CutAt`: end the long utterance at the sentence end its speculative final and a later partial
   agree on, although speech went on (`SpeechSegmenter.cut`; `PolicyOptions.sentence_cut_s`). A
   cut the segmenter cannot make is handed back (`StreamingPolicy.refuse_cut`).
@@ -17,8 +18,13 @@ from engine.core.policy.speculation import Reading
 
 
 @dataclass(frozen=True)
+class AwaitReading:
+    pass
+
+
+@dataclass(frozen=True)
 class PauseReads:
-    reading: Reading
+    reading: Reading | None
 
 
 @dataclass(frozen=True)
@@ -28,4 +34,4 @@ class CutAt:
     request_id: int  # the speculative final that reads the cut
 
 
-Hint = PauseReads | CutAt
+Hint = AwaitReading | PauseReads | CutAt

@@ -100,9 +100,10 @@ class PolicyOptions:
     # the test that pins it); `without` turns rules off by name (`RULES`), as
     # `bench/streaming.py --ablate RULE` does. VAD-mode pause hints to the segmenter, from how
     # the speculative final reads: shorter wait when it reads finished (hurry), longer when it
-    # reads as going on (linger).
+    # reads as going on (linger), and no end while it is being decoded (await_reading).
     hurry: bool = True
     linger: bool = True
+    await_reading: bool = True
     # One more decode, as the partials decode, of a final that dropped words they heard.
     replay: bool = True
     # A final whose last word ends EARLY_END_S before the speech did fails the loop checks.
@@ -157,6 +158,7 @@ RULES: dict[str, dict[str, object]] = {
     "speculation": {"speculative_finals": False},
     "hurry": {"hurry": False},
     "linger": {"linger": False},
+    "await_reading": {"await_reading": False},
     "sentence_cut": {"sentence_cut_s": 0.0},
     "replay": {"replay": False},
     "early_end": {"early_end": False},

@@ -50,7 +50,7 @@ from engine.core.policy.finals import (
     segment_flags,
     spoken,
 )
-from engine.core.policy.hints import CutAt, Hint, PauseReads
+from engine.core.policy.hints import AwaitReading, CutAt, Hint, PauseReads
 from engine.core.policy.job import Job, end_of, placed, text_of
 from engine.core.policy.options import PolicyOptions
 from engine.core.policy.retries import Retry, rule
@@ -190,9 +190,9 @@ class StreamingPolicy(Commits):
         request, utt = entry
         if request.speculative and request is not utt.spec.job:
             return []  # speech resumed after the audio it decoded: thrown away
-        # The speculative final of a pause (not one kept for a sentence cut, which speech has
-        # gone on past): its text may tell the segmenter how long to wait.
-        paused = request.speculative and not utt.spec.resumed(utt.speech_upto)
+        # The speculative final of a pause the segmenter waits on (not one kept for a
+        # sentence cut, which speech has gone on past): its text tells how long to wait.
+        awaited = request.speculative and not utt.spec.resumed(utt.speech_upto)
         lag = max(0.0, now - request.audio_arrived_at)
         self._track_lag(lag)
         metrics = Metrics(
@@ -214,8 +214,8 @@ class StreamingPolicy(Commits):
                 events = [metrics]
             else:
                 events = [metrics, *self._final_result(request, utt, transcript, now)]
-        if paused and (reading := self._reading()) is not None:
-            self._hints.append(PauseReads(reading))
+        if awaited:
+            self._hints.append(PauseReads(self._reading()))
         self._offer_cut()
         return events
 
@@ -229,6 +229,8 @@ class StreamingPolicy(Commits):
         utt.decoded_at, utt.decode_ms = now, 0.0
         if request.speculative:
             if request is utt.spec.job:
+                if not utt.spec.resumed(utt.speech_upto):
+                    self._hints.append(PauseReads(None))  # nothing to tell: the usual wait
                 self._drop_speculation(utt)
                 if utt is not self._active:  # it had ended: decode its final the usual way
                     self._finals.append(utt)
@@ -422,6 +424,8 @@ class StreamingPolicy(Commits):
         job = dataclasses.replace(self._final_request(utt, now, samples), speculative=True)
         self._in_flight[job.request_id] = (job, utt)
         utt.spec.issue(job, utt.speech_upto)
+        if self.options.await_reading:
+            self._hints.append(AwaitReading())
         return job
 
     # -- partials ------------------------------------------------------------------------
