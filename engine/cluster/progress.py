@@ -7,6 +7,7 @@ length by orders of magnitude, so a count of files says little) and rewrites the
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from dataclasses import dataclass, field
@@ -59,7 +60,7 @@ class Tally:
         speed = self.done_s / elapsed if elapsed > 0 else 0.0  # audio seconds per second
         left = max(0.0, self.total_s - self.failed_s - self.done_s)
         eta = left / speed if running and speed > 0 else None
-        if eta is not None and eta == float("inf"):  # (a vanishing speed: not measurable)
+        if eta is not None and not math.isfinite(eta):  # (a vanishing speed: not measurable)
             eta = None
         return {"elapsed_s": round(elapsed, 2), "audio_hours_per_hour": round(speed, 2),
                 "eta_s": None if eta is None else round(eta, 1)}

@@ -103,8 +103,8 @@ def judge(o: PolicyOptions, request: Job, transcript: Transcript, *, soft: bool,
 def next_retry(o: PolicyOptions, judged: Judged, *, decodes: int, tried: Iterable[Retry],
                dropped: bool) -> Retry | None:
     """The first row of `RETRIES` whose trigger holds for ``judged`` (``dropped``: words its
-    last partial heard are missing), switched on, not tried
-    yet, within `MAX_FINAL_DECODES`; None: this decode's text stands."""
+    last partial heard are missing), switched on, not tried yet, within `MAX_FINAL_DECODES`;
+    None: this decode's text stands."""
     if decodes >= MAX_FINAL_DECODES:
         return None
     due = {Retry.BEAM: judged.rung is Rung.BEAM, Retry.PADDED: judged.rung is Rung.PADDED,
