@@ -74,14 +74,18 @@ class LongFormOptions:
 
     Attributes:
       decode: options of every chunk's first decode (greedy and short-context by default).
-      chunking: how VAD speech is cut and packed. 12-18 s chunks (closed at the first pause
-        after 12 s) measured best for the short-context encoder (bench/longform.py, issue 28,
-        the 231 s reading plus one reading per evaluation-corpus speaker with 100 s or more,
-        1384 s in all, tiny.en greedy): WER 5.43 % against 6.63 % for 8-12 s chunks at the
-        same CPU time; most of the words lost were at chunk borders (a sentence's end cut
-        off, a phrase said again across a border). 15-20 s: 5.10 %, 18-24 s: 4.81-4.90 %, but
-        those took 1.2-1.6x the CPU time (each decoder step attends over the whole window),
-        which takes the pipeline under 2x the batched pipeline's speed. Lower VAD thresholds
+      chunking: how VAD speech is cut and packed: 12-18 s chunks, closed at the first pause
+        after 12 s. Most of the words the pipeline lost were at chunk borders (a sentence's
+        end cut off, a phrase said again across a border), so longer chunks read better; each
+        decoder step attends over the whole window, so they cost more. Measured with
+        bench/longform.py (issue 28: the 231 s reading plus one reading per evaluation-corpus
+        speaker with 100 s or more, 1384 s in all, tiny.en greedy, 2 idle cores, 3 December
+        2026), WER and wall-time speed against faster-whisper's batched pipeline: 8-12 s
+        6.63 % (an earlier run), 12-18 s 5.28 % at 3.1x, 15-21 s 4.96 % at 2.4x, 18-24 s
+        4.81 % at 2.26x (the peers: sequential 4.84 %, batched 4.78 %), 24-30 s 4.69 % at
+        1.9x. 18-24 s is not the default because it takes `sottovoce transcribe` past its
+        500 MB peak (bench/memory.py, beam 5: 495 / 518 / 528 MB for 30 / 60 / 180 min; with
+        a 64 MB decode budget 493 / 516 MB for 60 / 180 min). Lower VAD thresholds
         (0.35/0.15) win back part of the whispered and falsetto clips of the 20 min mix (WER
         14.0 -> 12.7 %) but cost 8 % more CPU and 0.5 point on the reading.
       retry: hallucination thresholds and the retry ladder.
