@@ -41,9 +41,10 @@ a caption viewer waits for a word to be final), besides end of speech -> final (
 finals that end an utterance, not of the pieces committed early: ``--commit`` turns
 `PolicyOptions.commit_stable` on, off by default). ``--continuous-only`` runs that part alone.
 ``--streams`` decode streams of the fast runner (default 2, as the app: two one-thread
-replicas), ``--busy K``: each decode is back K times later than measured (a busy machine, where
-a speculative final may outlast the silence wait), ``--no-speculative`` turns speculative finals off, ``--runs N`` repeats the whole set
-N times (latency figures pooled, WER from the first run).
+replicas), ``--no-speculative`` turns speculative finals off, ``--runs N`` repeats the whole set
+N times (latency figures pooled, WER from the first run). ``--busy K``: each decode comes back K
+times later than measured, as on a busy machine, where a speculative final may outlast the
+silence wait (the timing rules are ablated with it: docs/streaming-rules.md, "Under load").
 Paired comparisons (common: 95 % bootstrap interval over files): ``--ablate RULE`` runs
 the full system and the system without the streaming rule (`engine.core.policy.RULES`,
 docs/streaming-rules.md; ``RULE,RULE``: both off) on the same files, interleaved file by file;
@@ -364,7 +365,8 @@ def run_ablations(entries: list[Any], fast: Recording, realtime: bool,
             comparisons = {f"without {v}": paired(rows[v], rows["full"]) for v in variants}
             print_paired(f"\nablations on {n + 1} files: variant minus full system (95 % "
                          "bootstrap interval over files)", comparisons)
-            write_json(out, {"files": n + 1, "load_average": os.getloadavg()[0],
+            write_json(out, {"files": n + 1, "busy": fast.busy,
+                             "load_average": os.getloadavg()[0],
                              "comparisons": {k: as_json(c) for k, c in comparisons.items()},
                              "per_file": rows})
     return 0
@@ -617,7 +619,8 @@ def main() -> int:
         "setup": {"model": padded.info.name, "device": padded.info.device,
                   "compute_type": padded.info.compute_type, "realtime": args.realtime,
                   "files": len(entries), "manifest": str(args.manifest),
-                  "per_speaker": args.per_speaker, "cpu_count": os.cpu_count(),
+                  "per_speaker": args.per_speaker, "busy": args.busy,
+                  "cpu_count": os.cpu_count(),
                   "load_average_start": round(load_start, 2),
                   "load_average_end": round(os.getloadavg()[0], 2)},
         "final_beam": OPTIONS.policy.final_beam_size,
@@ -654,6 +657,7 @@ def only_continuous(args: argparse.Namespace, fast: Recording, padded: Sequentia
         print("no long recordings in the manifest")
         return 1
     continuous["load_average"] = [round(load_start, 2), round(os.getloadavg()[0], 2)]
+    continuous["busy"] = args.busy
     print_continuous(continuous)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"continuous": continuous}, indent=2, ensure_ascii=False)

@@ -21,7 +21,8 @@ Rules, each there to prevent a complaint users make about peer apps:
 - `await_reading()`: while that speculative final is being decoded, the usual wait does not
   end the utterance (at most ``open_silence_ms`` does): the hint would otherwise come too late
   whenever the decode outlasts the wait (a busy machine, a long utterance), and waiting costs
-  nothing, since no final could be shown before that decode is back anyway. `settle()` is
+  nothing, since no final could be shown before that decode is back anyway (measured with
+  decodes slowed as on a busy machine: docs/streaming-rules.md, "Under load"). `settle()` is
   the answer "nothing to tell" (the usual wait again);
 - every utterance starts ``preroll_ms`` (>= 300 ms) before the first speech window, so the
   first word's onset is never cut;
