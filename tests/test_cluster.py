@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -55,6 +56,25 @@ def test_the_summary_accounts_for_every_input_once() -> None:
     assert doc["counts"] == {"done": 1, "skipped": 1, "errors": 1}
     assert doc["audio_s_done"] == 100.0 and doc["state"] == "running"
     assert {"elapsed_s", "audio_hours_per_hour", "eta_s"} <= set(doc)
+
+
+def test_a_ctrl_c_between_an_outputs_write_and_its_record_waits_for_the_record() -> None:
+    """The driver writes each output and adds it to the tally inside `ctrl_c_after_this`.
+    A Ctrl-C in between once left a .srt on disk that the "interrupted" summary did not list
+    (CI, 3 December); now it is held until the entry is in, then raised as it would have been."""
+    from engine.cluster.driver import ctrl_c_after_this
+
+    steps: list[str] = []
+    before = signal.getsignal(signal.SIGINT)
+    with pytest.raises(KeyboardInterrupt), ctrl_c_after_this():
+        steps.append("output written")
+        signal.raise_signal(signal.SIGINT)
+        steps.append("entry recorded")
+    assert steps == ["output written", "entry recorded"]
+    assert signal.getsignal(signal.SIGINT) is before
+    with ctrl_c_after_this():  # no Ctrl-C: nothing raised
+        steps.append("next")
+    assert steps[-1] == "next"
 
 
 NO_RAY = """

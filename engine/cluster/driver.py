@@ -8,12 +8,15 @@ the task's failure after Ray's retries). The summary lists all three.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import signal
+import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -255,16 +258,40 @@ def _collect(ref: Any, item: ClusterInput, seconds: float | None, tally: Tally) 
     if result["status"] != "ok":
         tally.failed(entry, result["error"], seconds)
         return
-    try:
-        item.output.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(item.output, result["text"])
-    except (EngineError, OSError) as exc:
-        tally.failed(entry, str(exc), seconds)
+    with ctrl_c_after_this():  # an output on disk is always one the summary lists
+        try:
+            item.output.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(item.output, result["text"])
+        except (EngineError, OSError) as exc:
+            tally.failed(entry, str(exc), seconds)
+            return
+        tally.finished_s += seconds if seconds is not None else result["seconds"]
+        tally.done.append({**entry, "output": str(item.output),
+                           "audio_s": round(result["seconds"], 2),
+                           "language": result["language"], "decode_calls": result["calls"],
+                           "failovers": result["failovers"]})
+
+
+@contextlib.contextmanager
+def ctrl_c_after_this() -> Iterator[None]:
+    """Hold a Ctrl-C (SIGINT) that comes during the block until the block has ended, then
+    deliver it as it would have been. Without this, a Ctrl-C between an output's rename and its
+    entry in the tally left a file on disk that the "interrupted" summary did not count. Off the
+    main thread (where Python cannot set handlers) the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
         return
-    tally.finished_s += seconds if seconds is not None else result["seconds"]
-    tally.done.append({**entry, "output": str(item.output), "audio_s": round(result["seconds"], 2),
-                       "language": result["language"], "decode_calls": result["calls"],
-                       "failovers": result["failovers"]})
+    held: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, _frame: held.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if held:
+            if callable(previous):
+                previous(signal.SIGINT, None)  # default_int_handler: KeyboardInterrupt here
+            elif previous == signal.SIG_DFL:
+                signal.raise_signal(signal.SIGINT)
 
 
 def _ray() -> Any:
