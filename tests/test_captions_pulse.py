@@ -36,6 +36,12 @@ REPO = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 JFK = "jfk-inaugural-1961-excerpt.wav"
 PHIL = "arctic-axb-a0004.wav"  # Lord, but I'm glad to see you again, Phil.
+# What tiny.en makes of PHIL's middle and last words depends on the first few tens of
+# milliseconds a capture misses and on how a busy machine times the decodes: cut 0-270 ms in,
+# the live path reads "Lord, what I am / but I am / wait, I'm glad ...", and offline the last
+# word is "Phil." or "sir." (CI read "Lord, what I am glad to see you again, sir." once). So its
+# captions are awaited by "again" (in every reading, and in no other clip played here) and
+# checked for their form and words (WER_BOUND), not for those.
 SUIT = "timit-ldc93s1.wav"  # She had your dark suit in greasy wash water all year.
 QUILTER = "ls-dc-1272-128104-0000.wav"  # Mr. Quilter is the apostle of the middle classes...
 WER_BOUND = 0.3  # tiny.en on these clips through a null sink: 0-10 % measured here
@@ -189,7 +195,7 @@ def test_system_audio_follows_the_default_output(sinks, shared_audio, manifest, 
     try:
         listen.wait_stderr("listening")
         play(shared_audio / PHIL, speakers).wait(60)
-        first = listen.caption_with("Phil")
+        first = listen.caption_with("again")
         # Headphones plugged in: the default output changes mid-session.
         subprocess.run(["pactl", "set-default-sink", headphones], check=True, timeout=10)
         time.sleep(1.0)  # (the switch is an event; a person does not play within a second)
@@ -198,7 +204,7 @@ def test_system_audio_follows_the_default_output(sinks, shared_audio, manifest, 
     finally:
         code = listen.stop()
     assert code == 0, listen.err
-    assert first.startswith("Lord,") and first.endswith("again, Phil."), first
+    assert first.startswith("Lord,") and first.endswith("."), first
     assert error_rate(said(manifest, PHIL), first) <= WER_BOUND, first
     assert error_rate(said(manifest, SUIT), second) <= WER_BOUND, second
     assert listen.captions == [first, second]  # nothing else heard, each line once
@@ -220,12 +226,12 @@ def test_one_app_alone_and_picked_up_again_when_it_plays_again(sinks, shared_aud
         other.wait(60)
         time.sleep(2.0)  # the app has stopped playing (its stream is gone)
         play(shared_audio / PHIL, output, "lecture-player").wait(60)
-        again = listen.caption_with("Phil")
+        again = listen.caption_with("again")
     finally:
         code = listen.stop()
     assert code == 0, listen.err
     assert error_rate(said(manifest, QUILTER), first) <= WER_BOUND, first
-    assert again.startswith("Lord,") and again.endswith("again, Phil."), again
+    assert again.startswith("Lord,") and again.endswith("."), again
     heard = " ".join(listen.captions).lower()
     assert "country" not in heard and "americans" not in heard  # the other app: not a word
     assert journal_lines(tmp_path) == listen.captions
@@ -238,14 +244,14 @@ def test_a_device_that_goes_away_gives_a_clear_message_and_loses_nothing(sinks, 
     try:
         listen.wait_stderr("listening")
         play(shared_audio / PHIL, dock).wait(60)
-        line = listen.caption_with("Phil")
+        line = listen.caption_with("again")
         sinks.remove(dock)  # unplugged
         code = listen.proc.wait(60)
     finally:
         listen.stop()
     assert code == 1
     assert f"error: the audio device '{dock}.monitor' went away" in listen.err
-    assert line.startswith("Lord,") and line.endswith("again, Phil."), line
+    assert line.startswith("Lord,") and line.endswith("."), line
     assert journal_lines(tmp_path) == [line]  # what was captured before is saved
 
 
@@ -351,7 +357,7 @@ def test_the_app_captions_you_and_them_labelled_in_the_overlay_and_journal(
         them, echo = play(shared_audio / PHIL, speakers), play(shared_audio / PHIL, private_mic)
         them.wait(60)
         echo.wait(60)
-        qtbot.waitUntil(lambda: shown("Alice", "phil"), timeout=90_000)
+        qtbot.waitUntil(lambda: shown("Alice", "again"), timeout=90_000)
         qtbot.wait(4000)  # the microphone's copy had its chance to show
         from test_caption_overlay import busy_shot
 
@@ -369,10 +375,10 @@ def test_the_app_captions_you_and_them_labelled_in_the_overlay_and_journal(
     assert {e.source for e in entries} == {"You", "Alice"}
     assert error_rate(said(manifest, SUIT), mine) <= WER_BOUND, mine  # no echo in "You"
     assert error_rate(said(manifest, QUILTER) + " " + said(manifest, PHIL), theirs) <= WER_BOUND
-    assert "phil" not in mine.lower()
+    assert "again" not in mine.lower()
     shown_text = " ".join(lines)
     assert "Alice: " in shown_text and "You: " in shown_text
-    assert sum("Phil" in line for line in lines) == 1, lines
+    assert sum("again" in line for line in lines) == 1, lines
 
 
 def test_translation_below_each_line_with_its_language(sinks, shared_audio, tmp_path):
@@ -454,7 +460,7 @@ def test_listen_both_prints_each_line_with_its_label(sinks, shared_audio, manife
         them, you = play(shared_audio / PHIL, speakers), play(shared_audio / SUIT, mic)
         them.wait(60)
         you.wait(60)
-        lines = listen.captions_with("phil", "suit")
+        lines = listen.captions_with("again", "suit")
     finally:
         code = listen.stop()
     assert code == 0, listen.err
