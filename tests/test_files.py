@@ -142,3 +142,48 @@ def test_short_files_go_to_the_sequential_loop_with_its_silence_rule_and_cancel(
             cancel.set()
     assert cancelled.info.cancelled and [s.text for s in cancelled.transcript().segments] == [
         " Hello."]
+
+
+class _OneSlowStream:
+    """A real two-stream runner whose calls on the calling thread take a second longer (a
+    stream that drew the harder chunks); records who decoded how many requests per call."""
+
+    streams = 2
+    device = "cpu"
+
+    def __init__(self, inner, slow: int) -> None:  # type: ignore[no-untyped-def]
+        self.inner = inner
+        self.slow = slow
+        self.calls: list[tuple[int, int]] = []
+        self._lock = threading.Lock()
+
+    def decode_batch(self, requests: list[DecodeRequest]) -> list[Transcript]:
+        me = threading.get_ident()
+        with self._lock:
+            self.calls.append((me, len(requests)))
+        if me == self.slow:
+            threading.Event().wait(1.0)
+        return self.inner.decode_batch(requests)
+
+
+@pytest.mark.model
+def test_a_waves_batches_are_shared_out_so_a_slow_stream_does_not_hold_the_other(
+        runner, audio):  # type: ignore[no-untyped-def]
+    """`decode_shared`: the streams take the wave's pieces as they come free; the results are
+    in batch order and the same as each batch decoded whole."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from engine.files import decode_shared
+
+    spans = [audio[i * 5 * SAMPLE_RATE:(i + 1) * 5 * SAMPLE_RATE] for i in range(8)]
+    batches = [[DecodeRequest(a, tag=i) for i, a in enumerate(spans[:4])],
+               [DecodeRequest(a, tag=i) for i, a in enumerate(spans[4:], 4)]]
+    slow = _OneSlowStream(runner, threading.get_ident())
+    with ThreadPoolExecutor(1) as pool:
+        shared = decode_shared(slow, batches, pool, streams=2, piece=1)
+    assert all(n == 1 for _, n in slow.calls) and len(slow.calls) == 8
+    mine = sum(1 for who, _ in slow.calls if who == slow.slow)
+    assert mine <= 3, slow.calls  # the other stream took the rest while this one was slow
+    whole = [runner.decode_batch(batch) for batch in batches]
+    assert [[t.text for t in b] for b in shared] == [[t.text for t in b] for b in whole]
+    assert all(t.text.strip() for b in shared for t in b)
