@@ -498,6 +498,10 @@ def main() -> int:
     parser.add_argument("--limit", type=int, default=0, help="only the first N files")
     parser.add_argument("--compare", type=Path, help="an earlier result JSON to diff per file")
     parser.add_argument("--final-beam", type=int, help="the policy's final beam for this run")
+    parser.add_argument("--commit-beam", type=int,
+                        help="the policy's beam for partials when committing early (--commit)")
+    parser.add_argument("--busy-factor", type=float,
+                        help="the policy's busy_factor: partials spaced by this x their round trip")
     parser.add_argument("--beam-sweep", default="", help="e.g. 1,2,3,5: time finals per beam")
     parser.add_argument("--streams", type=int, default=2, help="decode streams of the live engine")
     parser.add_argument("--threads", type=int, default=0,
@@ -532,6 +536,10 @@ def main() -> int:
                            commit_stable=args.commit)
     if args.final_beam:
         policy = replace(policy, final_beam_size=args.final_beam)
+    if args.commit_beam:
+        policy = replace(policy, commit_beam_size=args.commit_beam)
+    if args.busy_factor:
+        policy = replace(policy, busy_factor=args.busy_factor)
     if args.min_partial_s is not None:
         policy = replace(policy, min_partial_audio_s=args.min_partial_s)
     if args.first_words_step_s is not None:
@@ -601,6 +609,8 @@ def main() -> int:
         "first_words_step_s": OPTIONS.policy.first_words_step_s,
         "sentence_cut_s": OPTIONS.policy.sentence_cut_s,
         "commit_stable": OPTIONS.policy.commit_stable,
+        "commit_beam_size": OPTIONS.policy.commit_beam_size,
+        "busy_factor": OPTIONS.policy.busy_factor,
         "padding": OPTIONS.policy.padding,
         "first_partial_first_word_agrees": res["first_word_agrees"],
         "runs": args.runs,

@@ -107,6 +107,23 @@ def test_push_to_talk_and_the_switch_keep_text_for_the_end() -> None:
     assert job is not None and not job.options.word_timestamps and job.options.prompt is None
 
 
+
+def test_committing_early_partials_are_decoded_with_the_commit_beam() -> None:
+    """Their words become final text: beam 3 by default (greedy misread more of the reading:
+    PolicyOptions.commit_beam_size); partials only shown keep partial_beam_size."""
+    for commit, beam in ((True, 3), (False, 1)):
+        policy = StreamingPolicy(PolicyOptions(min_partial_audio_s=0.2, commit_stable=commit))
+        started(policy, seconds=3.0, now=3.0)
+        job = policy.next_request(3.0)
+        assert job is not None and job.kind == "partial" and job.options.beam_size == beam
+    policy = StreamingPolicy(PolicyOptions(min_partial_audio_s=0.2, commit_stable=True,
+                                           commit_beam_size=1))
+    started(policy, seconds=3.0, now=3.0)
+    job = policy.next_request(3.0)
+    assert job is not None and job.options.beam_size == 1
+    with pytest.raises(ValueError):
+        PolicyOptions(commit_beam_size=0)
+
 def stream(core: StreamCore, runner: Runner, data: np.ndarray, release: int | None = None
            ) -> tuple[list[Event], list[bool]]:
     """Feed ``data`` window by window on its own clock, every decode answered at once (a

@@ -40,8 +40,8 @@ COMMIT_SLACK = 3
 COMMIT_TOUCH_S = 0.3
 # A word either of the two agreeing decodes gives a probability under this (a name, a word
 # heard in part) waits for a third decode that agrees (LocalAgreement-3): on the 231 s
-# reading 6.3 % WER instead of 6.9 % (offline 4.7 %; CPU-time clock), the word lag
-# 0.99 / 2.16 s p50 / p95 instead of 0.89 / 1.75 s.
+# reading, with greedy partials, 6.3 % WER instead of 6.9 % (offline 4.7 %; CPU-time
+# clock), the word lag 0.99 / 2.16 s p50 / p95 instead of 0.89 / 1.75 s.
 COMMIT_MIN_PROB = 0.5
 COMMIT_UNSURE_S = 2.0  # ... and waits no longer than this (a reading that flips back and forth)
 _ABBREVIATION = re.compile(r"[A-Z][a-z]{0,2}\.")

@@ -81,9 +81,16 @@ class PolicyOptions:
     # lands at the release. Off by default (dictation: its text lands when the utterance
     # ends); captions with one source turn it on (app.captions) and show the pieces of a
     # sentence as one line (engine.core.captions.continues). On the 231 s reading a word is
-    # final ~1 s after it is spoken (~6 s off) at ~1.6 points more WER than offline
-    # (docs/streaming-rules.md); `bench/streaming.py --commit` measures it.
+    # final ~1.4 s after it is spoken (~6 s off) at 0-0.5 points more WER than offline with
+    # commit_beam_size 3 (README: Captions); `bench/streaming.py --commit` measures it.
     commit_stable: bool = False
+    # Committing early, a partial's words become final text, so partials are decoded with this
+    # beam then (partial_beam_size otherwise). The 231 s reading (bench/streaming.py --commit
+    # --partial-beam N, 2-3 runs each, 3 December; offline 4.9 %): beam 1 6.0 / 5.8 / 6.0 %
+    # WER, word lag p50 1.26 / 1.25 / 1.22 s; beam 3 4.9 / 5.4 %, 1.37 / 1.39 s; beam 5
+    # 5.2 / 5.6 %, 1.62 / 1.53 s. Greedy reads "then" for "than" and drops a "the" that two
+    # greedy partials in a row agree on; a beam-3 partial costs more, so they come less often.
+    commit_beam_size: int = 3
     # An utterance only the segmenter's soft path heard (energy and a weak VAD score) keeps
     # a decoded segment only if the model agrees there is speech: no-speech probability below
     # this, whatever its log-probability (falsetto scores 0.2-0.4, a cough or a door higher).
@@ -145,7 +152,8 @@ class PolicyOptions:
         if not 0.0 < self.soft_no_speech <= 1.0:
             raise ValueError("soft_no_speech must be within (0, 1]")
         # DecodeOptions validates language, task and beam sizes.
-        DecodeOptions(language=self.language, task=self.task, beam_size=self.partial_beam_size)
+        for beam_size in (self.partial_beam_size, self.commit_beam_size):
+            DecodeOptions(language=self.language, task=self.task, beam_size=beam_size)
         if self.greedy_final_max_s < 0 or self.sentence_cut_s < 0:
             raise ValueError("greedy_final_max_s and sentence_cut_s must be >= 0")
         for beam_size in (self.final_beam_size, self.careful_beam_size):
