@@ -331,8 +331,9 @@ def decode_shared(runner: Runner, batches: list[list[DecodeRequest]],
     """
     if pool is None or streams < 2:
         return [runner.decode_batch(batch) for batch in batches]
-    pieces = deque((b, i) for b, batch in enumerate(batches) for i in range(0, len(batch), piece))
-    results: list[list[Transcript | None]] = [[None] * len(batch) for batch in batches]
+    cuts = [(b, i) for b, batch in enumerate(batches) for i in range(0, len(batch), piece)]
+    pieces = deque(cuts)
+    decoded: dict[tuple[int, int], list[Transcript]] = {}
     lock = threading.Lock()
 
     def work() -> None:
@@ -342,7 +343,7 @@ def decode_shared(runner: Runner, batches: list[list[DecodeRequest]],
                     return
                 b, i = pieces.popleft()
             try:
-                results[b][i:i + piece] = runner.decode_batch(batches[b][i:i + piece])
+                decoded[b, i] = runner.decode_batch(batches[b][i:i + piece])
             except BaseException:
                 with lock:
                     pieces.clear()  # the others stop after their piece: the wave has failed
@@ -355,7 +356,7 @@ def decode_shared(runner: Runner, batches: list[list[DecodeRequest]],
         wait(others)  # no decode outlives the wave, whichever stream failed
     for future in others:
         future.result()  # (a pool stream's error)
-    return [[t for t in batch if t is not None] for batch in results]
+    return [[t for c, i in cuts if c == b for t in decoded[c, i]] for b in range(len(batches))]
 
 
 def _flagged(segment: Segment, limits: QualityThresholds, total: int) -> Segment:

@@ -86,7 +86,7 @@ class PolicyOptions:
     commit_stable: bool = False
     # Committing early, a partial's words become final text, so partials are decoded with this
     # beam then (partial_beam_size otherwise). The 231 s reading (bench/streaming.py --commit
-    # --partial-beam N, 2-3 runs each, 3 December; offline 4.9 %): beam 1 6.0 / 5.8 / 6.0 %
+    # --commit-beam N, 2-3 runs each, 3 December; offline 4.9 %): beam 1 6.0 / 5.8 / 6.0 %
     # WER, word lag p50 1.26 / 1.25 / 1.22 s; beam 3 4.9 / 5.4 %, 1.37 / 1.39 s; beam 5
     # 5.2 / 5.6 %, 1.62 / 1.53 s. Greedy reads "then" for "than" and drops a "the" that two
     # greedy partials in a row agree on; a beam-3 partial costs more, so they come less often.
