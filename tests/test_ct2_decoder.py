@@ -194,6 +194,40 @@ def test_a_request_can_keep_the_short_result_instead_of_falling_back(runner, sha
     assert all(r.extra["path"] == "short" for r in kept), [r.extra for r in kept]
 
 
+# Two windows of the long reading as committing-early partials decode them (beam 3, the
+# committed text before them as the prompt; the windows' audio ends mid-sentence). tiny.en
+# reads each and then says it again ("the earliest book printed with movable types, the
+# earliest book printed ..."): 1 partial in 7 of the 231 s reading did so.
+LOOPING_WINDOWS = [
+    (41.53, 44.65, "the earliest book printed with movable",
+     "of the Netherlands, the block books which were the immediate predecessors of the true"
+     " printed book, justly be considered as the invention of the art of printing, that as an"
+     " example of fine typography,"),
+    (48.93, 53.61, "has never been surpassed",
+     "the immediate predecessors of the true printed book, justly be considered as the"
+     " invention of the art of printing, that as an example of fine typography, the earliest"
+     " book printed with movable types,"),
+]
+
+
+def test_a_partial_that_reads_its_window_twice_keeps_the_first_reading(runner, shared_audio):
+    """A decode with no fallback (a partial, short_fallback=False) that fails as a loop keeps
+    its first pass, aligned alone: the words it read, once, with times over the real audio,
+    rather than a loop the policy would throw away whole (and a partial lost)."""
+    reading = clip(shared_audio, "long-ljspeech-LJ001-0001-0032.wav")
+    for start, end, said, prompt in LOOPING_WINDOWS:
+        audio = reading[int(start * SAMPLE_RATE):int(end * SAMPLE_RATE)]
+        options = DecodeOptions(beam_size=3, temperatures=(0.0,), prompt=prompt,
+                                short_context=True, short_fallback=False)
+        result = runner.decode_batch([DecodeRequest(audio, options)])[0]
+        assert result.extra["loop_trimmed"] and result.extra["path"] == "short", result.extra
+        assert said in result.text and result.text.count(said) == 1, result.text
+        assert max_ngram_repeats(result.text) <= 1, result.text
+        # The first reading spans the window: from its start to its last second.
+        assert result.words[0].start < 0.5 * SAMPLE_RATE, result.words
+        assert len(audio) - SAMPLE_RATE < result.words[-1].end <= len(audio), result.words
+
+
 def test_padded_decodes_can_take_their_padding_from_encoded_silence(runner, shared_audio, manifest):
     # The long-form pipeline's padded decodes encode only their audio (plus 1 s) and take the
     # rest of the 30 s window from an encoding of silence; the text must hold up.

@@ -9,6 +9,7 @@ from engine.asr.ct2_guards import (
     Attempt,
     is_silence,
     padded_needs_retry,
+    repeat_index,
     restart_index,
     short_failure,
     token_budget,
@@ -52,6 +53,22 @@ def speech(seconds: float) -> np.ndarray:
 ])
 def test_restart_index(words, expected):
     assert restart_index(words.split()) == expected
+
+
+@pytest.mark.parametrize("words, expected", [
+    # Loops tiny.en read in partials of the long reading: kept up to the first repeat.
+    ("1455 has never been surpassed, printing then, printing then, printing then, then, then", 7),
+    ("that as an example of fine typography, that as an example of fine typography,", 7),
+    ("the earliest book printed with movable types, the Guttenburg, the earliest book", 9),
+    ("Printing Printing Printing Printing", 1),
+    ("Go forward ten meters. Go forward ten meters. Go", 4),  # starts over (restart_index)
+    # Said twice by people: a run of one or two words needs a third copy.
+    ("we said that that was fine", None),
+    ("yes yes, I know", None),
+    ("no no no no", 1),
+])
+def test_repeat_index(words, expected):
+    assert repeat_index(words.split()) == expected
 
 
 def test_token_budget_grows_with_duration_and_has_a_floor():

@@ -25,6 +25,7 @@ from engine.asr.ct2_guards import (
     Attempt,
     is_silence,
     padded_needs_retry,
+    repeat_index,
     rms,
     short_failure,
     token_budget,
@@ -124,6 +125,12 @@ def decode(whisper: Any, requests: Sequence[DecodeRequest], thresholds: QualityT
         for row, it in enumerate(short_items):
             reason = _short_verdict(it, thresholds, short.timestamp_cues)
             if reason is None or not it.request.options.short_fallback:
+                if reason is not None and it.chosen is not None:
+                    # No fallback (a partial): a loop keeps its first pass, aligned alone,
+                    # rather than being thrown out whole. tiny.en says a window that ends
+                    # mid-sentence twice over (on the 231 s reading, 1 partial in 7).
+                    it.chosen = passes.trim_loop(it.chosen, it.tokenizer,
+                                                 repeat_index) or it.chosen
                 kept.append(row)
             else:
                 log.debug("short path failed (%s); falling back to padded", reason)

@@ -84,6 +84,27 @@ def restart_index(words: list[str]) -> int | None:
     return None
 
 
+def repeat_index(words: list[str]) -> int | None:
+    """Where a decode falls into a loop, as a word index (its first repeat), or None: a run of
+    words said again right after itself, three times or more for a run of one or two words
+    (people say "that that" or "in the, in the"), twice or more for a longer one ("... as an
+    example, that as an example, that as an example,"); or the text starting over from its
+    first words (`restart_index`). Only call this on a decode that failed as a loop."""
+    keys = [(i, key) for i, key in
+            ((i, "".join(ch for ch in w.lower() if ch.isalnum())) for i, w in enumerate(words))
+            if key]
+    plain = [key for _, key in keys]
+    for p in range(1, len(plain)):
+        for unit in range(1, p + 1):
+            copies, q = 1, p
+            while plain[q:q + unit] == plain[p - unit:p]:
+                copies, q = copies + 1, q + unit
+            if copies >= (3 if unit <= 2 else 2):
+                restart = restart_index(words)
+                return min(keys[p][0], restart if restart is not None else len(words))
+    return restart_index(words)
+
+
 def is_silence(attempt: Attempt) -> bool:
     """Empty text, or the ladder's no-speech rule (Whisper's, plus a stricter one for text the
     model is sure is not speech: "You" on digital silence at no-speech 0.94, log-prob -0.94)."""

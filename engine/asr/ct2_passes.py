@@ -9,7 +9,7 @@ faster-whisper is known to be installed (the runner imports it lazily).
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -327,11 +327,13 @@ def _attempt(result: Any, tokenizer: Any, budget: int, temperature: float) -> At
     )
 
 
-def trim_loop(attempt: Attempt, tokenizer: Any) -> Attempt | None:
-    """The first pass of a truncated, looping attempt, or None when it does not restart."""
+def trim_loop(attempt: Attempt, tokenizer: Any,
+              loop_at: Callable[[list[str]], int | None] = restart_index) -> Attempt | None:
+    """The first pass of a looping attempt, or None where ``loop_at`` finds no loop (by
+    default, for a truncated attempt: where it starts over from its first words)."""
     text_tokens = [t for t in attempt.tokens if t < tokenizer.eot]
     words, word_tokens = tokenizer.split_to_word_tokens(text_tokens + [tokenizer.eot])
-    cut = restart_index([w for w in words[:-1]])
+    cut = loop_at([w for w in words[:-1]])
     if cut is None:
         return None
     kept = [t for toks in word_tokens[:cut] for t in toks]
