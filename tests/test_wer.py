@@ -133,6 +133,17 @@ def test_spelling_leaves_longer_numbers_alone() -> None:
         "At 3:30 pay $5 or 5% of 1.5 kg, 12 items, the 7th, class-1 and one.")
 
 
+def test_words_in_parentheses_are_spoken_words() -> None:
+    """A reference's parentheses hold words the reader says (the long LJ reading has one of 13
+    words); Whisper's normaliser deleted them, so every transcript scored them as insertions.
+    Bracketed tags are still not words."""
+    reference = "the first Bible (which was printed at Maintz in the year fourteen sixty-two) imitates"
+    said = "The first Bible, which was printed at Maintz in the year 1462, imitates."
+    assert error_rate([reference], [said]) == 0.0
+    assert error_rate([reference], ["The first Bible imitates."]) == 9 / 13  # (1462 is a word)
+    assert error_rate(["go forward"], ["[BLANK_AUDIO] Go forward."]) == 0.0
+
+
 def test_an_ellipsis_is_not_a_word() -> None:
     """Whisper's normaliser turns "..." into a "." word; the short-context decoder ends
     utterances with "..." more often than the offline one, so it scored an insertion."""
