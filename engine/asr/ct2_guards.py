@@ -72,9 +72,27 @@ def restart_index(words: list[str]) -> int | None:
     meters. Go...") until the token budget stops it. Only call this on truncated output: a
     decode that ended by itself may repeat words because the speaker did.
     """
-    # Compare words without case and punctuation; punctuation-only "words" are skipped.
-    keyed = [(i, "".join(ch for ch in w.lower() if ch.isalnum())) for i, w in enumerate(words)]
-    keyed = [(i, key) for i, key in keyed if key]
+    return _restart(_keyed(words))
+
+
+def repeat_index(words: list[str]) -> int | None:
+    """Where a decode falls into a loop, as a word index (its first repeat), or None: a run of
+    words said again right after itself, three times or more for a run of one or two words
+    (people say "that that" or "in the, in the"), twice or more for a longer one ("... as an
+    example, that as an example, that as an example,"); or the text starting over from its
+    first words (`restart_index`). Only call this on a decode that failed as a loop."""
+    keyed = _keyed(words)
+    return min((i for i in (_tandem(keyed), _restart(keyed)) if i is not None), default=None)
+
+
+def _keyed(words: list[str]) -> list[tuple[int, str]]:
+    """(index, key) of each word with a letter or digit: words compared without case and
+    punctuation; punctuation-only "words" are skipped."""
+    keyed = ((i, "".join(ch for ch in w.lower() if ch.isalnum())) for i, w in enumerate(words))
+    return [(i, key) for i, key in keyed if key]
+
+
+def _restart(keyed: list[tuple[int, str]]) -> int | None:
     keys = [key for _, key in keyed]
     for p in range(RESTART_MIN_WORDS, len(keys)):
         k = min(RESTART_MATCH_WORDS, p)
@@ -84,25 +102,18 @@ def restart_index(words: list[str]) -> int | None:
     return None
 
 
-def repeat_index(words: list[str]) -> int | None:
-    """Where a decode falls into a loop, as a word index (its first repeat), or None: a run of
-    words said again right after itself, three times or more for a run of one or two words
-    (people say "that that" or "in the, in the"), twice or more for a longer one ("... as an
-    example, that as an example, that as an example,"); or the text starting over from its
-    first words (`restart_index`). Only call this on a decode that failed as a loop."""
-    keys = [(i, key) for i, key in
-            ((i, "".join(ch for ch in w.lower() if ch.isalnum())) for i, w in enumerate(words))
-            if key]
-    plain = [key for _, key in keys]
-    for p in range(1, len(plain)):
+def _tandem(keyed: list[tuple[int, str]]) -> int | None:
+    """The first word that repeats the run of words right before it (3 copies in all for a
+    run of 1-2 words, 2 for a longer one), as a word index."""
+    keys = [key for _, key in keyed]
+    for p in range(1, len(keys)):
         for unit in range(1, p + 1):
             copies, q = 1, p
-            while plain[q:q + unit] == plain[p - unit:p]:
+            while keys[q:q + unit] == keys[p - unit:p]:
                 copies, q = copies + 1, q + unit
             if copies >= (3 if unit <= 2 else 2):
-                restart = restart_index(words)
-                return min(keys[p][0], restart if restart is not None else len(words))
-    return restart_index(words)
+                return keyed[p][0]
+    return None
 
 
 def is_silence(attempt: Attempt) -> bool:
