@@ -5,7 +5,8 @@
 For each length, a file of that many minutes is built from the corpus's English clips (shuffled
 pass after pass, joined with real-length pauses and a long silence every 10th gap, as
 bench/longform.py's mix; written as FLAC by sox), then transcribed by the CLI exactly as a user
-runs it (``python -m app.cli transcribe FILE``, its defaults: tiny.en, beam 5, txt). Reported
+runs it (``python -m app.cli transcribe FILE``, its defaults: tiny.en, txt, greedy first
+decodes with beam-5 re-decodes of unsure chunks). Reported
 per file: the kernel's peak RSS of the process (``ru_maxrss`` from ``wait4``, what
 ``/usr/bin/time -v`` prints as "Maximum resident set size"), wall and CPU seconds (user +
 system), CPU seconds per audio hour, and the words. The resident size is also sampled every

@@ -248,7 +248,10 @@ class FileTranscription:
         self._section = (0, audio)
         total = len(audio)
         yield Progress(0, total)
-        segments, self.info.language = decoder.iter_segments(audio, self.options.decode)
+        decode = self.options.decode
+        if self.options.sequential_beam_size is not None:
+            decode = dataclasses.replace(decode, beam_size=self.options.sequential_beam_size)
+        segments, self.info.language = decoder.iter_segments(audio, decode)
         limits = self.options.retry.thresholds
         try:
             for segment in segments:

@@ -17,7 +17,7 @@ from engine.types import SAMPLE_RATE, DecodeRequest, Segment, Transcript
 # The shared corpus's long reading, cut to its first 90 s (about ten chunks): long enough for
 # several waves, short enough for the test lane.
 LONG_FILE = "long-ljspeech-LJ001-0001-0032.wav"
-SECONDS = 90
+SECONDS = 150  # 7 chunks of 18-24 s: waves of 1, 2 and 4 chunks on two streams
 RAMP = FileOptions(first_batch=1)  # as the app imports: waves of 1, 2, 4... chunks per stream
 
 

@@ -380,6 +380,39 @@ def test_auto_engine_uses_the_sequential_loop_only_for_short_recordings() -> Non
         command.make_decoders("tiny.en", "cpu", "auto", "turbo")
 
 
+class _BeamRecorder(_ScriptedLoop):
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.beams: list[int] = []
+
+    def decode_batch(self, requests):  # type: ignore[no-untyped-def]
+        self.beams += [r.options.beam_size for r in requests]
+        return super().decode_batch(requests)
+
+    def iter_segments(self, audio, options):  # type: ignore[no-untyped-def]
+        self.beams.append(options.beam_size)
+        return super().iter_segments(audio, options)
+
+
+@pytest.mark.parametrize(("asked", "short_beam", "long_beam"), [(None, 5, 1), (3, 3, 3), (1, 1, 1)])
+def test_each_engine_gets_its_best_beam_unless_one_is_asked_for(
+        shared_audio: Path, asked: int | None, short_beam: int, long_beam: int) -> None:
+    """By default a short file takes faster-whisper's loop at beam 5 and a long one the
+    pipeline's greedy first decodes (beam 5 there cost 1.85x the time for no gain); a
+    ``--beam-size`` applies to both."""
+    import app.commands.transcribe as command
+    from engine.files import FileOptions
+
+    loop, runner = _BeamRecorder("short one."), _BeamRecorder("long one.")
+    decoders = command.Decoders(runner, loop, command.AUTO_BATCHED_MIN_SECONDS)  # type: ignore[arg-type]
+    options = FileOptions.for_beam(command.decode_options(None, asked, "txt"), asked)
+    speech = np.tile(load_audio(shared_audio / "jfk-inaugural-1961-excerpt.wav"), 12)  # 132 s
+    assert command.transcribe(speech[:10 * SAMPLE_RATE], decoders, options).text == "short one."
+    assert "long one." in command.transcribe(speech, decoders, options).text
+    assert loop.beams == [short_beam]
+    assert runner.beams and set(runner.beams) == {long_beam}  # (no chunk was unsure)
+
+
 def test_short_and_long_files_get_the_model_laid_out_for_their_decoder() -> None:
     """faster-whisper's loop gets one replica on all cores, the pipeline two decode streams."""
     import app.commands.transcribe as command

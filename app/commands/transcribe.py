@@ -40,6 +40,7 @@ from engine.audio.decode import AudioReader, open_audio
 from engine.dictation.rules import RuleError, Rules, apply_rules, parse_rules
 from engine.errors import AudioDecodeError, EngineError
 from engine.files import FileOptions, Progress, transcribe_file, uses_sequential
+from engine.longform.pipeline import SEQUENTIAL_BEAM_SIZE
 from engine.models import DEFAULT_MODEL
 from engine.outputs import check_folder, output_path
 from engine.types import SAMPLE_RATE, Audio, DecodeOptions, Runner, Transcript
@@ -78,7 +79,9 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                    help="auto: CUDA float16 if available, else CPU int8")
     p.add_argument("--compute-type", default="auto", help="CTranslate2 compute type (auto)")
-    p.add_argument("--beam-size", type=int, default=5, help="1 = greedy (default 5)")
+    p.add_argument("--beam-size", type=int, metavar="N",
+                   help="beam search width, 1 = greedy (default: 5 for files under 2 minutes;"
+                        " longer ones greedy, unsure passages again at 5)")
     p.add_argument("--engine", choices=ENGINES, default="auto",
                    help="batched long-form pipeline or the sequential decoder (auto: sequential"
                         " under 2 minutes)")
@@ -107,10 +110,11 @@ def run(args: argparse.Namespace) -> int:
     if not args.files:  # as argparse does for a missing positional: usage, exit 2
         raise SystemExit(_usage_error("the following arguments are required: FILE (or --sample)"))
     try:
-        options = decode_options(args.language, args.beam_size, args.format)
+        decode = decode_options(args.language, args.beam_size, args.format)
         if getattr(args, "vocabulary", None) is not None:
-            options = dataclasses.replace(
-                options, hotwords=load_vocabulary(args.vocabulary).as_prompt())
+            decode = dataclasses.replace(
+                decode, hotwords=load_vocabulary(args.vocabulary).as_prompt())
+        options = FileOptions.for_beam(decode, args.beam_size)
     except OSError as exc:
         return _usage_error(f"--vocabulary: {exc.strerror or exc}: {args.vocabulary}")
     except ValueError as exc:
@@ -147,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _run_cluster(args: argparse.Namespace, options: DecodeOptions, model: str) -> int:
+def _run_cluster(args: argparse.Namespace, options: FileOptions, model: str) -> int:
     """``--cluster``: the only path that imports Ray (`engine.cluster`)."""
     if args.output_dir is None:
         return _usage_error("--cluster needs -o DIR")
@@ -170,10 +174,12 @@ def _run_cluster(args: argparse.Namespace, options: DecodeOptions, model: str) -
         return 1
 
 
-def decode_options(language: str | None, beam_size: int, fmt: str) -> DecodeOptions:
-    """The CLI's decode settings. Word timings are only computed where the output uses them
+def decode_options(language: str | None, beam_size: int | None, fmt: str) -> DecodeOptions:
+    """The CLI's decode settings (beam None: the sequential decoder's default, see
+    `FileOptions.for_beam`). Word timings are only computed where the output uses them
     (subtitle cue borders, JSON words): they cost an extra alignment pass."""
-    return DecodeOptions(language=(language or "").strip().lower() or None, beam_size=beam_size,
+    return DecodeOptions(language=(language or "").strip().lower() or None,
+                         beam_size=SEQUENTIAL_BEAM_SIZE if beam_size is None else beam_size,
                          word_timestamps=fmt != "txt")
 
 
@@ -222,8 +228,9 @@ def _on_cpu(device: str, compute_type: str) -> bool:
         return False  # the error comes back, with its message, when the model loads
 
 
-def transcribe(audio: Audio | AudioReader, decoders: Decoders, options: DecodeOptions,
-               progress: ProgressCallback | None = None) -> Transcript:
+def transcribe(audio: Audio | AudioReader, decoders: Decoders,
+               options: FileOptions | DecodeOptions, progress: ProgressCallback | None = None,
+               ) -> Transcript:
     """One file's transcript through `engine.files.transcribe_file`, loading the decoder it
     needs first (`_FatalError` when it cannot load); ``progress(done, total)`` follows it."""
     file_options = dataclasses.replace(FileOptions.coerce(options),
@@ -233,9 +240,9 @@ def transcribe(audio: Audio | AudioReader, decoders: Decoders, options: DecodeOp
               else audio.length_within(file_options.sequential_below_s))
     if length is not None and uses_sequential(length, file_options, decoders.sequential):
         assert decoders.sequential is not None
-        _load_model(decoders.sequential, options.language)
+        _load_model(decoders.sequential, file_options.decode.language)
     else:
-        _load_model(decoders.runner, options.language)
+        _load_model(decoders.runner, file_options.decode.language)
         log.info("decoding with the batched long-form pipeline")
     run = transcribe_file(audio, decoders.runner, file_options, sequential=decoders.sequential)
     for event in run:
@@ -265,7 +272,7 @@ class _FatalError(Exception):
     """Stops the whole run (the model cannot load, so no file can be transcribed)."""
 
 
-def _transcribe_all(args: argparse.Namespace, decoders: Decoders, options: DecodeOptions,
+def _transcribe_all(args: argparse.Namespace, decoders: Decoders, options: FileOptions,
                     show_progress: bool) -> int:
     """Transcribe every file in turn; returns how many failed."""
     failed = printed = 0

@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.asr.budget import DECODE_MEMORY_MB
 from engine.atomic import atomic_write_text
@@ -29,6 +29,9 @@ from engine.cluster.remote import ActorLayout, DecodeActor, FileJob, transcribe_
 from engine.errors import EngineError
 from engine.outputs import Manifest, check_folder
 from engine.types import DecodeOptions
+
+if TYPE_CHECKING:
+    from engine.files import FileOptions
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +48,7 @@ class ClusterOptions:
     address: str
     out_dir: Path
     fmt: str
-    decode: DecodeOptions
+    decode: DecodeOptions | FileOptions  # what `FileOptions.coerce` takes (the CLI: for_beam's)
     model: str
     engine: str = "auto"
     device: str = "auto"

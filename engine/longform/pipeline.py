@@ -66,6 +66,7 @@ PHRASE_SIZES = tuple(range(4, 13))  # phrases (in words) whose back-to-back repe
 # (bench/longform.py). Beam search mostly re-ranks near-identical hypotheses here, and short
 # windows cost the encoder only what they hold, so that is where the time goes away.
 DEFAULT_DECODE = DecodeOptions(beam_size=1, short_context=True, word_timestamps=True)
+SEQUENTIAL_BEAM_SIZE = 5  # short files' decoder by default (LongFormOptions.for_beam)
 
 
 @dataclass(frozen=True)
@@ -74,18 +75,21 @@ class LongFormOptions:
 
     Attributes:
       decode: options of every chunk's first decode (greedy and short-context by default).
-      chunking: how VAD speech is cut and packed: 12-18 s chunks, closed at the first pause
-        after 12 s. Most of the words the pipeline lost were at chunk borders (a sentence's
+      chunking: how VAD speech is cut and packed: 18-24 s chunks, closed at the first pause
+        after 18 s. Most of the words the pipeline lost were at chunk borders (a sentence's
         end cut off, a phrase said again across a border), so longer chunks read better; each
         decoder step attends over the whole window, so they cost more. Measured with
         bench/longform.py (issue 28: the 231 s reading plus one reading per evaluation-corpus
-        speaker with 100 s or more, 1384 s in all, tiny.en greedy, 2 idle cores, 3 December
-        2026), WER and wall-time speed against faster-whisper's batched pipeline: 8-12 s
-        6.63 % (an earlier run), 12-18 s 5.28 % at 3.1x, 15-21 s 4.96 % at 2.4x, 18-24 s
-        4.81 % at 2.26x (the peers: sequential 4.84 %, batched 4.78 %), 24-30 s 4.69 % at
-        1.9x. 18-24 s is not the default because it takes `sottovoce transcribe` past its
-        500 MB peak (bench/memory.py, beam 5: 495 / 518 / 528 MB for 30 / 60 / 180 min; with
-        a 64 MB decode budget 493 / 516 MB for 60 / 180 min). Lower VAD thresholds
+        speaker with 100 s or more, 1384 s in all, tiny.en greedy, 2 cores, 4 December 2026,
+        the long reading's spoken parenthesis counted), WER and wall-time speed against
+        faster-whisper's batched pipeline (47 s that day; the peers' WER: sequential 4.41 %,
+        batched 4.41 %): 12-18 s 4.85 % at 2.35-2.48x, 18-24 s 4.53 % at 2.14-2.34x, 20-26 s
+        4.62 % at 2.1-2.2x, 22-28 s 4.38 % at 1.8x, 24-30 s 4.27 % at 1.6-1.7x. Past 24 s the
+        encoder's and the decoder's attention over the longer windows cost more CPU (41-46 s
+        against 36-38 s; a larger decode budget did not change it). Peak RSS of `sottovoce
+        transcribe` (bench/memory.py, greedy): 452 / 448 / 469 MB for 30 / 60 / 180 min
+        (12-18 s: 398 / 419 / 459 MB); before the waves were shared out (`decode_shared`) and
+        at beam 5, 18-24 s went past 500 MB. Lower VAD thresholds
         (0.35/0.15) win back part of the whispered and falsetto clips of the 20 min mix (WER
         14.0 -> 12.7 %) but cost 8 % more CPU and 0.5 point on the reading.
       retry: hallucination thresholds and the retry ladder.
@@ -105,12 +109,15 @@ class LongFormOptions:
         two CPU streams: over 5 minutes of speech) shows nothing until it ends; the app's
         import starts at 1 and shows the first text of the 231 s reading after 1.5-1.7 s
         (the old 60 s sections: 4.0 s, same run; 2 cores at load 4) for the same CPU time as
-        those sections. None (default) keeps every wave full: the whole-file run then costs
-        what it did before (CPU RTF 0.0238 vs 0.0242), the ramp about a fifth more.
+        those sections (an idle machine, 4 December 2026: 1.0-1.2 s with 18-24 s chunks,
+        0.8-0.9 s with 12-18 s). None (default) keeps every wave full: the whole-file run
+        then costs what it did before (CPU RTF 0.0238 vs 0.0242), the ramp about a fifth more.
       sequential_below_s: files shorter than this are decoded by the sequential decoder
         (faster-whisper's own 30 s loop) when the caller gives one to `transcribe_file`: on the
         26 short English clips it scored 9.9 % WER against 15.4 % for this pipeline at beam 5
         (bench/transcribe.py); on the 231 s reading the pipeline is at par and 1.5x faster.
+      sequential_beam_size: the sequential decoder's beam for short files (None: ``decode``'s).
+        `for_beam` sets it for the command line.
       previous_text: each section is cut into ``lanes_per_stream`` x streams *lanes*,
         contiguous runs of chunks; a wave decodes the next job of every lane, so each chunk's
         first decode comes after the chunk before it in its lane and carries that text as its
@@ -129,7 +136,7 @@ class LongFormOptions:
 
     decode: DecodeOptions = DEFAULT_DECODE
     chunking: ChunkingOptions = field(
-        default_factory=lambda: ChunkingOptions(target_chunk_s=12.0, max_chunk_s=18.0))
+        default_factory=lambda: ChunkingOptions(target_chunk_s=18.0, max_chunk_s=24.0))
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     continue_early_end: bool = True
     min_tail_speech_s: float = 0.5
@@ -141,10 +148,13 @@ class LongFormOptions:
     batch_size: int | None = None
     first_batch: int | None = None
     sequential_below_s: float = 120.0
+    sequential_beam_size: int | None = None
     previous_text: bool = False
     lanes_per_stream: int = 8
 
     def __post_init__(self) -> None:
+        if self.sequential_beam_size is not None and self.sequential_beam_size < 1:
+            raise ValueError("sequential_beam_size must be >= 1")
         if self.lanes_per_stream < 1:
             raise ValueError("lanes_per_stream must be >= 1")
         if any(n is not None and n < 1 for n in (self.batch_size, self.first_batch)):
@@ -171,6 +181,24 @@ class LongFormOptions:
         if isinstance(options, DecodeOptions):
             return cls(decode=dataclasses.replace(options, short_context=True))
         return options
+
+    @classmethod
+    def for_beam(cls, options: DecodeOptions, beam_size: int | None) -> LongFormOptions:
+        """`coerce`'s options with the beam ``sottovoce transcribe --beam-size`` asks for: the
+        same on both engines, or by default (None) each engine's best: beam 5 for the
+        sequential decoder (faster-whisper's default) and the pipeline's greedy first
+        decodes, whose unsure chunks are decoded again at beam 5 (`retry.RetryPolicy`).
+
+        Beam 5 on every first decode of the pipeline does not pay: over the 1384 s of
+        bench/longform.py (3 December 2026, 12-18 s chunks) it read 4.91 % WER against 4.85 %
+        greedy in 1.85x the wall time (37.7 against 20.4 s), dropped whole phrases where a
+        beam ended a chunk early ("what the flaming", "mumbled Mister Verloc"), and its
+        decode buffers are 5x the size (bench/memory.py).
+        """
+        if beam_size is not None:
+            return cls.coerce(dataclasses.replace(options, beam_size=beam_size))
+        greedy = cls.coerce(dataclasses.replace(options, beam_size=DEFAULT_DECODE.beam_size))
+        return dataclasses.replace(greedy, sequential_beam_size=SEQUENTIAL_BEAM_SIZE)
 
 
 @dataclass(frozen=True)

@@ -71,7 +71,7 @@ def _within(t: int, lo: int, hi: int) -> int:
 def split_at_sentences(segment: Segment) -> list[Segment]:
     """``segment`` cut after each word that ends a sentence (needs word times).
 
-    A text-only decode comes back as one segment per chunk (12-18 s); cut at sentence ends it
+    A text-only decode comes back as one segment per chunk (18-24 s); cut at sentence ends it
     reads like Whisper's own timed segments in the JSON and the transcript view. Each piece
     keeps the segment's statistics and flags.
     """
