@@ -48,7 +48,7 @@ class ClusterOptions:
     address: str
     out_dir: Path
     fmt: str
-    decode: DecodeOptions | FileOptions  # what `FileOptions.coerce` takes (the CLI: for_beam's)
+    options: DecodeOptions | FileOptions  # what `FileOptions.coerce` takes (the CLI: for_beam's)
     model: str
     engine: str = "auto"
     device: str = "auto"
@@ -199,7 +199,7 @@ def _file_options(opts: ClusterOptions, device: str) -> Any:
     """`app.commands.transcribe`'s file options for ``--engine``, as it builds them."""
     from engine.files import FileOptions
 
-    base = FileOptions.coerce(opts.decode)
+    base = FileOptions.coerce(opts.options)
     if opts.engine == "batched":
         return replace(base, sequential_below_s=0.0)
     if opts.engine == "sequential":

@@ -192,8 +192,9 @@ class LongFormOptions:
         Beam 5 on every first decode of the pipeline does not pay: over the 1384 s of
         bench/longform.py (3 December 2026, 12-18 s chunks) it read 4.91 % WER against 4.85 %
         greedy in 1.85x the wall time (37.7 against 20.4 s), dropped whole phrases where a
-        beam ended a chunk early ("what the flaming", "mumbled Mister Verloc"), and its
-        decode buffers are 5x the size (bench/memory.py).
+        beam ended a chunk early ("what the flaming", "mumbled Mister Verloc"). (Its decode
+        buffers are 5x the size, but they do not make the peak: bench/memory.py measured the
+        same peak RSS greedy.)
         """
         if beam_size is not None:
             return cls.coerce(dataclasses.replace(options, beam_size=beam_size))
