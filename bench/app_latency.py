@@ -90,7 +90,15 @@ class X11Keys:
     def quit(self, app: LoggedProcess) -> None:
         focus(window_id("^Sottovoce$"))
         xdotool("key", "--clearmodifiers", "ctrl+q")
-        app.proc.wait(60)
+        try:
+            app.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            # The key can miss the window on a busy X server (CI saw it once); SIGTERM quits the
+            # same way (File > Quit), so the run still ends cleanly, and says so.
+            print("ctrl+q did not reach the app within 20 s; quitting it with SIGTERM.\n"
+                  + "\n".join(["app log (last lines):", *app.log[-20:]]), file=sys.stderr)
+            app.proc.terminate()
+            app.proc.wait(60)
 
 
 class WaylandKeys:
