@@ -310,3 +310,50 @@ def test_a_certificate_that_fails_verification_is_fatal_and_named(
         assert all(not isinstance(e, FinalText) or e.text == "" for e in events)
     finally:
         thread.stop()
+
+
+def test_the_idle_limit_counts_the_servers_frames_too() -> None:
+    """A client waiting for the results of what it sent is not idle: WhisperLive's client sends
+    END_OF_AUDIO 15 s after the last result it got, and a busy server's last result may come
+    seconds after the last audio (a 20 s limit that counted only the client's frames closed
+    such a session in CI). The limit ends a connection when neither side has sent a frame."""
+    import asyncio
+
+    from engine.server.connection import Connection, TokenBucket, _Closing
+
+    class QuietClient:  # sends nothing; records what the server sends
+        def __init__(self) -> None:
+            self.sent: list[str] = []
+
+        async def recv(self) -> str:
+            await asyncio.Event().wait()
+            raise AssertionError("unreachable")
+
+        async def send(self, frame: str) -> None:
+            self.sent.append(frame)
+
+    def connection(ws: QuietClient) -> Connection:
+        bucket = TokenBucket(1.0, 1.0, lambda: 0.0)
+        return Connection(ws, None, session_options=None, scorer=None,  # type: ignore[arg-type]
+                          clock=lambda: 0.0, max_frame_bytes=1 << 16, idle_timeout_s=1.0,
+                          audio_bucket=bucket, frame_bucket=bucket, model="m", counters={})
+
+    async def closed_after(result_at: float | None) -> tuple[float, str, list[str]]:
+        """Seconds until the idle limit closes a quiet client's connection, its error code,
+        and the frames the server sent (one result ``result_at`` s in, if not None)."""
+        loop = asyncio.get_running_loop()
+        ws = QuietClient()
+        conn = connection(ws)
+        if result_at is not None:
+            loop.call_later(result_at, lambda: asyncio.ensure_future(
+                conn._send_frames(['{"type": "final"}'])))
+        start = loop.time()
+        with pytest.raises(_Closing) as closing:
+            await conn._next_frame()
+        return loop.time() - start, closing.value.code, ws.sent
+
+    quiet, code, sent = asyncio.run(closed_after(None))
+    assert code == p.IDLE_TIMEOUT and sent == [] and quiet >= 1.0
+    waited, code, sent = asyncio.run(closed_after(0.6))
+    assert code == p.IDLE_TIMEOUT and sent == ['{"type": "final"}']
+    assert waited >= 0.6 + 1.0  # a full idle limit after the server's result, not after 1 s

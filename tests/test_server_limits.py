@@ -104,7 +104,11 @@ def keep_alive_until_closed(ws: Any, seconds: float, audio: bool) -> list[dict[s
             with suppress(TimeoutError):
                 replies.append(json.loads(ws.recv(timeout=0.1)))
     except ConnectionClosed:
-        return replies
+        # A send can fail on the server's close before the error frame sent ahead of it has
+        # been read: what arrived is still there to read.
+        with suppress(ConnectionClosed, TimeoutError):
+            while True:
+                replies.append(json.loads(ws.recv(timeout=1.0)))
     return replies
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -104,6 +105,7 @@ class Connection:
         self._stall_s: float | None = None
         self._draining = False
         self._metrics = metrics or ServerMetrics()
+        self._sent_at = -math.inf  # (loop time) when the last frame went out
 
     async def run(self) -> None:
         from websockets.exceptions import ConnectionClosed
@@ -141,24 +143,30 @@ class Connection:
                     return
 
     async def _next_frame(self) -> str | bytes:
-        """The next frame; the idle limit ends the connection, a stall closes the utterance."""
+        """The next frame. The idle limit ends the connection when neither side has sent a
+        frame for that long: a client waiting for the results of the audio it sent is not idle
+        (WhisperLive's client sends END_OF_AUDIO only 15 s after the last result it got, and a
+        busy server's last result may come seconds after the last audio). A stall (no frame
+        while an utterance is open) closes the utterance."""
         if self._first_frame is not None:
             frame, self._first_frame = self._first_frame, None
             return frame
-        waited = 0.0
+        loop = asyncio.get_running_loop()
+        started = loop.time()
         while True:
-            step = self._idle - waited
+            left = max(started, self._sent_at) + self._idle - loop.time()
+            if left <= 0:
+                raise _Closing(p.IDLE_TIMEOUT, f"no frame for {self._idle:.0f} s", CLOSE_NORMAL)
             session = self._session
-            if self._stall_s is not None and session is not None and session.speaking:
-                step = min(step, self._stall_s)
+            stall = self._stall_s if session is not None and session.speaking else None
+            if stall is not None and stall >= left:
+                stall = None
             try:
-                received: str | bytes = await asyncio.wait_for(self._ws.recv(), step)
+                received: str | bytes = await asyncio.wait_for(self._ws.recv(), stall or left)
                 return received
             except asyncio.TimeoutError:
-                waited += step
-            if waited >= self._idle:
-                raise _Closing(p.IDLE_TIMEOUT, f"no frame for {self._idle:.0f} s", CLOSE_NORMAL)
-            if session is not None:  # stalled mid-utterance: decode what was said
+                pass
+            if stall is not None and session is not None:  # stalled mid-utterance: decode
                 await self._send(session.flush())
                 self._withdraw_stale(session)
                 self._wake.set()
@@ -310,3 +318,4 @@ class Connection:
                 await self._ws.send(frame)
             except ConnectionClosed:
                 return
+            self._sent_at = asyncio.get_running_loop().time()

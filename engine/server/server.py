@@ -12,12 +12,13 @@ reconnects, through the load balancer, to another replica (docs/deploy.md).
 
 Limits, each answered with an ``error{code}`` frame and a clean close, never a crash:
 ``max_sessions`` (code ``busy``, close 1013 "try again later"), ``max_frame_bytes``
-(``too_large``), ``idle_timeout_s`` (``idle_timeout``), a per-connection token bucket on audio
-bytes and on frames (``rate_limited``), protocol violations (``bad_message`` ...), and the
-sessions per client, idle-audio and lifetime limits of `engine.server.limits`. An API key,
-when set, is required as ``Authorization: Bearer <key>`` (or, as WhisperLive's server takes
-it from browsers, ``?token=<key>`` or the subprotocols ``bearer, <key>``; constant-time
-compare); it is mandatory when the server binds anything but loopback.
+(``too_large``), ``idle_timeout_s`` (``idle_timeout``: no frame either way for that long), a
+per-connection token bucket on audio bytes and on frames (``rate_limited``), protocol
+violations (``bad_message`` ...), and the sessions per client, idle-audio and lifetime limits
+of `engine.server.limits`. An API key, when set, is required as ``Authorization: Bearer
+<key>`` (or, as WhisperLive's server takes it from browsers, ``?token=<key>`` or the
+subprotocols ``bearer, <key>``; constant-time compare); it is mandatory when the server binds
+anything but loopback.
 
 The only module that imports ``websockets`` on the server side (lazily, in `start`).
 """
