@@ -192,6 +192,43 @@ def test_partial_result_after_the_utterance_ended_is_not_shown() -> None:
     assert policy.on_result(partial.request_id, transcript("again"), 1.3) == []
 
 
+def test_a_slow_partial_of_an_ended_utterance_does_not_hold_back_the_next_ones() -> None:
+    # (CI, 2 cores: a push-to-talk utterance's partial still ran beside its final and took
+    # 1.8 s; its lag doubled the backoff and its result put the next partial 7 s off, so the
+    # next utterance, 2.8 s long, showed no partial text while the key was held.)
+    policy = StreamingPolicy(PolicyOptions(min_partial_audio_s=0.1, partial_interval_s=0.2,
+                                           busy_factor=2.0, max_lag_s=1.0, max_in_flight=2,
+                                           commit_stable=False))
+    started(policy, start=0, seconds=1.0, now=1.0)
+    partial = policy.next_request(1.0)
+    assert partial is not None and partial.kind == "partial"
+    policy.handle(SegmentEnded(SR, SR, 10), 1.1)
+    final = policy.next_request(1.1)
+    assert final is not None and final.kind == "final"
+    policy.on_result(final.request_id, transcript("One."), 1.6)
+    events = policy.on_result(partial.request_id, transcript("One"), 3.0)  # 2 s behind
+    assert [type(e) for e in events] == [Metrics]  # (reported, not shown)
+    assert policy.backoff == 1.0
+    started(policy, start=2 * SR, seconds=1.0, now=3.1)
+    request = policy.next_request(3.1)
+    assert request is not None and (request.kind, request.utterance_id) == ("partial", 2)
+
+
+def test_no_partial_of_a_pause() -> None:
+    # (Audio the VAD calls silence adds no words; its decode would compete with the final.)
+    policy = StreamingPolicy(PolicyOptions(min_partial_audio_s=0.2, partial_interval_s=0.0,
+                                           min_new_audio_s=0.2, busy_factor=1.0,
+                                           commit_stable=False))
+    started(policy, seconds=0.5)
+    first = policy.next_request(0.5)
+    assert first is not None
+    policy.on_result(first.request_id, transcript("hello"), 0.5)
+    policy.handle(SegmentAudio(audio(0.5), speech=False), 1.0)
+    assert policy.next_request(1.0) is None
+    policy.handle(SegmentAudio(audio(0.1)), 1.1)
+    assert policy.next_request(1.1) is not None
+
+
 def test_unknown_results_and_failures_are_ignored() -> None:
     policy = StreamingPolicy()
     assert policy.on_result(99, transcript("x"), 0.0) == []

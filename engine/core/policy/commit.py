@@ -181,7 +181,9 @@ class Commits:
         COMMIT_SLACK words of it; a single word right at it), else the words that lie mostly
         after it (word times drift between decodes by a word or so, which alone would lose
         or repeat one)."""
-        before = [w for w in self._said if w.start < utt.first][-COMMIT_NGRAM:]
+        # (A word Whisper gives no length, at the end of a piece, starts where the piece ends.)
+        before = [w for w in self._said
+                  if w.start < utt.first or w.end <= utt.first][-COMMIT_NGRAM:]
         if not before or before[-1].end < job.start - COMMIT_TOUCH_S * SAMPLE_RATE:
             return words
         at = next((i for i, w in enumerate(words) if w.start + w.end >= 2 * utt.first),

@@ -24,9 +24,10 @@ from engine.types import SAMPLE_RATE, DecodeOptions, Segment, Transcript
 def due(o: PolicyOptions, utt: Utterance, now: float, *, next_at: float, verdict_due: bool,
         decoding: bool, in_flight: int, final_in_flight: bool) -> bool:
     """A partial of ``utt`` is due at ``now``: the interval (``next_at``) is over or a sentence
-    cut waits for its verdict (``verdict_due``), enough audio and enough new audio, none of
-    its decodes in flight (``decoding``), no speculation but one kept for a sentence cut, and
-    a decode stream left for a final (``in_flight`` decodes, ``final_in_flight``)."""
+    cut waits for its verdict (``verdict_due``), enough audio and enough new audio with speech
+    in it, none of its decodes in flight (``decoding``), no speculation but one kept for a
+    sentence cut, and a decode stream left for a final (``in_flight`` decodes,
+    ``final_in_flight``)."""
     return (
         o.partials
         and utt.speech
@@ -39,6 +40,11 @@ def due(o: PolicyOptions, utt: Utterance, now: float, *, next_at: float, verdict
             o.min_new_audio_s if utt.heard.strip() or not o.first_words
             else o.first_words_step_s)
         and not decoding
+        # Speech came after the audio the last partial read: a pause adds no words to read,
+        # and a decode of it would only compete with the final the pause may bring. (Committing
+        # early, a partial in a pause is what commits the words before it; only that mode
+        # trims ``utt.start``.)
+        and (o.commit_stable or utt.speech_upto > utt.start + utt.partial_samples)
         # (A speculation kept for a sentence cut waits for a partial past its pause.)
         and (utt.spec.state is SpecState.NONE
              or (utt.spec.back and utt.spec.resumed(utt.speech_upto)))

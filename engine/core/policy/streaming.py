@@ -194,7 +194,10 @@ class StreamingPolicy(Commits):
         # sentence cut, which speech has gone on past): its text tells how long to wait.
         awaited = request.speculative and not utt.spec.resumed(utt.speech_upto)
         lag = max(0.0, now - request.audio_arrived_at)
-        self._track_lag(lag)
+        if not (request.kind == "partial" and utt is not self._active):
+            # (A partial of an utterance that has ended is thrown away; it ran beside that
+            # utterance's final, and its slowness must not space out the next one's partials.)
+            self._track_lag(lag)
         metrics = Metrics(
             chunk_rtt_ms=(now - request.issued_at) * 1000, decode_ms=transcript.decode_ms,
             network_ms=None, lag_ms=lag * 1000,
@@ -272,6 +275,9 @@ class StreamingPolicy(Commits):
         self._next_utterance += 1
         self._append(utt, event.audio, now)
         self._active = utt
+        # Each utterance starts its own partial cadence (the first-words one): the spacing
+        # of the previous utterance's partials is not this one's wait.
+        self._next_partial_at = min(self._next_partial_at, now)
         if self._committed > utt.start:  # the segmenter split its utterance past a commit
             utt.first = self._committed
             self._trim(utt, now)
@@ -452,9 +458,11 @@ class StreamingPolicy(Commits):
     def _partial_result(self, request: Job, utt: Utterance, transcript: Transcript,
                         now: float) -> list[Event]:
         o = self.options
-        self._next_partial_at = partials.next_at(o, request, now, self._backoff, heard=True)
         if utt is not self._active:
-            return []  # the utterance ended meanwhile; its final supersedes this
+            # The utterance ended meanwhile; its final supersedes this. It says nothing about
+            # when the next utterance's partials may come (that one starts its own cadence).
+            return []
+        self._next_partial_at = partials.next_at(o, request, now, self._backoff, heard=True)
         kept = partials.shown(o, request, transcript)
         # Committing early (commit_stable), from the words' times (a runner that gives none:
         # nothing is committed early).
