@@ -15,8 +15,12 @@ text as given (its joining space included). `inject(text)` inserts stripped text
 Every attempt ends with `finished(ok, message)`; a failure is reported, never logged as success.
 A paste can't be confirmed by the target app, so success means "keys delivered". `timings` holds
 when the last attempt passed each step (time.monotonic seconds): "inject_start",
-"clipboard_set" and "keys_sent" (paste), "typed" (type). Nothing waits on the way: the keys
-follow the clipboard at once; only the clipboard restore is delayed (RESTORE_DELAY_MS).
+"clipboard_set" and "keys_sent" (paste), "typed" (type). The keys follow the clipboard at once;
+the clipboard restore is delayed (RESTORE_DELAY_MS). One wait comes first: while the user still
+holds Ctrl, Alt, Shift or Super (the hotkey's Ctrl+Alt after its Space went up, or the next
+push-to-talk press while a slow final lands), the target would see Ctrl+Alt+V, not Paste, and
+Ctrl+Alt+V is our own paste-last hotkey; so texts wait, in order, until those keys are let go
+(at most HELD_WAIT_S). Wayland's inserter (its own thread) does not wait.
 """
 
 from __future__ import annotations
@@ -24,9 +28,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from typing import Any
 
-from PySide6.QtCore import QMimeData, QObject, QTimer, Signal
+from PySide6.QtCore import QMimeData, QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QClipboard, QGuiApplication
 
 from app.hotkeys import HotkeyUnavailableError, pynput_keyboard
@@ -41,6 +46,19 @@ RESTORE_DELAY_MS = 600
 # Marks the clipboard content a paste put there, so the restore can tell it from a newer copy
 # even when the newer copy is the same text (File > Copy transcript of a one-line session).
 PASTE_MARKER = "application/x-sottovoce-paste"
+# Keys held down that would turn the paste keys (or typed text) into another chord: a text
+# waits for them to be let go, looking every HELD_POLL_MS, and goes anyway after HELD_WAIT_S
+# (a key the desktop reports stuck must not keep dictation from landing).
+HELD_MODIFIERS = (Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.AltModifier
+                  | Qt.KeyboardModifier.ShiftModifier | Qt.KeyboardModifier.MetaModifier)
+HELD_POLL_MS = 20
+HELD_WAIT_S = 30.0
+
+
+def modifiers_held() -> bool:
+    """Whether Ctrl, Alt, Shift or Super is down now, whichever app has focus (Qt asks the
+    window system: on X11 the server's global state)."""
+    return bool(QGuiApplication.queryKeyboardModifiers() & HELD_MODIFIERS)
 
 
 def snapshot_clipboard(clipboard: QClipboard) -> QMimeData | None:
@@ -72,6 +90,13 @@ class TextInjector(QObject):
         self._restore_pending = False
         self.timings: list[tuple[str, float]] = []
         self._typed.connect(forwarder(self.finished, 2))
+        # Texts waiting for held keys to be let go (text, delete_chars, mode), and since when.
+        self._waiting: deque[tuple[str, int, str]] = deque()
+        self._waiting_since = 0.0
+        self._held = QTimer(self)
+        self._held.setSingleShot(True)
+        self._held.setInterval(HELD_POLL_MS)
+        self._held.timeout.connect(self._insert_waiting)
 
     def configure(self, mode: str, paste_keys: str) -> None:
         self.mode, self.paste_keys = mode, paste_keys
@@ -93,11 +118,47 @@ class TextInjector(QObject):
         mode = mode or self.mode
         if (not text and delete_chars <= 0) or mode == "off":
             return
-        self.timings = [("inject_start", time.monotonic())]
         if self.wayland is not None:
+            self.timings = [("inject_start", time.monotonic())]
             self.wayland.submit(Insertion(text, delete_chars, mode, self.paste_keys,
                                           forwarder(self._typed, 2), self.timings))
             return
+        if not self._waiting:
+            self._waiting_since = time.monotonic()
+        self._waiting.append((text, delete_chars, mode))
+        if not self._held.isActive():
+            self._insert_waiting()
+
+    @property
+    def waiting(self) -> int:
+        """Texts waiting for held keys to be let go."""
+        return len(self._waiting)
+
+    def _insert_waiting(self) -> None:
+        """Insert the waiting texts in order once no modifier is held (or HELD_WAIT_S is up)."""
+        if modifiers_held():
+            if time.monotonic() - self._waiting_since < HELD_WAIT_S:
+                self._held.start()
+                return
+            log.warning("a modifier key has been held for %.0f s: inserting anyway", HELD_WAIT_S)
+        # Texts that waited together go in as one (two pastes back to back would race for
+        # the clipboard: the target reads it after it sees the keys).
+        merged: list[tuple[str, int, str]] = []
+        for text, delete_chars, mode in self._waiting:
+            if merged and merged[-1][2] == mode:
+                before, deleted, _ = merged[-1]
+                cut = min(delete_chars, len(before))  # ("scratch that" of a text still here)
+                merged[-1] = (before[:len(before) - cut] + text,
+                              deleted + delete_chars - cut, mode)
+            else:
+                merged.append((text, delete_chars, mode))
+        self._waiting.clear()
+        for text, delete_chars, mode in merged:
+            if text or delete_chars > 0:
+                self._insert_now(text, delete_chars, mode)
+
+    def _insert_now(self, text: str, delete_chars: int, mode: str) -> None:
+        self.timings = [("inject_start", time.monotonic())]
         try:
             controller = self._keyboard_controller()
         except (HotkeyUnavailableError, ImportError, RuntimeError) as exc:

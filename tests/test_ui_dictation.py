@@ -140,3 +140,37 @@ def test_scratch_that_only_takes_back_its_own_transcript_line(qtbot, make_contro
     qtbot.waitUntil(lambda: len(handled) == 2)
     assert controller.session.text() == "Hello there.\nReopened line."
     assert controller.window.transcript.plain_text() == "Hello there.\nReopened line."
+
+
+@pytest.mark.parametrize("inject_mode", ["paste", "type"])
+def test_text_waits_for_the_keys_the_user_still_holds(qtbot, make_controller,  # noqa: F811
+                                                      inject_mode):
+    # Ctrl+Alt still down (the hotkey's, after its Space went up; or the next push-to-talk
+    # press while a slow final lands) would turn Ctrl+V into Ctrl+Alt+V: not Paste, and the
+    # paste-last hotkey. Two texts that wait land in order, once, when the keys are let go.
+    import subprocess
+
+    from PySide6.QtWidgets import QPlainTextEdit
+
+    from app.settings import Settings, with_changes
+
+    controller, _ = make_controller(with_changes(Settings(), inject_mode=inject_mode),
+                                    script=("Hello there.", "How are you?"))
+    target = focused_field(qtbot, QPlainTextEdit)
+    results: list[bool] = []
+    controller.injector.finished.connect(lambda ok, _message: results.append(ok))
+    controller.start_engine()
+    subprocess.run(["xdotool", "keydown", "ctrl+alt"], check=True, timeout=10)
+    try:
+        for said in range(1, 3):
+            controller.on_ptt("press")
+            controller.on_ptt("release")
+            qtbot.waitUntil(lambda said=said: len(controller.session.finals) == said,
+                            timeout=10000)
+        qtbot.waitUntil(lambda: controller.injector.waiting == 2, timeout=10000)
+        qtbot.wait(300)  # (what the field would get now, it would have got by then)
+        assert target.toPlainText() == "" and results == []
+    finally:
+        subprocess.run(["xdotool", "keyup", "ctrl+alt"], check=True, timeout=10)
+    qtbot.waitUntil(lambda: target.toPlainText() == "Hello there. How are you?", timeout=10000)
+    assert results == [True] and controller.injector.waiting == 0
