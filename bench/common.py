@@ -18,6 +18,8 @@ distinguishable from zero" on that corpus.
 from __future__ import annotations
 
 import json
+import os
+import platform
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -66,9 +68,43 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], title: st
             print("  ".join("-" * w for w in widths))
 
 
+# Instruction sets that change CTranslate2's speed (its int8 GEMM kernels, MKL or oneDNN) and
+# its float results (tests/test_wer.py): a speed ratio measured on one processor need not hold on
+# another. On the 2-core AMD EPYC (AVX2, oneDNN) of 4 December 2026 our long-file pipeline was
+# 1.7x faster than faster-whisper's batched pipeline; on the machine of earlier sessions, whose
+# processor went unrecorded, 2.2x (bench/longform.py).
+ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx_vnni", "amx_int8")
+
+
+def host_info() -> dict[str, Any]:
+    """The processor a bench ran on: model name, cores and the ISA flags above (Linux's
+    /proc/cpuinfo; elsewhere the model as `platform` knows it), and the CTranslate2 version."""
+    model, flags = platform.processor() or platform.machine(), set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name":
+                model = value.strip()
+            elif key.strip() == "flags":
+                flags = set(value.split())
+    except OSError:
+        pass
+    try:
+        from importlib.metadata import version
+
+        ct2 = version("ctranslate2")
+    except Exception:  # noqa: BLE001 - not installed (a bench that needs no model)
+        ct2 = None
+    return {"cpu": model, "cores": os.cpu_count(), "isa": [f for f in ISA_FLAGS if f in flags],
+            "ctranslate2": ct2}
+
+
 def write_json(path: str | Path, result: dict[str, Any]) -> Path:
-    """Write ``result`` as indented JSON (folders made as needed) and say where."""
+    """Write ``result`` as indented JSON (folders made as needed) and say where; the processor it
+    ran on goes in as ``host`` (`host_info`) unless the result already says."""
     path = Path(path)
+    if "host" not in result:
+        result = {**result, "host": host_info()}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=2, default=str) + "\n", encoding="utf-8")
     print(f"wrote {path}")

@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from common import DEV_MANIFEST, EVAL_MANIFEST, paired_wer, pct, print_table
+from common import DEV_MANIFEST, EVAL_MANIFEST, host_info, paired_wer, pct, print_table
 from common import write_json as write_result
 from evaluation import ManifestEntry, error_rate, normalize, read_manifest
 
@@ -282,8 +282,10 @@ def show(summary: dict[str, Any], systems: tuple[str, ...] = SYSTEMS) -> None:
         print_table(["file", "better peer", "pieces", "ours %", "peer %", "diff pt", "95 % CI"],
                     paired, "ours vs the better peer, per file (paired bootstrap over pieces)")
     setup = summary["setup"]
+    host = summary["host"]
     print(f"\nload average at start {setup['load_average_at_start'][0]:.1f}, at end "
-          f"{setup['load_average_at_end'][0]:.1f} ({setup['cpu_count']} cores)")
+          f"{setup['load_average_at_end'][0]:.1f} ({setup['cpu_count']} cores: {host['cpu']}, "
+          f"{' '.join(host['isa']) or 'no AVX2 or AVX-512'}; CTranslate2 {host['ctranslate2']})")
     ratios = summary.get("ratios")
     if ratios:
         print(f"ours vs batched: {ratios['speedup_vs_batched']:.2f}x faster (wall), "
@@ -374,6 +376,7 @@ def main(argv: list[str] | None = None) -> int:
         "cpu_count": os.cpu_count(), "machine": platform.machine(),
         "load_average_at_start": load_at_start, "load_average_at_end": os.getloadavg(),
     }
+    summary["host"] = host_info()
     show(summary, chosen)
     write_result(args.out, summary)
     png = args.out.with_suffix(".png")

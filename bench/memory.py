@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from common import REPO as ROOT
+from common import write_json
 from evaluation import english, error_rate, read_manifest
 
 from engine.audio.decode import load_audio  # noqa: E402
@@ -165,8 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['minutes']:>7g} {r['audio_s']:>8} {r['max_rss_mb']:>10} {r['wall_s']:>7} "
               f"{r['cpu_s']:>7} {r['cpu_s_per_audio_h']:>7} {r['words']:>6}")
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"env": env, "runs": rows}))
+        write_json(args.out, {"env": env, "runs": rows})
         png = args.out.with_suffix(".png")
         plot(rows, png, args.title)
         print(f"wrote {args.out} and {png}")

@@ -669,10 +669,7 @@ def only_continuous(args: argparse.Namespace, fast: Recording, padded: Sequentia
     continuous["load_average"] = [round(load_start, 2), round(os.getloadavg()[0], 2)]
     continuous["busy"] = args.busy
     print_continuous(continuous)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"continuous": continuous}, indent=2, ensure_ascii=False)
-                        + "\n", encoding="utf-8")
-    print(f"wrote {args.out}")
+    write_json(args.out, {"continuous": continuous})
     return 0
 
 

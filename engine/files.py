@@ -84,7 +84,7 @@ log = logging.getLogger(__name__)
 
 # Requests per decode call when a wave's batches are shared out among the streams
 # (`decode_shared`): the CPU runner's generate slice, so a call is the work a slice was before.
-# Against one whole batch per stream, on the 1384 s of long readings (bench/longform.py's
+# Against one whole batch per stream, on the 1484 s of long readings (bench/longform.py's
 # files, tiny.en greedy, 2 cores, 3 runs interleaved, 3 December): wall 23.5 -> 18.8 s
 # (median) at the same CPU time (34.8 -> 33.6 s), WER 5.22 -> 5.19 %. A file of ~140 s is
 # one wave; the stream that drew the harder chunks kept the other idle for ~0.5 s of ~2.8 s.

@@ -145,25 +145,36 @@ def test_short_files_go_to_the_sequential_loop_with_its_silence_rule_and_cancel(
 
 
 class _OneSlowStream:
-    """A real two-stream runner whose calls on the calling thread take a second longer (a
-    stream that drew the harder chunks); records who decoded how many requests per call."""
+    """A real two-stream runner whose first call on the calling thread is held until the other
+    stream has decoded ``hold_until`` pieces (a stream that drew a chunk far harder than the
+    rest; at most a minute, so a runner that never shares out fails rather than hangs); records
+    who decoded how many requests per call. (A fixed one-second hold made the test depend on
+    the other stream's speed: on a busy 2-core machine it took only 3 pieces meanwhile.)"""
 
     streams = 2
     device = "cpu"
 
-    def __init__(self, inner, slow: int) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, inner, slow: int, hold_until: int) -> None:  # type: ignore[no-untyped-def]
         self.inner = inner
         self.slow = slow
+        self.hold_until = hold_until
         self.calls: list[tuple[int, int]] = []
-        self._lock = threading.Lock()
+        self.done_by_others = 0
+        self._progress = threading.Condition()
 
     def decode_batch(self, requests: list[DecodeRequest]) -> list[Transcript]:
         me = threading.get_ident()
-        with self._lock:
+        with self._progress:
             self.calls.append((me, len(requests)))
         if me == self.slow:
-            threading.Event().wait(1.0)
-        return self.inner.decode_batch(requests)
+            with self._progress:
+                self._progress.wait_for(lambda: self.done_by_others >= self.hold_until, 60.0)
+            return self.inner.decode_batch(requests)
+        result = self.inner.decode_batch(requests)
+        with self._progress:
+            self.done_by_others += 1
+            self._progress.notify_all()
+        return result
 
 
 @pytest.mark.model
@@ -178,12 +189,13 @@ def test_a_waves_batches_are_shared_out_so_a_slow_stream_does_not_hold_the_other
     spans = [audio[i * 5 * SAMPLE_RATE:(i + 1) * 5 * SAMPLE_RATE] for i in range(8)]
     batches = [[DecodeRequest(a, tag=i) for i, a in enumerate(spans[:4])],
                [DecodeRequest(a, tag=i) for i, a in enumerate(spans[4:], 4)]]
-    slow = _OneSlowStream(runner, threading.get_ident())
+    # This thread's first piece is held until the other stream has decoded 6 of the other 7.
+    slow = _OneSlowStream(runner, threading.get_ident(), hold_until=6)
     with ThreadPoolExecutor(1) as pool:
         shared = decode_shared(slow, batches, pool, streams=2, piece=1)
     assert all(n == 1 for _, n in slow.calls) and len(slow.calls) == 8
     mine = sum(1 for who, _ in slow.calls if who == slow.slow)
-    assert mine <= 3, slow.calls  # the other stream took the rest while this one was slow
+    assert mine <= 2, slow.calls  # the other stream took the rest while this one was held
     whole = [runner.decode_batch(batch) for batch in batches]
     assert [[t.text for t in b] for b in shared] == [[t.text for t in b] for b in whole]
     assert all(t.text.strip() for b in shared for t in b)

@@ -25,7 +25,10 @@ from engine.dictation.rules import RuleError, apply_rules, max_length, parse_rul
 
 REPO = Path(__file__).resolve().parents[1]
 JFK = REPO / "tests" / "audio" / "jfk-inaugural-1961-excerpt.flac"
-# What `sottovoce transcribe` (tiny.en, the sequential decoder) writes for the JFK sample.
+# The JFK sample's words, as `sottovoce transcribe` (tiny.en, the sequential decoder) wrote
+# them on the machine of earlier sessions. Its exact lines and commas depend on the processor
+# (an AVX2 AMD EPYC writes "And so, my fellow Americans ask not ... for you" and the rest on a
+# second line), so the file cases compare with `jfk_text`, the plain run's output on this one.
 JFK_TEXT = ("And so my fellow Americans, ask not what your country can do for you, ask what "
             "you can do for your country.\n")
 
@@ -34,6 +37,18 @@ def cli(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.Comp
     return subprocess.run([sys.executable, "-m", "app.cli", *map(str, args)], cwd=REPO,
                           capture_output=True, text=True, timeout=300,
                           env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})})
+
+
+@pytest.fixture(scope="module")
+def jfk_text() -> str:
+    """What a plain `sottovoce transcribe JFK` prints here: the text every odd case below must
+    write whole (checked against the sample's words first)."""
+    from bench.evaluation import error_rate
+
+    run = cli("transcribe", JFK, "--no-progress")
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert error_rate([JFK_TEXT], [run.stdout]) <= 0.1, run.stdout
+    return run.stdout
 
 
 def no_traceback(run: subprocess.CompletedProcess[str]) -> None:
@@ -80,12 +95,13 @@ def test_rules_that_grow_without_bound_are_capped_and_named() -> None:
 
 
 @pytest.mark.model
-def test_transcribe_with_the_backtracking_rule_finishes_with_the_text(tmp_path: Path) -> None:
+def test_transcribe_with_the_backtracking_rule_finishes_with_the_text(
+        tmp_path: Path, jfk_text: str) -> None:
     rules = tmp_path / "rules.txt"
     rules.write_text("/(\\w+,?\\s?)+!/ => x\nfellow => dear\n")
     run = cli("transcribe", "--replacements", rules, JFK, "--no-progress")
     no_traceback(run)
-    assert run.returncode == 0 and run.stdout == JFK_TEXT.replace("fellow", "dear")
+    assert run.returncode == 0 and run.stdout == jfk_text.replace("fellow", "dear")
 
 
 # -- case 4: a rule the engine cannot compile ----------------------------------------------
@@ -139,14 +155,14 @@ def test_a_settings_file_with_such_a_rule_is_set_aside_and_the_app_starts(tmp_pa
 
 
 @pytest.mark.model
-def test_an_output_never_overwrites_its_input(tmp_path: Path) -> None:
+def test_an_output_never_overwrites_its_input(tmp_path: Path, jfk_text: str) -> None:
     clip = tmp_path / "clip.txt"  # audio, named .txt
     shutil.copy(JFK, clip)
     run = cli("transcribe", clip, "-o", tmp_path, "--no-progress")
     no_traceback(run)
     assert run.returncode == 0
     assert clip.read_bytes() == JFK.read_bytes()  # before: replaced by its own transcript
-    assert (tmp_path / "clip.txt.txt").read_text() == JFK_TEXT
+    assert (tmp_path / "clip.txt.txt").read_text() == jfk_text
 
 
 @pytest.fixture
@@ -192,13 +208,14 @@ def test_an_output_folder_under_a_file_is_refused_before_any_work(tmp_path: Path
 
 
 @pytest.mark.model
-def test_a_name_of_246_characters_is_transcribed_and_written(tmp_path: Path) -> None:
+def test_a_name_of_246_characters_is_transcribed_and_written(tmp_path: Path,
+                                                           jfk_text: str) -> None:
     source = tmp_path / ("a" * 242 + ".wav")  # before: "File name too long", text lost
     shutil.copy(JFK, source)
     run = cli("transcribe", source, "-o", tmp_path / "out", "--no-progress")
     no_traceback(run)
     assert run.returncode == 0
-    assert (tmp_path / "out" / ("a" * 242 + ".txt")).read_text() == JFK_TEXT
+    assert (tmp_path / "out" / ("a" * 242 + ".txt")).read_text() == jfk_text
     assert [p.name for p in (tmp_path / "out").iterdir()] == ["a" * 242 + ".txt"]
 
 

@@ -82,9 +82,16 @@ def test_short_english_is_not_taken_for_a_language_never_spoken(
     free = base_runner.decode_batch([DecodeRequest(audio, DecodeOptions(beam_size=1))])[0]
     among = base_runner.decode_batch([DecodeRequest(
         audio, DecodeOptions(beam_size=1, languages=("en", "fr")))])[0]
-    assert free.language != "en"  # Whisper alone gets it wrong...
-    assert among.language == "en"  # ...the user's languages put it right
+    # Whisper alone took this clip for another language with base int8 on the machine of
+    # earlier sessions, and the user's languages put it right. On an AVX2 processor (an AMD
+    # EPYC) it hears English unaided; that the choice stays within the user's languages is
+    # then shown by a set without the one it heard.
+    assert among.language == "en"
     assert "god bless" in among.text.lower()
+    if free.language == "en":
+        other = base_runner.decode_batch([DecodeRequest(
+            audio, DecodeOptions(beam_size=1, languages=("fr", "de")))])[0]
+        assert other.language in ("fr", "de")
 
 
 @pytest.mark.model

@@ -4,7 +4,9 @@ Thresholds were measured on this machine (CPU int8, beam 5, the CLI's TXT settin
 little above the measurement, so a regression fails while CPU-to-CPU numeric noise (int8 kernels
 differ between AVX2 and AVX-512) does not:
 
-  tiny.en, 26 English short clips (180 s)      corpus WER 8.92 %  -> limit 10.0 %
+  tiny.en, 26 English short clips (180 s)      corpus WER 8.92 %  -> limit 11.0 %
+    (10.36 % on an AVX2 processor, an AMD EPYC without AVX-512: CTranslate2's int8 kernels
+    there are oneDNN's u8s8 ones; float32 scored 9.40 % on it)
   tiny.en, 231 s long-form reading             WER 4.69 %         -> limit 5.5 %
   base, 9 non-English short clips (50 s)       mean WER/CER 19.1 % -> limit 23 %, languages exact
 
@@ -22,7 +24,7 @@ from app.commands.transcribe import Decoders, decode_options, transcribe
 from bench.evaluation import ManifestEntry, english, error_rate
 from engine.audio.decode import load_audio
 
-SHORT_WER_LIMIT = 0.10
+SHORT_WER_LIMIT = 0.11
 LONG_WER_LIMIT = 0.055
 BASE_MEAN_ERROR_LIMIT = 0.23
 

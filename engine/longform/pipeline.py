@@ -80,15 +80,21 @@ class LongFormOptions:
         end cut off, a phrase said again across a border), so longer chunks read better; each
         decoder step attends over the whole window, so they cost more. Measured with
         bench/longform.py (issue 28: the 231 s reading plus one reading per evaluation-corpus
-        speaker with 100 s or more, 1384 s in all, tiny.en greedy, 2 cores, 4 December 2026,
+        speaker with 100 s or more, 1484 s in all, tiny.en greedy, 2 cores, 4 December 2026,
         the long reading's spoken parenthesis counted), WER and wall-time speed against
         faster-whisper's batched pipeline (47 s that day; the peers' WER: sequential 4.41 %,
         batched 4.41 %): 12-18 s 4.85 % at 2.35-2.48x, 18-24 s 4.53 % at 2.14-2.34x, 20-26 s
         4.62 % at 2.1-2.2x, 22-28 s 4.38 % at 1.8x, 24-30 s 4.27 % at 1.6-1.7x. Past 24 s the
         encoder's and the decoder's attention over the longer windows cost more CPU (41-46 s
-        against 36-38 s; a larger decode budget did not change it). Peak RSS of `sottovoce
+        against 36-38 s; a larger decode budget did not change it). The speed ratio depends on
+        the processor: on a 2-core AMD EPYC (AVX2, CTranslate2 on oneDNN; bench JSON records
+        the host now) the same bench, same day, gave 1.71x (CPU time 1.76x; WER ours 4.50 %,
+        batched 4.41 %, sequential 4.76 %): the encoder is 70 % of our CPU time there (11.6 of
+        16.2 s on the 231 s reading, generate 4.7 s), and encoding the speech is work the
+        batched pipeline does too, so greedy decoding saves less. Peak RSS of `sottovoce
         transcribe` (bench/memory.py, greedy): 452 / 448 / 469 MB for 30 / 60 / 180 min
-        (12-18 s: 398 / 419 / 459 MB); before the waves were shared out (`decode_shared`) and
+        (12-18 s: 398 / 419 / 459 MB); on the AMD EPYC 470 / 461 / 499 MB (its peaks are
+        brief, one wave's buffers at once: the curve sits at 350-450 MB); before the waves were shared out (`decode_shared`) and
         at beam 5, 18-24 s went past 500 MB. Lower VAD thresholds
         (0.35/0.15) win back part of the whispered and falsetto clips of the 20 min mix (WER
         14.0 -> 12.7 %) but cost 8 % more CPU and 0.5 point on the reading.
@@ -124,7 +130,7 @@ class LongFormOptions:
         prompt, as Whisper's own loop does (``condition_on_previous_text``), guarded as the
         live prompt is (`engine.core.prompt.PromptTracker`: only checked text that kept its
         form, at most 200 characters, forgotten after 20 s without speech). Off by default:
-        measured on the same 1384 s it did not pay (8-12 s chunks, 4 lanes per stream:
+        measured on the same 1484 s it did not pay (8-12 s chunks, 4 lanes per stream:
         5.95 % with prompts, 6.13 % for the same lanes without; 18-24 s chunks, 2 lanes per
         stream: 5.05 % with, 4.84 % without; 12-18 s chunks, 8 lanes: 5.43 % either way),
         and the smaller waves cost up to 18 % more CPU time.
@@ -189,7 +195,7 @@ class LongFormOptions:
         sequential decoder (faster-whisper's default) and the pipeline's greedy first
         decodes, whose unsure chunks are decoded again at beam 5 (`retry.RetryPolicy`).
 
-        Beam 5 on every first decode of the pipeline does not pay: over the 1384 s of
+        Beam 5 on every first decode of the pipeline does not pay: over the 1484 s of
         bench/longform.py (3 December 2026, 12-18 s chunks) it read 4.91 % WER against 4.85 %
         greedy in 1.85x the wall time (37.7 against 20.4 s), dropped whole phrases where a
         beam ended a chunk early ("what the flaming", "mumbled Mister Verloc"). (Its decode
