@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.recordings import recording
 
 from bench.evaluation import ManifestEntry, read_manifest
 
@@ -71,7 +72,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    guarded = item.get_closest_marker("model") is None
+    # (Recording decodes, tests/support/recordings.py, loads the model in replaying tests.)
+    guarded = item.get_closest_marker("model") is None and not recording()
     _current["guarded"] = guarded
     _guard_record.unlink(missing_ok=True)
     if guarded:

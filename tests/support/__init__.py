@@ -1,0 +1,1 @@
+"""What tests share: drivers, runners, recorders and servers (no test imports another test)."""
