@@ -22,6 +22,9 @@ nothing), `captive_portal` (the file list answered 200 with an HTML login page),
 (file -> bytes its GET sends, zeros after the real content, while HEAD declares the real size),
 `declared` (file -> the size its HEAD declares, whatever it holds),
 `drip` (while set, bodies are sent 1 kB every 50 ms). `release` ends every hang (set on exit).
+`cdn` (another server's URL: LFS files are answered 302 to the same path there, the recorded
+hash and size in the 302's headers, as huggingface.co sends them to its CDN); `authorized`
+lists the paths of requests that carried an Authorization header.
 """
 
 from __future__ import annotations
@@ -57,6 +60,8 @@ class HubState:
     captive_portal: bool = False
     oversend: dict[str, int] = field(default_factory=dict)
     declared: dict[str, int] = field(default_factory=dict)
+    cdn: str | None = None
+    authorized: list[str] = field(default_factory=list)
     drip: threading.Event = field(default_factory=threading.Event)
     release: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -85,9 +90,18 @@ class _Handler(BaseHTTPRequestHandler):
         return None
 
     def _log(self) -> None:
+        path = unquote(urlparse(self.path).path)
         with self.state.lock:
-            self.state.requests.append((self.command, unquote(urlparse(self.path).path),
-                                        self.headers.get("Range", "")))
+            self.state.requests.append((self.command, path, self.headers.get("Range", "")))
+            if self.headers.get("Authorization"):
+                self.state.authorized.append(path)
+
+    def _to_cdn(self, name: str, data: bytes, head: bool) -> bool:
+        if self.state.cdn is None or name not in LFS_FILES:
+            return False
+        headers = {**_file_headers(name, data), "Location": self.state.cdn + self.path}
+        self._send(302, b"", "text/plain", headers, head=head)
+        return True
 
     def _refuse_if_down(self) -> bool:
         if self.state.down:
@@ -128,7 +142,7 @@ class _Handler(BaseHTTPRequestHandler):
         if route is None or data is None:
             self._send(404, b"", "text/plain", {"X-Error-Code": "EntryNotFound"}, head=True)
             return
-        if self.state.hangs("head"):
+        if self.state.hangs("head") or self._to_cdn(route[2], data, head=True):
             return
         headers = _file_headers(route[2], data)
         if route[2] in self.state.declared:
@@ -163,7 +177,8 @@ class _Handler(BaseHTTPRequestHandler):
         if data is None:
             self._send(404, b"", "text/plain", {"X-Error-Code": "EntryNotFound"})
             return
-        self._send_file(name, data)
+        if not self._to_cdn(name, data, head=False):
+            self._send_file(name, data)
 
     def _send_file(self, name: str, data: bytes) -> None:
         if name in self.state.corrupt:

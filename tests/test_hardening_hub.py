@@ -29,7 +29,7 @@ from engine import model_download
 from engine.model_download import ModelDownloadError, download, partial_dir
 from engine.model_guard import hub_file_path
 from engine.models import downloaded_path, models_dir
-from tests.hub_server import LocalHub
+from tests.hub_server import COMMIT, LocalHub
 
 REPO = "Systran/faster-whisper-tiny.en"  # the catalogue's repository for tiny.en
 # A small stand-in for the model: the downloader checks hashes, not whether CTranslate2 loads it.
@@ -218,6 +218,19 @@ def test_a_symbolic_link_in_the_way_is_refused(hub: LocalHub, home: Path,
     assert not [p for p in file_gets(hub) if p.startswith("GET")]
 
 
+@pytest.mark.parametrize("link", [".partial-tiny.en", "tiny.en"])
+def test_a_model_folder_that_is_a_link_is_refused(hub: LocalHub, home: Path, link: str,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    models_dir().mkdir(parents=True)
+    (models_dir() / link).symlink_to(home / "my-model")
+    before = outside_cache(home)
+    assert run(capsys, "download", "tiny.en") == (
+        1, "", f"sottovoce: tiny.en: a symbolic link is in the way in {models_dir()}; nothing "
+               "was downloaded\n")
+    assert outside_cache(home) == before
+    assert not [p for p in file_gets(hub) if p.startswith("GET")]
+
+
 SEGMENTS = st.sampled_from(["..", ".", "", "a", "b.txt", "\\", "C:", "~", " ", "é", "%2e%2e",
                             "CON", "lnk", "\x00", "sottovoce-download.json", "x.part", "/"])
 HUB_NAMES = st.one_of(
@@ -365,10 +378,42 @@ def test_free_space_is_checked_again_as_bytes_arrive(hub: LocalHub, home: Path,
     assert downloaded_path("tiny.en") is None
 
 
+@pytest.mark.parametrize("corrupt", [False, True])
+def test_a_redirect_to_another_host_is_verified_and_given_no_token(
+        hub: LocalHub, corrupt: bool, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """model.bin sent to a CDN on another host (another port: another origin), as the hub does:
+    followed, hashed against what the hub recorded, and the user's HF_TOKEN stays with the hub."""
+    monkeypatch.setenv("HF_TOKEN", "hf_NotARealTokenForTheTest")
+    with LocalHub() as cdn:
+        cdn.state.repos[REPO] = dict(FILES)
+        if corrupt:
+            cdn.state.corrupt.add("model.bin")
+        hub.state.cdn = cdn.url
+        result = run(capsys, "download", "tiny.en")
+    url = f"/{REPO}/resolve/{COMMIT}/model.bin"
+    assert [(m, p) for m, p, _ in cdn.state.requests] == [("GET", url)]
+    assert f"/api/models/{REPO}/revision/main" in hub.state.authorized  # the token is in use...
+    assert cdn.state.authorized == []  # ...and never sent to another host
+    target = models_dir() / "tiny.en"
+    if not corrupt:
+        assert result == (0, f"tiny.en downloaded and verified: {target}\n", "")
+        assert (target / "model.bin").read_bytes() == FILES["model.bin"]
+        return
+    good = hashlib.sha256(FILES["model.bin"]).hexdigest()
+    bad = hashlib.sha256(bytes([FILES["model.bin"][0] ^ 0xFF]) + FILES["model.bin"][1:])
+    assert result == (
+        1, "", f"sottovoce: tiny.en: model.bin does not match the hash the hub records for it "
+               f"(expected {good[:12]}…, got {bad.hexdigest()[:12]}…); it was deleted, and the "
+               "model is not offered. Try again; if it keeps failing, the mirror or proxy alters "
+               "it\n")
+    assert not target.exists() and not (partial_dir("tiny.en") / "model.bin.part").exists()
+
+
 # --- one download of a model at a time -------------------------------------------------------
 
 
-def cli(*argv: str, env: dict[str, str]) -> list[str]:
+def cli(*argv: str) -> list[str]:
     return [sys.executable, "-c", "import sys; from app.cli import main; sys.exit(main())",
             "models", *argv]
 
@@ -376,7 +421,7 @@ def cli(*argv: str, env: dict[str, str]) -> list[str]:
 def test_a_second_download_of_the_same_model_says_who_holds_it(hub: LocalHub, home: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     hub.state.drip.set()  # the first download stays under way until the test lets it go
-    first = subprocess.Popen(cli("download", "tiny.en", env=env), env=env, text=True,
+    first = subprocess.Popen(cli("download", "tiny.en"), env=env, text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 120  # a bound for a stuck test, not a measure
@@ -384,12 +429,12 @@ def test_a_second_download_of_the_same_model_says_who_holds_it(hub: LocalHub, ho
             assert first.poll() is None, first.communicate()
             assert time.monotonic() < deadline
             time.sleep(0.05)
-        second = subprocess.run(cli("download", "tiny.en", env=env), env=env, text=True,
+        second = subprocess.run(cli("download", "tiny.en"), env=env, text=True,
                                 capture_output=True, timeout=120)
         assert (second.returncode, second.stdout, second.stderr) == (
             1, "", f"sottovoce: tiny.en is already being downloaded by another process "
                    f"(pid {first.pid}); wait for it to finish, or stop it, and try again\n")
-        removal = subprocess.run(cli("remove", "tiny.en", env=env), env=env, text=True,
+        removal = subprocess.run(cli("remove", "tiny.en"), env=env, text=True,
                                  capture_output=True, timeout=120)
         assert (removal.returncode, removal.stdout, removal.stderr) == (
             1, "", f"sottovoce: cannot remove tiny.en: it is being downloaded by another process "
@@ -402,6 +447,6 @@ def test_a_second_download_of_the_same_model_says_who_holds_it(hub: LocalHub, ho
     assert (first.returncode, out, err) == (0, f"tiny.en downloaded and verified: {target}\n", "")
     for name, data in FILES.items():
         assert (target / name).read_bytes() == data
-    again = subprocess.run(cli("download", "tiny.en", env=env), env=env, text=True,
+    again = subprocess.run(cli("download", "tiny.en"), env=env, text=True,
                            capture_output=True, timeout=120)
     assert (again.returncode, again.stderr) == (0, "")
