@@ -46,16 +46,18 @@ from pathlib import Path
 from engine.model_catalog import MODEL_FILE_PATTERNS, catalogue_entry, directory_size
 from engine.model_fetch import (
     DISK_MARGIN,
-    DownloadCancelled,
-    ModelDownloadError,
     Oversized,
     RemoteFile,
     endpoint,
     fetch_file,
-    format_bytes,
     hub_message,
     network_message,
 )
+
+# The callers' names for what now lives in engine.model_fetch.
+from engine.model_fetch import DownloadCancelled as DownloadCancelled
+from engine.model_fetch import ModelDownloadError as ModelDownloadError
+from engine.model_fetch import format_bytes as format_bytes
 from engine.model_guard import (
     PART_SUFFIX,
     ModelBusy,
