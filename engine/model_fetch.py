@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 
 DISK_MARGIN = 50_000_000  # left free after a download
 CHUNK = 1 << 20
+MAX_TRIES = 20  # connections per file: a hub that keeps cutting them cannot keep us forever
 
 
 class ModelDownloadError(EngineError):
@@ -62,7 +63,8 @@ def fetch_file(name: str, f: RemoteFile, part: Path, start: int,
                on_bytes: Callable[[int], None], cancel: threading.Event,
                timeout: float) -> None:
     """Fetch ``f`` into ``part`` from byte ``start`` on; a connection cut after some bytes is
-    resumed at once with a Range request, as long as each try brings new bytes."""
+    resumed at once with a Range request, as long as each try brings new bytes (at most
+    `MAX_TRIES` connections)."""
     from huggingface_hub import get_session, hf_raise_for_status
     from huggingface_hub.utils._headers import build_hf_headers
 
@@ -71,7 +73,9 @@ def fetch_file(name: str, f: RemoteFile, part: Path, start: int,
     with os.fdopen(os.open(part, flags, 0o644), "wb") as out:
         out.truncate(start)
         out.seek(start)
-        while start < f.size:
+        for _ in range(MAX_TRIES):
+            if start >= f.size:
+                return
             headers = build_hf_headers(token=False)
             headers["Accept-Encoding"] = "identity"  # the declared size is of the raw bytes
             if start:
@@ -92,19 +96,21 @@ def fetch_file(name: str, f: RemoteFile, part: Path, start: int,
                 raise
             except Exception as exc:  # noqa: BLE001 - httpx's transient kinds are retried
                 start = out.tell()  # the blocks written before the connection failed
-                if is_timeout(exc) and start == before:
+                if is_timeout(exc) and start <= before:
                     raise ModelDownloadError(
                         f"the hub stopped sending {f.path} of {name}: nothing arrived for "
                         f"{timeout:g} s; what was downloaded is kept, and the next try "
                         "resumes") from exc
-                if start == before or not transient(exc):
+                if start <= before or not transient(exc):
                     raise
                 log.info("%s: connection cut after %d bytes of %s; resuming", name, start, f.path)
                 continue
-            if start == before:
-                raise ModelDownloadError(
-                    f"the hub ended {f.path} of {name} after {start} of its {f.size} bytes; "
-                    "what was downloaded is kept, and the next try resumes")
+            if start <= before:
+                break
+    if start < f.size:
+        raise ModelDownloadError(
+            f"the hub ended {f.path} of {name} after {start} of its {f.size} bytes; what was "
+            "downloaded is kept, and the next try resumes")
 
 
 def _write_body(name: str, f: RemoteFile, body: Iterator[bytes], out: BinaryIO, folder: Path,

@@ -344,6 +344,17 @@ def test_more_bytes_than_declared_stop_the_download_and_are_deleted(
     assert downloaded_path("tiny.en") is None
 
 
+def test_a_file_shorter_than_declared_ends_the_download(hub: LocalHub,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    hub.state.declared["config.json"] = len(FILES["config.json"]) + 100
+    assert run(capsys, "download", "tiny.en") == (
+        1, "", "sottovoce: the hub ended config.json of tiny.en after 15 of its 115 bytes; what "
+               "was downloaded is kept, and the next try resumes\n")
+    ranges = [r for m, p, r in hub.state.requests if m == "GET" and p.endswith("/config.json")]
+    assert ranges == ["", "bytes=15-"]  # resumed once, and given up when nothing more came
+    assert (partial_dir("tiny.en") / "config.json.part").read_bytes() == FILES["config.json"]
+
+
 @pytest.mark.parametrize(("declared", "message"), [
     (-5, "the hub gave an impossible size for Systran/faster-whisper-tiny.en/model.bin"),
     (10**15, "not enough disk space for tiny.en: it needs 1000000.0 GB more"),
