@@ -1,6 +1,6 @@
 """Model download throughput and resume, against the local hub file API server (tests/hub_server.py)
 serving the bundled tiny.en files (78 MB), through engine.model_download (huggingface_hub's
-metadata and http_get, sha256/git-sha1 verification, atomic rename).
+metadata and HTTP session, sha256/git-sha1 verification, atomic rename).
 
     python bench/model_download.py --runs 5 --out bench/results/model_download.json
     python bench/model_download.py --smoke --out /tmp/model_download.json

@@ -13,6 +13,18 @@ Faults for tests: `break_after` (bytes of a file's body sent before the connecti
 `down` (every request answered 503 while set), `corrupt` (files served with one byte flipped,
 their recorded hashes unchanged). Every request is logged in `requests` as
 ``(method, path, range header)``; `served` counts body bytes sent.
+
+A hostile hub or mirror (tests/test_hardening_hub.py): `fallback` (content served for any file
+name the repository does not hold, so a listed name like ``vocabulary.x/../../.bashrc`` is
+answered whatever the client made of its URL), `hang` (``"info"``, ``"head"``, ``"get"``: the
+connection is accepted and that request never answered; ``"get"`` sends the headers, then
+nothing), `captive_portal` (the file list answered 200 with an HTML login page), `oversend`
+(file -> bytes its GET sends, zeros after the real content, while HEAD declares the real size),
+`declared` (file -> the size its HEAD declares, whatever it holds),
+`drip` (while set, bodies are sent 1 kB every 50 ms). `release` ends every hang (set on exit).
+`cdn` (another server's URL: LFS files are answered 302 to the same path there, the recorded
+hash and size in the 302's headers, as huggingface.co sends them to its CDN); `authorized`
+lists the paths of requests that carried an Authorization header.
 """
 
 from __future__ import annotations
@@ -43,7 +55,27 @@ class HubState:
     go_down_after_break: bool = False  # the cut leaves the server answering 503
     corrupt: set[str] = field(default_factory=set)
     throttle_bps: int = 0  # 0: as fast as it goes
+    fallback: bytes | None = None
+    hang: set[str] = field(default_factory=set)
+    captive_portal: bool = False
+    oversend: dict[str, int] = field(default_factory=dict)
+    declared: dict[str, int] = field(default_factory=dict)
+    cdn: str | None = None
+    authorized: list[str] = field(default_factory=list)
+    drip: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def file(self, repo: str, name: str) -> bytes | None:
+        found = self.repos.get(repo, {}).get(name)
+        return self.fallback if found is None and repo in self.repos else found
+
+    def hangs(self, kind: str) -> bool:
+        """Wait, answering nothing, while ``kind`` is to hang (until `release`)."""
+        if kind not in self.hang:
+            return False
+        self.release.wait(120)
+        return True
 
     def add_repo(self, repo: str, folder: Path, extra: dict[str, bytes] | None = None) -> None:
         files = {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
@@ -58,9 +90,18 @@ class _Handler(BaseHTTPRequestHandler):
         return None
 
     def _log(self) -> None:
+        path = unquote(urlparse(self.path).path)
         with self.state.lock:
-            self.state.requests.append((self.command, unquote(urlparse(self.path).path),
-                                        self.headers.get("Range", "")))
+            self.state.requests.append((self.command, path, self.headers.get("Range", "")))
+            if self.headers.get("Authorization"):
+                self.state.authorized.append(path)
+
+    def _to_cdn(self, name: str, data: bytes, head: bool) -> bool:
+        if self.state.cdn is None or name not in LFS_FILES:
+            return False
+        headers = {**_file_headers(name, data), "Location": self.state.cdn + self.path}
+        self._send(302, b"", "text/plain", headers, head=head)
+        return True
 
     def _refuse_if_down(self) -> bool:
         if self.state.down:
@@ -97,12 +138,16 @@ class _Handler(BaseHTTPRequestHandler):
         if self._refuse_if_down():
             return
         route = self._route()
-        if route is None or route[0] != "file" or route[2] not in self.state.repos.get(route[1], {}):
+        data = None if route is None or route[0] != "file" else self.state.file(route[1], route[2])
+        if route is None or data is None:
             self._send(404, b"", "text/plain", {"X-Error-Code": "EntryNotFound"}, head=True)
             return
-        data = self.state.repos[route[1]][route[2]]
-        self._send(200, data, "application/octet-stream", _file_headers(route[2], data),
-                   head=True)
+        if self.state.hangs("head") or self._to_cdn(route[2], data, head=True):
+            return
+        headers = _file_headers(route[2], data)
+        if route[2] in self.state.declared:
+            headers["X-Linked-Size"] = str(self.state.declared[route[2]])
+        self._send(200, data, "application/octet-stream", headers, head=True)
 
     def do_GET(self) -> None:  # noqa: N802
         self._log()
@@ -115,16 +160,25 @@ class _Handler(BaseHTTPRequestHandler):
             return
         kind, repo, name = route
         files = self.state.repos[repo]
+        if self.state.hangs("info" if kind == "info" else "none"):
+            return
+        if kind == "info" and self.state.captive_portal:
+            self._send(200, b"<!DOCTYPE html>\n<html><head><title>Log in to Guest WiFi</title>"
+                            b"</head><body>Accept the terms to continue</body></html>",
+                       "text/html; charset=utf-8")
+            return
         if kind == "info":
             siblings = [{"rfilename": n} for n in files]
             body = json.dumps({"id": repo, "modelId": repo, "sha": COMMIT,
                                "siblings": siblings, "private": False}).encode()
             self._send(200, body, "application/json")
             return
-        if name not in files:
+        data = self.state.file(repo, name)
+        if data is None:
             self._send(404, b"", "text/plain", {"X-Error-Code": "EntryNotFound"})
             return
-        self._send_file(name, files[name])
+        if not self._to_cdn(name, data, head=False):
+            self._send_file(name, data)
 
     def _send_file(self, name: str, data: bytes) -> None:
         if name in self.state.corrupt:
@@ -134,6 +188,8 @@ class _Handler(BaseHTTPRequestHandler):
         if ranged.startswith("bytes="):
             start = int(ranged[len("bytes="):].split("-")[0])
         body = data[start:]
+        if name in self.state.oversend:  # more than HEAD declared: the real bytes, then zeros
+            body = _Padded(body, self.state.oversend[name] - start)
         self.send_response(206 if start else 200)
         self.send_header("Content-Type", "application/octet-stream")
         self.send_header("Content-Length", str(len(body)))
@@ -142,6 +198,8 @@ class _Handler(BaseHTTPRequestHandler):
         for key, value in _file_headers(name, data).items():
             self.send_header(key, value)
         self.end_headers()
+        if self.state.hangs("get"):
+            return
         with self.state.lock:
             cut = self.state.break_after.pop(name, None)
         limit = len(body) if cut is None else max(0, min(len(body), cut - start))
@@ -162,12 +220,31 @@ class _Handler(BaseHTTPRequestHandler):
             if self.state.throttle_bps:
                 due = began + sent / self.state.throttle_bps
                 time.sleep(max(0.0, due - time.monotonic()))
+            chunk = 1 << 10 if self.state.drip.is_set() else 1 << 16
+            if self.state.drip.is_set():
+                time.sleep(0.05)
         if cut is not None:
             if self.state.go_down_after_break:
                 self.state.down = True
             self.close_connection = True
             self.wfile.flush()
             self.connection.shutdown(2)
+
+
+class _Padded:
+    """``data`` followed by zeros up to ``size`` bytes, without holding them all in memory."""
+
+    def __init__(self, data: bytes, size: int) -> None:
+        self._data = data
+        self._size = size
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __getitem__(self, window: slice) -> bytes:
+        start, stop = window.start or 0, min(window.stop, self._size)
+        head = self._data[start:stop]
+        return head + bytes(max(0, stop - start - len(head)))
 
 
 def _file_headers(name: str, data: bytes) -> dict[str, str]:
@@ -203,5 +280,6 @@ class LocalHub:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.state.release.set()
         self._server.shutdown()
         self._server.server_close()

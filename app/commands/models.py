@@ -3,7 +3,8 @@
 ``list`` shows the catalogue (size on disk, languages, where each one is: bundled, downloaded,
 or not here) and the model recommended for this machine. ``download`` shows progress on one
 line (bytes, rate, time left); Ctrl+C stops it and keeps what arrived (the next ``download``
-resumes it). ``remove`` says how much space was freed.
+resumes it). ``remove`` deletes a download in the cache (a name from ``list``, never a path)
+and says how much space was freed.
 Exit status: 0 done, 1 the download or removal failed, 2 usage error.
 """
 
@@ -29,7 +30,7 @@ def add_parser(subparsers: Any) -> None:
     get = sub.add_parser("download", help="download a model (resumes an interrupted one)")
     get.add_argument("name", help="a catalogue name, e.g. small.en or large-v3-turbo")
     rm = sub.add_parser("remove", help="delete a downloaded model")
-    rm.add_argument("name")
+    rm.add_argument("name", help="a downloaded model's name, as `list` shows it (not a path)")
     p.set_defaults(handler=run)
 
 
