@@ -224,3 +224,87 @@ def test_live_requests_go_before_file_work() -> None:
     assert order[0] == "file-0"  # already decoding when the live work came
     assert order[1:3] == ["final", "partial"] and sorted(order[3:]) == ["file-1", "file-2"]
     assert scheduler.stats.kinds["file"].requests == 3
+
+
+def test_the_realtime_client_gets_deltas_then_completions(server: ServerThread,
+                                                          manifest: list[Any]) -> None:
+    """The SDK's realtime client in a transcription session streams the JFK clip at 24 kHz in
+    real time: each item's stable words come as deltas, then its completion; the completions
+    read the clip's sentence (WER with a margin: live decoding is cut at the speaker's pauses)."""
+    import openai
+
+    from bench.evaluation import error_rate
+    from engine.audio.resample import resample
+
+    clip = next(e for e in manifest if e.path.name.startswith("jfk"))
+    audio = resample(load_audio(clip.path), 16_000, 24_000)
+    pcm = (np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes()
+    step = 2400 * 2  # 100 ms of 24 kHz PCM16
+
+    async def session() -> list[Any]:
+        import base64
+
+        api = openai.AsyncOpenAI(base_url=f"http://127.0.0.1:{server.port}/v1", api_key=KEY,
+                                 max_retries=0)
+        events: list[Any] = []
+        async with api.realtime.connect(model="gpt-4o-transcribe",
+                                        extra_query={"intent": "transcription"}) as connection:
+            await connection.send({"type": "session.update", "session": {
+                "type": "transcription", "audio": {"input": {
+                    "format": {"type": "audio/pcm", "rate": 24000},
+                    "transcription": {"model": "gpt-4o-transcribe", "language": "en"},
+                    "turn_detection": {"type": "server_vad"}}}}})
+
+            async def send_audio() -> None:
+                for at in range(0, len(pcm), step):
+                    await connection.send({"type": "input_audio_buffer.append",
+                                           "audio": base64.b64encode(pcm[at:at + step]).decode()})
+                    await asyncio.sleep(0.1)  # real time: the pace a microphone gives
+                await connection.send({"type": "input_audio_buffer.commit"})
+
+            sender = asyncio.ensure_future(send_audio())
+            open_items: set[str] = set()
+            while True:
+                event = await asyncio.wait_for(connection.recv(), 120)
+                events.append(event)
+                if event.type == "input_audio_buffer.speech_started":
+                    open_items.add(event.item_id)
+                elif event.type == "conversation.item.input_audio_transcription.completed":
+                    open_items.discard(event.item_id)
+                    if sender.done() and not open_items:
+                        break
+                elif event.type == "error":
+                    raise AssertionError(event.error)
+            await sender
+        return events
+
+    events = asyncio.run(session())
+    kinds = [e.type for e in events]
+    assert kinds[:2] == ["session.created", "session.updated"], kinds
+    completed = [e for e in events
+                 if e.type == "conversation.item.input_audio_transcription.completed"]
+    deltas = [e for e in events if e.type == "conversation.item.input_audio_transcription.delta"]
+    assert completed and deltas
+    for item in {e.item_id for e in deltas}:  # an item's deltas all come before its completion
+        last_delta = max(i for i, e in enumerate(events) if getattr(e, "item_id", None) == item
+                         and e.type.endswith(".delta"))
+        done_at = next(i for i, e in enumerate(events) if getattr(e, "item_id", None) == item
+                       and e.type.endswith(".completed"))
+        assert last_delta < done_at
+    text = " ".join(e.transcript for e in completed)
+    assert error_rate([clip.text], [text]) <= 0.25, text
+
+
+def test_realtime_is_for_transcription_sessions_only(server: ServerThread) -> None:
+    import json
+
+    from websockets.exceptions import ConnectionClosed
+    from websockets.sync.client import connect
+
+    with connect(f"ws://127.0.0.1:{server.port}/v1/realtime?model=gpt-4o",
+                 additional_headers={"Authorization": f"Bearer {KEY}"}) as ws:
+        error = json.loads(ws.recv(timeout=30))
+        with pytest.raises(ConnectionClosed):
+            ws.recv(timeout=30)
+    assert error["type"] == "error" and "intent=transcription" in error["message"]
+    assert ws.close_code == 1008

@@ -108,6 +108,7 @@ class AsgiSocket:
         self.remote_address = (client.host, client.port) if client else ("local", 0)
         self.close_code: int | None = None
         self.path = websocket.url.path
+        self.headers = websocket.headers
 
     async def recv(self) -> str | bytes:
         from starlette.websockets import WebSocketDisconnected

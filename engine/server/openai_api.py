@@ -281,7 +281,7 @@ class FileEndpoint:
             log.warning("file transcription failed: %s", exc)
             raise ApiError(500, f"transcription failed: {_first_line(exc)}",
                            kind="server_error") from None
-        self._server.counters["files"] = self._server.counters.get("files", 0) + 1
+        self._server.counters["files"] += 1
         return transcript
 
     def _stream(self, path: str, request: FileRequest) -> Any:

@@ -124,7 +124,7 @@ class TranscriptionServer:
         self._sessions = 0
         self.counters: dict[str, int] = {"connections": 0, "sessions": 0, "busy": 0,
                                          "errors": 0, "finals": 0, "unauthorized": 0,
-                                         "whisperlive": 0}
+                                         "whisperlive": 0, "realtime": 0, "files": 0}
         self.started_at = clock()
         self.prometheus = ServerMetrics(self._scrape)
         self.draining = False
@@ -132,6 +132,7 @@ class TranscriptionServer:
         self.keys = Keys([ApiKey("default", self.options.api_key)] if self.options.api_key
                          else [])
         self._guarded = self.clients.guard(self._handle)
+        self._realtime_guarded = self.clients.guard(self._serve_realtime)
 
     @property
     def port(self) -> int:
@@ -201,6 +202,7 @@ class TranscriptionServer:
         routes = [Route("/health", self._health), Route("/metrics", self._metrics),
                   Route("/metrics.json", self._metrics),
                   *openai_api.routes(self), *web.routes(),
+                  WebSocketRoute("/v1/realtime", self._realtime),
                   WebSocketRoute("/{path:path}", self._websocket)]
         return Starlette(routes=routes)
 
@@ -315,9 +317,40 @@ class TranscriptionServer:
         wl.receive(first)  # for its uid
         await _close_with(ws, [wl.wait(WAIT_MINUTES)], CLOSE_TRY_LATER, message)
 
-    async def _serve(self, ws: Any, first: str | bytes) -> None:
+    async def _realtime(self, websocket: Any) -> None:
+        """OpenAI's Realtime API, transcription sessions only (`engine.server.realtime`)."""
+        from engine.server.asgi import accept
+
+        ws = await accept(websocket, self.keys, self._refused)
+        if ws is None:
+            return
+        if websocket.query_params.get("intent") != "transcription":
+            await _refuse(ws, p.BAD_MESSAGE, "this server holds transcription sessions only: "
+                          "connect with ?intent=transcription", CLOSE_POLICY)
+            return
+        await self._realtime_guarded(ws)
+
+    async def _serve_realtime(self, ws: Any) -> None:
+        from engine.server.realtime import RealtimeConnection
+
+        if self._sessions >= self.options.max_sessions:
+            self.counters["busy"] += 1
+            await _refuse(ws, p.BUSY, f"server busy: {self.options.max_sessions} sessions in "
+                          "use", CLOSE_TRY_LATER)
+            return
+        self._sessions += 1
+        self.counters["realtime"] += 1
+        try:
+            await self._run(ws, RealtimeConnection(
+                ws, self.scheduler, multilingual=self.runner.info.multilingual,
+                beta="realtime=v1" in ws.headers.get("openai-beta", ""),
+                **self._connection_kwargs(None)))
+        finally:
+            self._sessions -= 1
+
+    def _connection_kwargs(self, first: str | bytes | None) -> dict[str, Any]:
         o = self.options
-        kwargs: dict[str, Any] = dict(
+        return dict(
             session_options=replace(o.session, policy=o.session.policy.for_model(self.runner.info)),
             scorer=self._scorer_factory(),
             clock=self._clock, max_frame_bytes=o.max_frame_bytes, idle_timeout_s=o.idle_timeout_s,
@@ -327,6 +360,9 @@ class TranscriptionServer:
                                      clock=self._clock),
             model=self.runner.info.name, languages=self.runner.info.languages,
             counters=self.counters, metrics=self.prometheus, first_frame=first)
+
+    async def _serve(self, ws: Any, first: str | bytes) -> None:
+        kwargs = self._connection_kwargs(first)
         connection: Connection
         if is_whisperlive_options(first):
             self.counters["whisperlive"] += 1
@@ -335,6 +371,9 @@ class TranscriptionServer:
                                                **kwargs)
         else:
             connection = Connection(ws, self.scheduler, **kwargs)
+        await self._run(ws, connection)
+
+    async def _run(self, ws: Any, connection: Connection) -> None:
         self._connections.add(connection)
         try:
             await connection.run()
