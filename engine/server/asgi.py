@@ -19,43 +19,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import logging
 import socket
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
+
+from engine.server.keys import ApiKey, Keys
 
 log = logging.getLogger(__name__)
 
 BEARER_SUBPROTOCOL = "bearer"
 UNAUTHORIZED = "unauthorized: send 'Authorization: Bearer <key>'\n"
-
-
-@dataclass(frozen=True)
-class ApiKey:
-    """One client's key and the name its limits and metrics go by (never the key itself)."""
-
-    name: str
-    secret: str
-
-
-class Keys:
-    """The server's keys; none means an open server (loopback only, `ServerOptions`)."""
-
-    def __init__(self, keys: Iterable[ApiKey] = ()) -> None:
-        self._keys = tuple(keys)
-
-    def __bool__(self) -> bool:
-        return bool(self._keys)
-
-    def match(self, token: str) -> ApiKey | None:
-        """The key ``token`` is, compared with every key in constant time."""
-        found = None
-        for key in self._keys:
-            if hmac.compare_digest(token.encode("utf-8", "replace"), key.secret.encode("utf-8")):
-                found = key
-        return found
 
 
 class Refused(Exception):

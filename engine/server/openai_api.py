@@ -181,7 +181,7 @@ async def limited_body(receive: Callable[[], Awaitable[dict[str, Any]]], limit: 
         seen += len(message.get("body", b""))
         if seen > limit:
             raise ApiError(413, f"the upload is over this server's limit of "
-                           f"{limit // (1024 * 1024)} MB", param="file", code="file_too_large")
+                           f"{limit / 2**20:g} MB", param="file", code="file_too_large")
         return message
 
     return counted
@@ -225,16 +225,21 @@ class FileEndpoint:
         from starlette.exceptions import HTTPException
         from starlette.requests import Request
 
-        if (refused := self._refused(request)) is not None:
-            return refused
+        from engine.server.asgi import Refused
+
+        try:
+            key = self._server.authorize(request)
+        except Refused:
+            return self._refused(request)
+        limit = min(self._max_upload, key.max_upload_bytes or self._max_upload) if key else \
+            self._max_upload
         path, streaming = None, False
         try:
             declared = int(request.headers.get("content-length") or 0)
-            if declared > self._max_upload:
+            if declared > limit:
                 raise ApiError(413, f"the upload is over this server's limit of "
-                               f"{self._max_upload // (1024 * 1024)} MB", param="file",
-                               code="file_too_large")
-            body = Request(request.scope, await limited_body(request.receive, self._max_upload))
+                               f"{limit / 2**20:g} MB", param="file", code="file_too_large")
+            body = Request(request.scope, await limited_body(request.receive, limit))
             async with body.form(max_files=1, max_fields=32) as form:
                 checked = parse_request(form, task, self._server.runner.info.name)
                 upload = form.get("file")
@@ -242,6 +247,9 @@ class FileEndpoint:
                     raise ApiError(400, "you must provide a file (multipart field 'file')",
                                    param="file")
                 path = await asyncio.to_thread(_spool, upload.file)
+            refusal = self._server.usage.take_audio(key, await asyncio.to_thread(_seconds, path))
+            if refusal is not None:
+                raise ApiError(429, refusal, code="rate_limit_exceeded")
             if checked.stream:
                 streaming = True  # the stream removes the file when it is done
                 return self._stream(path, checked)
@@ -330,6 +338,16 @@ def _spool(source: Any) -> str:
         while chunk := source.read(1 << 20):
             out.write(chunk)
     return path
+
+
+def _seconds(path: str) -> float:
+    """How long the file says it is (0 when it cannot tell: the decode says why)."""
+    from engine.audio.decode import open_audio
+
+    try:
+        return open_audio(path).expected_samples / 16_000
+    except (EngineError, OSError):
+        return 0.0
 
 
 def _remove(path: str) -> None:

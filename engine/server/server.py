@@ -32,8 +32,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from engine.errors import EngineError, missing_dependency
-from engine.server.asgi import ApiKey, Keys
-from engine.server.connection import Connection, TokenBucket, close_reason
+from engine.server.connection import Connection, KeyedBucket, TokenBucket, close_reason
+from engine.server.keys import ApiKey, Keys, KeyUsage
 from engine.server.limits import ClientSessions, SessionLimits
 from engine.server.metrics import CONTENT_TYPE, Scrape, ServerMetrics
 from engine.server.scheduler import BatchScheduler, SchedulerOptions
@@ -85,6 +85,7 @@ class ServerOptions:
     burst_audio_s: float = 120.0
     rate_frames_per_s: float = 200.0
     api_key: str | None = None
+    api_keys: tuple[ApiKey, ...] = ()  # more keys, each with its limits (`engine.server.keys`)
     tls_cert: str | None = None
     tls_key: str | None = None
     max_upload_bytes: int = 100 * 1024 * 1024  # OpenAI's file endpoints
@@ -93,7 +94,7 @@ class ServerOptions:
     limits: SessionLimits = field(default_factory=SessionLimits)  # per client, per session
 
     def __post_init__(self) -> None:
-        if not is_loopback(self.host) and not self.api_key:
+        if not is_loopback(self.host) and not (self.api_key or self.api_keys):
             raise ValueError(f"binding {self.host} (not loopback) requires an API key")
         if self.max_sessions < 1 or self.max_frame_bytes < 1024:
             raise ValueError("max_sessions must be >= 1 and max_frame_bytes >= 1024")
@@ -104,6 +105,8 @@ class ServerOptions:
                 self.idle_timeout_s, self.rate_audio_x, self.burst_audio_s,
                 self.rate_frames_per_s)):
             raise ValueError("timeouts and rates must be finite numbers > 0")
+        if self.max_upload_bytes < 1:
+            raise ValueError("max_upload_bytes must be >= 1")
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError("TLS needs both a certificate and a key")
 
@@ -129,8 +132,9 @@ class TranscriptionServer:
         self.prometheus = ServerMetrics(self._scrape)
         self.draining = False
         self._connections: set[Connection] = set()
-        self.keys = Keys([ApiKey("default", self.options.api_key)] if self.options.api_key
-                         else [])
+        self.keys = Keys([*self.options.api_keys, *(
+            [ApiKey("default", self.options.api_key)] if self.options.api_key else [])])
+        self.usage = KeyUsage(clock)
         self._guarded = self.clients.guard(self._handle)
         self._realtime_guarded = self.clients.guard(self._serve_realtime)
 
@@ -240,7 +244,19 @@ class TranscriptionServer:
 
         ws = await accept(websocket, self.keys, self._refused)
         if ws is not None:
-            await self._guarded(ws)
+            await self._keyed(ws, self._guarded)
+
+    async def _keyed(self, ws: Any, serve: Callable[[Any], Any]) -> None:
+        """Serve ``ws`` within its key's stream limit."""
+        refusal = self.usage.open_stream(ws.key)
+        if refusal is not None:
+            self.counters["busy"] += 1
+            await _refuse(ws, p.BUSY, refusal, CLOSE_TRY_LATER)
+            return
+        try:
+            await serve(ws)
+        finally:
+            self.usage.close_stream(ws.key)
 
     def _refused(self) -> None:
         self.counters["unauthorized"] += 1
@@ -328,7 +344,7 @@ class TranscriptionServer:
             await _refuse(ws, p.BAD_MESSAGE, "this server holds transcription sessions only: "
                           "connect with ?intent=transcription", CLOSE_POLICY)
             return
-        await self._realtime_guarded(ws)
+        await self._keyed(ws, self._realtime_guarded)
 
     async def _serve_realtime(self, ws: Any) -> None:
         from engine.server.realtime import RealtimeConnection
@@ -344,25 +360,26 @@ class TranscriptionServer:
             await self._run(ws, RealtimeConnection(
                 ws, self.scheduler, multilingual=self.runner.info.multilingual,
                 beta="realtime=v1" in ws.headers.get("openai-beta", ""),
-                **self._connection_kwargs(None)))
+                **self._connection_kwargs(ws, None)))
         finally:
             self._sessions -= 1
 
-    def _connection_kwargs(self, first: str | bytes | None) -> dict[str, Any]:
+    def _connection_kwargs(self, ws: Any, first: str | bytes | None) -> dict[str, Any]:
         o = self.options
         return dict(
             session_options=replace(o.session, policy=o.session.policy.for_model(self.runner.info)),
             scorer=self._scorer_factory(),
             clock=self._clock, max_frame_bytes=o.max_frame_bytes, idle_timeout_s=o.idle_timeout_s,
-            audio_bucket=TokenBucket(rate=o.rate_audio_x * 32_000,
-                                     depth=o.burst_audio_s * 32_000, clock=self._clock),
+            audio_bucket=KeyedBucket(rate=o.rate_audio_x * 32_000,
+                                     depth=o.burst_audio_s * 32_000, clock=self._clock,
+                                     usage=self.usage, key=ws.key),
             frame_bucket=TokenBucket(rate=o.rate_frames_per_s, depth=o.rate_frames_per_s * 2,
                                      clock=self._clock),
             model=self.runner.info.name, languages=self.runner.info.languages,
             counters=self.counters, metrics=self.prometheus, first_frame=first)
 
     async def _serve(self, ws: Any, first: str | bytes) -> None:
-        kwargs = self._connection_kwargs(first)
+        kwargs = self._connection_kwargs(ws, first)
         connection: Connection
         if is_whisperlive_options(first):
             self.counters["whisperlive"] += 1
