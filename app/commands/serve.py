@@ -2,11 +2,13 @@
 
     sottovoce serve [--host 127.0.0.1] [--port 8765] [--model M] [--device auto|cpu|cuda]
                     [--max-sessions N] [--tls-cert FILE --tls-key FILE] [--api-key-env VAR]
+                    [--api-key-file FILE] [--max-upload-mb MB]
                     [--no-batching] [--max-pad-ratio R] [--max-sessions-per-client N]
                     [--idle-audio S] [--session-lifetime S]
 
 The API key is read from the environment variable named by ``--api-key-env`` (never from the
-command line, where other users could see it in the process list). Binding anything but
+command line, where other users could see it in the process list); several keys, each with its
+limits, from ``--api-key-file`` (`engine.server.keys`). Binding anything but
 loopback without a key is refused.
 """
 
@@ -41,6 +43,11 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--tls-key", help="PEM private key for --tls-cert")
     parser.add_argument("--api-key-env", metavar="VAR",
                         help="environment variable holding the API key clients must send")
+    parser.add_argument("--api-key-file", metavar="FILE",
+                        help="keys of several users, one per line: NAME KEY [streams=N] "
+                             "[upload_mb=M] [audio_per_min=S] (chmod 600)")
+    parser.add_argument("--max-upload-mb", type=float, default=100.0, metavar="MB",
+                        help="largest file the OpenAI transcription endpoints take (default 100)")
     parser.add_argument("--no-batching", action="store_true",
                         help="decode one request at a time (for comparison)")
     parser.add_argument("--batch-window-ms", type=float, default=5.0,
@@ -85,7 +92,17 @@ def run(args: argparse.Namespace) -> int:
             print(f"error: environment variable {args.api_key_env} is empty or unset",
                   file=sys.stderr)
             return 2
+    api_keys: tuple[Any, ...] = ()
+    if args.api_key_file:
+        from engine.server.keys import read_key_file
+
+        try:
+            api_keys = tuple(read_key_file(args.api_key_file))
+        except EngineError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     for flag in ("idle_timeout", "batch_window_ms", "max_pad_ratio", "drain_timeout",
+                 "max_upload_mb",
                  "idle_audio", "session_lifetime"):
         value = getattr(args, flag)
         if value is not None and not math.isfinite(value):  # NaN passes every `<` downstream
@@ -94,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         options = ServerOptions(
             host=args.host, port=args.port, max_sessions=args.max_sessions, api_key=api_key,
+            api_keys=api_keys, max_upload_bytes=int(args.max_upload_mb * 2**20),
             tls_cert=args.tls_cert, tls_key=args.tls_key, idle_timeout_s=args.idle_timeout,
             limits=session_limits(args),
             scheduler=SchedulerOptions(max_batch=1 if args.no_batching else 16,

@@ -48,6 +48,8 @@ def close_reason(message: str) -> str:
 class TokenBucket:
     """Classic token bucket: ``rate`` tokens per second, at most ``depth`` saved up."""
 
+    reason = "too much data too fast"  # what a refusal says
+
     def __init__(self, rate: float, depth: float, clock: Callable[[], float]) -> None:
         self._rate = rate
         self._depth = depth
@@ -62,6 +64,26 @@ class TokenBucket:
         if amount > self._tokens:
             return False
         self._tokens -= amount
+        return True
+
+
+class KeyedBucket(TokenBucket):
+    """A connection's audio bucket that also charges its API key's audio budget
+    (`engine.server.keys.KeyUsage`); ``reason`` says which of the two refused."""
+
+    def __init__(self, rate: float, depth: float, clock: Callable[[], float], usage: Any,
+                 key: Any) -> None:
+        super().__init__(rate, depth, clock)
+        self._usage, self._key = usage, key
+
+    def take(self, amount: float) -> bool:
+        if not super().take(amount):
+            self.reason = TokenBucket.reason
+            return False
+        refusal = self._usage.take_audio(self._key, amount / 32_000)  # 16-bit bytes
+        if refusal is not None:
+            self.reason = refusal
+            return False
         return True
 
 
@@ -137,7 +159,8 @@ class Connection:
             if not self._frame_bucket.take(1) or (
                     isinstance(frame, bytes) and not self._audio_bucket.take(
                         self._audio_cost(frame))):
-                raise _Closing(p.RATE_LIMITED, "too much data too fast", CLOSE_POLICY)
+                raise _Closing(p.RATE_LIMITED, self._audio_bucket.reason if isinstance(
+                    frame, bytes) else "too much data too fast", CLOSE_POLICY)
             for message in self._messages(frame):
                 if await self._dispatch(message):
                     return

@@ -10,7 +10,9 @@ Finals first: a final ("urgent") is what a user waits for, a partial is a previe
 takes only finals while any are waiting, so a final never queues behind partials that came
 before it, only behind the decode already running (a partial round is split into runs of
 similar length, and the runs not yet started give way to a final that comes in meanwhile);
-partials go in a round of their own. Under
+partials go in a round of their own. File work (OpenAI's transcription endpoint,
+`SchedulerRunner`) comes last: a round of it is taken only when no final or partial waits,
+and its runs not yet started give way to live work that comes in meanwhile. Under
 overload partials therefore wait longer, and each session's policy, seeing the longer round
 trip, asks for them less often (``busy_factor``). A session takes back (`withdraw`) a queued
 partial of an utterance that has ended meanwhile: its result would be thrown away, and it
@@ -37,17 +39,18 @@ import logging
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from engine.errors import EngineError, TranscriptionError
-from engine.types import SAMPLE_RATE, DecodeRequest, Runner, Transcript
+from engine.types import SAMPLE_RATE, DecodeRequest, ModelInfo, Runner, Transcript
 
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
 FINAL = "final"
 PARTIAL = "partial"
+FILE = "file"
 
 
 @dataclass(frozen=True)
@@ -111,7 +114,7 @@ class SchedulerStats:
     audio_seconds: float = 0.0
     batch_sizes: dict[int, int] = field(default_factory=dict)
     kinds: dict[str, KindStats] = field(
-        default_factory=lambda: {FINAL: KindStats(), PARTIAL: KindStats()})
+        default_factory=lambda: {FINAL: KindStats(), PARTIAL: KindStats(), FILE: KindStats()})
 
     def as_dict(self) -> dict[str, object]:
         mean = self.requests / self.batches if self.batches else 0.0
@@ -134,10 +137,11 @@ class Ticket:
     urgent: bool = False
     queued_at: float = 0.0
     state: str = "queued"
+    background: bool = False  # file work: decoded when no live request waits
 
     @property
     def kind(self) -> str:
-        return FINAL if self.urgent else PARTIAL
+        return FILE if self.background else FINAL if self.urgent else PARTIAL
 
 
 class BatchScheduler:
@@ -152,13 +156,14 @@ class BatchScheduler:
         self._ready = threading.Condition()  # guards the queues, ticket states and _stopping
         self._urgent: deque[Ticket] = deque()
         self._normal: deque[Ticket] = deque()
+        self._background: deque[Ticket] = deque()
         self._stopping = False
         self._thread: threading.Thread | None = None
 
     @property
     def waiting(self) -> int:
         with self._ready:
-            return len(self._urgent) + len(self._normal)
+            return len(self._urgent) + len(self._normal) + len(self._background)
 
     def start(self) -> None:
         if self._thread is not None:
@@ -177,18 +182,28 @@ class BatchScheduler:
         self._thread.join(timeout)
         self._thread = None
 
-    def submit(self, request: DecodeRequest, *, urgent: bool = False) -> Ticket:
-        """Queue a request (call on the event loop that awaits ``ticket.future``)."""
+    def submit(self, request: DecodeRequest, *, urgent: bool = False,
+               background: bool = False) -> Ticket:
+        """Queue a request (call on the event loop that awaits ``ticket.future``); a
+        ``background`` one (file work) has its own queue of the same bound, so files never
+        fill the live sessions' queue."""
         loop = asyncio.get_running_loop()
-        ticket = Ticket(request, loop.create_future(), loop, urgent, self._clock())
+        ticket = Ticket(request, loop.create_future(), loop, urgent and not background,
+                        self._clock(), background=background)
         with self._ready:
             if self._stopping:
                 raise TranscriptionError("server is stopping")
-            if len(self._urgent) + len(self._normal) >= self.options.queue_size:
+            queue = self._queue(ticket)
+            held = len(queue) if background else len(self._urgent) + len(self._normal)
+            if held >= self.options.queue_size:
                 raise TranscriptionError("decode queue full; server overloaded")
-            (self._urgent if urgent else self._normal).append(ticket)
+            queue.append(ticket)
             self._ready.notify()
         return ticket
+
+    def _queue(self, ticket: Ticket) -> deque[Ticket]:
+        return (self._background if ticket.background else self._urgent if ticket.urgent
+                else self._normal)
 
     async def decode(self, request: DecodeRequest, *, urgent: bool = False) -> Transcript:
         return await self.submit(request, urgent=urgent).future
@@ -200,7 +215,7 @@ class BatchScheduler:
             if ticket.state != "queued":
                 return False
             ticket.state = "withdrawn"
-            (self._urgent if ticket.urgent else self._normal).remove(ticket)
+            self._queue(ticket).remove(ticket)
             self.stats.withdrawn += 1
         empty = Transcript(segments=(), duration=len(ticket.request.audio),
                            extra={"path": "withdrawn"})
@@ -211,21 +226,22 @@ class BatchScheduler:
         while (batch := self._take()) is not None:
             groups = split_by_length(batch, self.options.max_pad_ratio)
             for i, group in enumerate(groups):
-                if i and not group[0].urgent and self._yield_to_finals(
+                if i and not group[0].urgent and self._yield_to_live(
                         [t for g in groups[i:] for t in g]):
                     break
                 self._decode(group)
 
-    def _yield_to_finals(self, rest: list[Ticket]) -> bool:
-        """When a final came in while a partial round decodes, its partials not yet started
-        go back to the front of the queue, so the final waits for one run at most. (The
-        queue may then briefly hold up to ``max_batch`` more than ``queue_size``.)"""
+    def _yield_to_live(self, rest: list[Ticket]) -> bool:
+        """When a final came in while a partial round decodes (or any live request while a
+        file round does), the runs not yet started go back to the front of their queue, so
+        the newcomer waits for one run at most. (The queue may then briefly hold up to
+        ``max_batch`` more than ``queue_size``.)"""
         with self._ready:
-            if not self._urgent:
+            if not (self._urgent or (rest[0].background and self._normal)):
                 return False
             for ticket in reversed(rest):
                 ticket.state = "queued"
-                self._normal.appendleft(ticket)
+                self._queue(ticket).appendleft(ticket)
             return True
 
     def _requests(self, batch: list[Ticket]) -> list[DecodeRequest]:
@@ -234,21 +250,21 @@ class BatchScheduler:
         return without_prompts([t.request for t in batch])
 
     def _take(self) -> list[Ticket] | None:
-        """The next round: waiting finals if any, else waiting partials (after the gather
-        window); None once stopping with nothing left."""
+        """The next round: waiting finals if any, else waiting partials, else file work (after
+        the gather window); None once stopping with nothing left."""
         with self._ready:
-            while not (self._urgent or self._normal):
+            while not (self._urgent or self._normal or self._background):
                 if self._stopping:
                     return None
                 self._ready.wait()
             deadline = self._clock() + self.options.window_ms / 1000
-            while not self._stopping and len(self._urgent) + len(self._normal) < \
-                    self.options.max_batch:
+            while not self._stopping and max(len(self._urgent) + len(self._normal), len(
+                    self._background)) < self.options.max_batch:
                 remaining = deadline - self._clock()
                 if remaining <= 0:
                     break
                 self._ready.wait(remaining)
-            source = self._urgent or self._normal
+            source = self._urgent or self._normal or self._background
             batch = [source.popleft() for _ in range(min(len(source), self.options.max_batch))]
             for ticket in batch:
                 ticket.state = "taken"
@@ -357,3 +373,35 @@ def _set_exception(future: asyncio.Future[Transcript], error: BaseException) -> 
 
 def audio_seconds(requests: list[DecodeRequest]) -> float:
     return sum(len(r.audio) for r in requests) / SAMPLE_RATE
+
+
+class SchedulerRunner:
+    """The scheduler as a `Runner` for work off the event loop (a file decoded by the long-form
+    pipeline in a worker thread): each request is queued as file work on ``loop``, so it is
+    batched with other files' chunks and never delays a live session's decode."""
+
+    def __init__(self, scheduler: BatchScheduler, loop: asyncio.AbstractEventLoop) -> None:
+        self._scheduler = scheduler
+        self._loop = loop
+
+    @property
+    def info(self) -> ModelInfo:
+        return self._scheduler.runner.info
+
+    @property
+    def streams(self) -> int:
+        return self._scheduler.runner.streams
+
+    @property
+    def device(self) -> str:
+        return self._scheduler.runner.device
+
+    def load(self) -> None:
+        """The server's runner is loaded before it serves."""
+
+    def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]:
+        async def decode(request: DecodeRequest) -> Transcript:
+            return await self._scheduler.submit(request, background=True).future
+
+        pending = [asyncio.run_coroutine_threadsafe(decode(r), self._loop) for r in requests]
+        return [future.result() for future in pending]

@@ -1,13 +1,14 @@
-"""The WebSocket transcription server: one process, one model, many sessions.
+"""The transcription server: one process, one model, many sessions, one port.
 
-Every connection gets a `ServerSession` (VAD -> segmenter -> streaming policy) and a decode
-task that sends its requests to the shared `BatchScheduler`. Protocol v1 and WhisperLive's
-share the port: the first frame says which (`engine.server.whisperlive`). Plain HTTP ``GET /health`` and
-``GET /metrics`` are answered during the handshake (``process_request``): /health is 200 once
-the model is loaded (the port only opens then) and 503 while draining; /metrics is the
-Prometheus text format (`engine.server.metrics`), /metrics.json (or ``Accept:
-application/json``) the JSON view. `drain()` (``sottovoce serve`` on SIGTERM) stops accepting,
-lets every session's finals finish, acknowledges them and closes with 1012 so the client
+Every WebSocket connection gets a `ServerSession` (VAD -> segmenter -> streaming policy) and a
+decode task that sends its requests to the shared `BatchScheduler`. Protocol v1 and
+WhisperLive's share the port: the first frame says which (`engine.server.whisperlive`). The
+same port answers HTTP (`engine.server.asgi`: Starlette on uvicorn): ``GET /health`` (200 once
+the model is loaded, since the port only opens then, and 503 while draining), ``GET /metrics``
+(the Prometheus text format, `engine.server.metrics`; /metrics.json or ``Accept:
+application/json`` the JSON view), OpenAI's audio API (`engine.server.openai_api`) and the web
+page (`engine.server.web`). `drain()` (``sottovoce serve`` on SIGTERM) stops accepting, lets
+every session's finals finish, acknowledges them and closes with 1012 so the client
 reconnects, through the load balancer, to another replica (docs/deploy.md).
 
 Limits, each answered with an ``error{code}`` frame and a clean close, never a crash:
@@ -15,30 +16,24 @@ Limits, each answered with an ``error{code}`` frame and a clean close, never a c
 (``too_large``), ``idle_timeout_s`` (``idle_timeout``: no frame either way for that long), a
 per-connection token bucket on audio bytes and on frames (``rate_limited``), protocol
 violations (``bad_message`` ...), and the sessions per client, idle-audio and lifetime limits
-of `engine.server.limits`. An API key, when set, is required as ``Authorization: Bearer
-<key>`` (or, as WhisperLive's server takes it from browsers, ``?token=<key>`` or the
-subprotocols ``bearer, <key>``; constant-time compare); it is mandatory when the server binds
+of `engine.server.limits`. An API key, when set, is required on every route but /health
+(`engine.server.asgi` says how it may be sent); it is mandatory when the server binds
 anything but loopback.
-
-The only module that imports ``websockets`` on the server side (lazily, in `start`).
 """
-
 from __future__ import annotations
 
 import asyncio
-import hmac
 import ipaddress
-import json
 import logging
 import math
-import ssl
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 from engine.errors import EngineError, missing_dependency
-from engine.server.connection import Connection, TokenBucket, close_reason
+from engine.server.connection import Connection, KeyedBucket, TokenBucket, close_reason
+from engine.server.keys import ApiKey, Keys, KeyUsage
 from engine.server.limits import ClientSessions, SessionLimits
 from engine.server.metrics import CONTENT_TYPE, Scrape, ServerMetrics
 from engine.server.scheduler import BatchScheduler, SchedulerOptions
@@ -47,11 +42,6 @@ from engine.server.whisperlive import WhisperLiveConnection
 from engine.types import Runner, SpeechScorer
 from engine.wire import protocol as p
 from engine.wire.whisperlive_server import WlServerConnection, is_whisperlive_options
-
-if TYPE_CHECKING:
-    from websockets.typing import Subprotocol
-else:
-    Subprotocol = str  # websockets is imported lazily (module docstring)
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +52,6 @@ BUSY_SNIFF_S = 1.0  # how long a full server waits for a first frame to answer i
 # WhisperLive's WAIT carries minutes until a slot frees; sessions here have no time limit, so
 # this is a nominal retry hint, not an estimate.
 WAIT_MINUTES = 0.5
-BEARER_SUBPROTOCOL = "bearer"
-BEARER = cast("Subprotocol", BEARER_SUBPROTOCOL)
 
 
 def is_loopback(host: str) -> bool:
@@ -97,14 +85,16 @@ class ServerOptions:
     burst_audio_s: float = 120.0
     rate_frames_per_s: float = 200.0
     api_key: str | None = None
+    api_keys: tuple[ApiKey, ...] = ()  # more keys, each with its limits (`engine.server.keys`)
     tls_cert: str | None = None
     tls_key: str | None = None
+    max_upload_bytes: int = 100 * 1024 * 1024  # OpenAI's file endpoints
     scheduler: SchedulerOptions = field(default_factory=SchedulerOptions)
     session: SessionOptions = field(default_factory=SessionOptions)
     limits: SessionLimits = field(default_factory=SessionLimits)  # per client, per session
 
     def __post_init__(self) -> None:
-        if not is_loopback(self.host) and not self.api_key:
+        if not is_loopback(self.host) and not (self.api_key or self.api_keys):
             raise ValueError(f"binding {self.host} (not loopback) requires an API key")
         if self.max_sessions < 1 or self.max_frame_bytes < 1024:
             raise ValueError("max_sessions must be >= 1 and max_frame_bytes >= 1024")
@@ -115,6 +105,8 @@ class ServerOptions:
                 self.idle_timeout_s, self.rate_audio_x, self.burst_audio_s,
                 self.rate_frames_per_s)):
             raise ValueError("timeouts and rates must be finite numbers > 0")
+        if self.max_upload_bytes < 1:
+            raise ValueError("max_upload_bytes must be >= 1")
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError("TLS needs both a certificate and a key")
 
@@ -135,17 +127,22 @@ class TranscriptionServer:
         self._sessions = 0
         self.counters: dict[str, int] = {"connections": 0, "sessions": 0, "busy": 0,
                                          "errors": 0, "finals": 0, "unauthorized": 0,
-                                         "whisperlive": 0}
+                                         "whisperlive": 0, "realtime": 0, "files": 0}
         self.started_at = clock()
         self.prometheus = ServerMetrics(self._scrape)
         self.draining = False
         self._connections: set[Connection] = set()
+        self.keys = Keys([*self.options.api_keys, *(
+            [ApiKey("default", self.options.api_key)] if self.options.api_key else [])])
+        self.usage = KeyUsage(clock)
+        self._guarded = self.clients.guard(self._handle)
+        self._realtime_guarded = self.clients.guard(self._serve_realtime)
 
     @property
     def port(self) -> int:
         if self._server is None:
             raise EngineError("server not started")
-        return int(self._server.sockets[0].getsockname()[1])
+        return int(self._server.port)
 
     @property
     def active_sessions(self) -> int:
@@ -153,27 +150,25 @@ class TranscriptionServer:
 
     async def start(self) -> None:
         try:
-            from websockets.asyncio.server import serve
+            from engine.server.asgi import serve
         except ImportError as exc:
-            raise missing_dependency("websockets", "server") from exc
+            raise missing_dependency("starlette and uvicorn", "server") from exc
         o = self.options
         self.scheduler.start()
-        self._server = await serve(
-            self.clients.guard(self._handle), o.host, o.port,
-            process_request=self._process_request,
-            ssl=self._ssl_context(), max_size=2 * o.max_frame_bytes, max_queue=64,
-            ping_interval=20, ping_timeout=20, close_timeout=5,
-            server_header="sottovoce",
-            select_subprotocol=_select_subprotocol,
-        )
+        tls = (o.tls_cert, o.tls_key) if o.tls_cert and o.tls_key else None
+        try:
+            self._server = await serve(self.app(), o.host, o.port,
+                                       max_message_bytes=2 * o.max_frame_bytes, tls=tls)
+        except BaseException:
+            await asyncio.to_thread(self.scheduler.stop)
+            raise
         log.info("serving on %s (tls=%s, batching=%s)", host_port(o.host, self.port),
                  o.tls_cert is not None, o.scheduler.max_batch > 1)
 
     async def close(self) -> None:
         if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
-            self._server = None
+            server, self._server = self._server, None
+            await server.shutdown()
         await asyncio.to_thread(self.scheduler.stop)
 
     async def drain(self, timeout_s: float = 30.0) -> None:
@@ -182,7 +177,7 @@ class TranscriptionServer:
         still busy after ``timeout_s`` are closed as `close()` does."""
         self.draining = True
         if self._server is not None:
-            self._server.close(close_connections=False)  # the listening socket only
+            self._server.stop_listening()
         live = [asyncio.ensure_future(c.drain()) for c in list(self._connections)]
         log.info("draining %d session(s)", len(live))
         if live:
@@ -194,50 +189,77 @@ class TranscriptionServer:
     async def serve_forever(self) -> None:
         await self.start()
         try:
-            await self._server.serve_forever()
+            await asyncio.Event().wait()
         finally:
             await self.close()
 
-    def _ssl_context(self) -> ssl.SSLContext | None:
-        if self.options.tls_cert is None:
-            return None
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(self.options.tls_cert, self.options.tls_key)
-        return context
-
     # -- HTTP side ---------------------------------------------------------------------
 
-    def _process_request(self, connection: Any, request: Any) -> Any:
-        path = request.path.split("?", 1)[0]
-        if path == "/health":
-            return _json_response(connection, 503 if self.draining else 200, self.health())
-        authorization = request.headers.get_all("Authorization")
-        if len(authorization) > 1:  # headers.get would raise (HTTP 500 and a traceback)
-            self.counters["unauthorized"] += 1
-            return connection.respond(400, "bad request: send one Authorization header\n")
-        if not self._authorized(authorization[0] if authorization else "",
-                                _token_elsewhere(request)):
-            self.counters["unauthorized"] += 1
-            return connection.respond(401, "unauthorized: send 'Authorization: Bearer <key>'\n")
-        if path == "/metrics.json" or (path == "/metrics" and "application/json" in
-                                       request.headers.get("Accept", "")):
-            return _json_response(connection, 200, self.metrics())
-        if path == "/metrics":
-            response = connection.respond(200, self.prometheus.render().decode())
-            del response.headers["Content-Type"]
-            response.headers["Content-Type"] = CONTENT_TYPE
-            return response
-        return None  # go on with the WebSocket handshake
+    def app(self) -> Any:
+        """The ASGI application: the HTTP routes and, on every other path, both WebSocket
+        protocols (`engine.server.asgi`)."""
+        from starlette.applications import Starlette
+        from starlette.routing import Route, WebSocketRoute
 
-    def _authorized(self, header: str, others: list[str]) -> bool:
-        """The header, else a token where WhisperLive's clients put it (``others``)."""
-        key = self.options.api_key
-        if not key:
-            return True
-        scheme, _, token = header.partition(" ")
-        if header and scheme.lower() == "bearer":
-            return _same(token.strip(), key)
-        return any(_same(candidate, key) for candidate in others)
+        from engine.server import openai_api, web
+
+        routes = [Route("/health", self._health), Route("/metrics", self._metrics),
+                  Route("/metrics.json", self._metrics),
+                  *openai_api.routes(self), *web.routes(),
+                  WebSocketRoute("/v1/realtime", self._realtime),
+                  WebSocketRoute("/{path:path}", self._websocket)]
+        return Starlette(routes=routes)
+
+    def authorize(self, request: Any) -> Any:
+        """The caller's `ApiKey` (None on an open server); raises `Refused` when it has none."""
+        from engine.server.asgi import Refused, caller
+
+        try:
+            return caller(self.keys, request.headers, dict(request.query_params), [])
+        except Refused:
+            self.counters["unauthorized"] += 1
+            raise
+
+    async def _health(self, request: Any) -> Any:
+        from starlette.responses import JSONResponse
+
+        return JSONResponse(self.health(), status_code=503 if self.draining else 200)
+
+    async def _metrics(self, request: Any) -> Any:
+        from starlette.responses import JSONResponse, PlainTextResponse, Response
+
+        from engine.server.asgi import Refused
+
+        try:
+            self.authorize(request)
+        except Refused as refused:
+            return PlainTextResponse(refused.text, status_code=refused.status)
+        if request.url.path == "/metrics.json" or "application/json" in request.headers.get(
+                "accept", ""):
+            return JSONResponse(self.metrics())
+        return Response(self.prometheus.render(), media_type=CONTENT_TYPE)
+
+    async def _websocket(self, websocket: Any) -> None:
+        from engine.server.asgi import accept
+
+        ws = await accept(websocket, self.keys, self._refused)
+        if ws is not None:
+            await self._keyed(ws, self._guarded)
+
+    async def _keyed(self, ws: Any, serve: Callable[[Any], Any]) -> None:
+        """Serve ``ws`` within its key's stream limit."""
+        refusal = self.usage.open_stream(ws.key)
+        if refusal is not None:
+            self.counters["busy"] += 1
+            await _refuse(ws, p.BUSY, refusal, CLOSE_TRY_LATER)
+            return
+        try:
+            await serve(ws)
+        finally:
+            self.usage.close_stream(ws.key)
+
+    def _refused(self) -> None:
+        self.counters["unauthorized"] += 1
 
     def health(self) -> dict[str, object]:
         return {"status": "draining" if self.draining else "ok", "ready": not self.draining,
@@ -311,18 +333,53 @@ class TranscriptionServer:
         wl.receive(first)  # for its uid
         await _close_with(ws, [wl.wait(WAIT_MINUTES)], CLOSE_TRY_LATER, message)
 
-    async def _serve(self, ws: Any, first: str | bytes) -> None:
+    async def _realtime(self, websocket: Any) -> None:
+        """OpenAI's Realtime API, transcription sessions only (`engine.server.realtime`)."""
+        from engine.server.asgi import accept
+
+        ws = await accept(websocket, self.keys, self._refused)
+        if ws is None:
+            return
+        if websocket.query_params.get("intent") != "transcription":
+            await _refuse(ws, p.BAD_MESSAGE, "this server holds transcription sessions only: "
+                          "connect with ?intent=transcription", CLOSE_POLICY)
+            return
+        await self._keyed(ws, self._realtime_guarded)
+
+    async def _serve_realtime(self, ws: Any) -> None:
+        from engine.server.realtime import RealtimeConnection
+
+        if self._sessions >= self.options.max_sessions:
+            self.counters["busy"] += 1
+            await _refuse(ws, p.BUSY, f"server busy: {self.options.max_sessions} sessions in "
+                          "use", CLOSE_TRY_LATER)
+            return
+        self._sessions += 1
+        self.counters["realtime"] += 1
+        try:
+            await self._run(ws, RealtimeConnection(
+                ws, self.scheduler, multilingual=self.runner.info.multilingual,
+                beta="realtime=v1" in ws.headers.get("openai-beta", ""),
+                **self._connection_kwargs(ws, None)))
+        finally:
+            self._sessions -= 1
+
+    def _connection_kwargs(self, ws: Any, first: str | bytes | None) -> dict[str, Any]:
         o = self.options
-        kwargs: dict[str, Any] = dict(
+        return dict(
             session_options=replace(o.session, policy=o.session.policy.for_model(self.runner.info)),
             scorer=self._scorer_factory(),
             clock=self._clock, max_frame_bytes=o.max_frame_bytes, idle_timeout_s=o.idle_timeout_s,
-            audio_bucket=TokenBucket(rate=o.rate_audio_x * 32_000,
-                                     depth=o.burst_audio_s * 32_000, clock=self._clock),
+            audio_bucket=KeyedBucket(rate=o.rate_audio_x * 32_000,
+                                     depth=o.burst_audio_s * 32_000, clock=self._clock,
+                                     usage=self.usage, key=ws.key),
             frame_bucket=TokenBucket(rate=o.rate_frames_per_s, depth=o.rate_frames_per_s * 2,
                                      clock=self._clock),
             model=self.runner.info.name, languages=self.runner.info.languages,
             counters=self.counters, metrics=self.prometheus, first_frame=first)
+
+    async def _serve(self, ws: Any, first: str | bytes) -> None:
+        kwargs = self._connection_kwargs(ws, first)
         connection: Connection
         if is_whisperlive_options(first):
             self.counters["whisperlive"] += 1
@@ -331,6 +388,9 @@ class TranscriptionServer:
                                                **kwargs)
         else:
             connection = Connection(ws, self.scheduler, **kwargs)
+        await self._run(ws, connection)
+
+    async def _run(self, ws: Any, connection: Connection) -> None:
         self._connections.add(connection)
         try:
             await connection.run()
@@ -356,37 +416,6 @@ async def _close_with(ws: Any, frames: list[str], close_code: int, reason: str) 
         await ws.close(close_code, close_reason(reason))
     except ConnectionClosed:
         pass
-
-
-def _same(token: str, key: str) -> bool:
-    # compare_digest on bytes: constant time whatever the token holds.
-    return hmac.compare_digest(token.encode("utf-8", "replace"), key.encode("utf-8"))
-
-
-def _token_elsewhere(request: Any) -> list[str]:
-    """Tokens as WhisperLive's server accepts them from clients that cannot set a header
-    (browsers): ``?token=KEY`` in the URL, or the subprotocols ``bearer, KEY``."""
-    from urllib.parse import parse_qs, urlsplit
-
-    tokens = parse_qs(urlsplit(request.path).query).get("token", [])[:1]
-    offered = [x.strip() for x in request.headers.get("Sec-WebSocket-Protocol", "").split(",")]
-    if BEARER_SUBPROTOCOL in offered:
-        tokens += [x for x in offered if x and x != BEARER_SUBPROTOCOL][:1]
-    return tokens
-
-
-def _select_subprotocol(connection: Any, subprotocols: Sequence[Subprotocol]
-                        ) -> Subprotocol | None:
-    """Echo ``bearer`` (never the key beside it): browsers close a socket whose handshake
-    omits a subprotocol they offered."""
-    return BEARER if BEARER in subprotocols else None
-
-
-def _json_response(connection: Any, status: int, body: dict[str, object]) -> Any:
-    response = connection.respond(status, json.dumps(body) + "\n")
-    del response.headers["Content-Type"]
-    response.headers["Content-Type"] = "application/json"
-    return response
 
 
 class ServerThread:
