@@ -3,6 +3,7 @@ and against WhisperLive's server, on this machine with the same model (tiny.en b
 
     python bench/server.py --manifest tests/audio/manifest.jsonl --streams 1,4,8,16 \
         --out bench-server.json [--seconds 20] [--plot bench-server.png]
+    python bench/server.py --streams up --out bench-server.json   # 1, 2, 4 ... until behind
     python bench/server.py --smoke --out /tmp/server.json   # one stream, a few seconds
 
 Each stream plays English clips from the manifest back to back (0.6 s apart) in real time
@@ -23,7 +24,10 @@ through `RemoteLiveEngine`, as a microphone would. Per system and N it reports:
   the partials' share of the busy time, queue waits, fallbacks, withdrawn stale partials and
   per-kind cost by batch size (see `scheduler_stats`).
 Capacity: with real-time streams ``audio_s_per_s`` saturates at N x real time, so the summary
-also prints the largest N that keeps up; under overload (N past that) ``audio_s_per_s`` and
+also prints (and ``limits`` in the JSON holds) the largest N that keeps up per system, and the
+throughput ratio of our batched server over each other system at its own limit; ``--streams
+up`` doubles the count until every system has fallen behind (a system is not run past the
+count where it fell behind); under overload (N past that) ``audio_s_per_s`` and
 ``final_capacity_x`` measure how much the server gets through.
 ``ours_wl``: our batched server with the same streams sent by WhisperLive-protocol clients
 (our ``whisperlive://`` link, the client the ``whisperlive`` row uses against WhisperLive's own
@@ -239,7 +243,7 @@ def plot(results: dict[str, dict[str, dict[str, Any]]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    ns = sorted(int(n) for n in results)
+    ns = sorted(int(n) for n in results if n.isdigit())
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     systems = sorted({s for row in results.values() for s in row if not s.startswith("ratio")})
     for system in systems:
@@ -260,9 +264,33 @@ def plot(results: dict[str, dict[str, dict[str, Any]]], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
-def print_results(results: dict[str, dict[str, dict[str, Any]]]) -> None:
+def doubling(most: int) -> list[int]:
+    counts = [1]
+    while counts[-1] * 2 <= most:
+        counts.append(counts[-1] * 2)
+    return counts
+
+
+def limits(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Per system the largest stream count kept up, and at our batched server's limit the
+    throughput (audio s per s) of each system over our batched server's."""
+    runs = {n: row for n, row in results.items() if n.isdigit()}
+    systems = {s for row in runs.values() for s in row if not s.startswith("ratio")}
+    kept = {s: max((int(n) for n, row in runs.items() if row.get(s, {}).get("keeps_up")),
+                   default=0) for s in systems}
+    at = str(kept.get("ours_batched", 0))
+    row = runs.get(at, {})
+    ours = row.get("ours_batched", {}).get("audio_s_per_s")
+    ratios = {s: round(ours / r["audio_s_per_s"], 3) for s, r in row.items()
+              if ours and not s.startswith("ratio") and s != "ours_batched"
+              and r.get("audio_s_per_s")}
+    return {"largest_kept": kept, "at_streams": int(at), "ours_batched_vs": ratios}
+
+
+def print_results(results: dict[str, dict[str, Any]]) -> None:
     rows = []
-    for n, row in sorted(results.items(), key=lambda kv: int(kv[0])):
+    runs = {n: row for n, row in results.items() if n.isdigit()}
+    for n, row in sorted(runs.items(), key=lambda kv: int(kv[0])):
         for system, r in row.items():
             if system.startswith("ratio"):
                 continue
@@ -274,22 +302,27 @@ def print_results(results: dict[str, dict[str, dict[str, Any]]]) -> None:
                          r.get("final_wait_ms")))
     print_table(("N", "system", "p50 ms", "p95 ms", "audio s/s", "drain s", "keeps up", "WER",
                  "cpu/aud", "batch", "dec cap", "fin cap", "part %", "f wait"), rows)
-    for n, row in sorted(results.items(), key=lambda kv: int(kv[0])):
+    for n, row in sorted(runs.items(), key=lambda kv: int(kv[0])):
         if "ratio_batched_vs_unbatched" in row:
             print(f"{n:>3} throughput batched/unbatched = {row['ratio_batched_vs_unbatched']}")
         if "ratio_wl_clients_ours_vs_theirs" in row:
             print(f"{n:>3} WhisperLive clients, throughput our server/theirs = "
                   f"{row['ratio_wl_clients_ours_vs_theirs']}")
-    for system in {s for row in results.values() for s in row if not s.startswith("ratio")}:
-        kept = [int(n) for n, row in results.items() if row.get(system, {}).get("keeps_up")]
-        print(f"largest N that keeps up, {system}: {max(kept) if kept else 'none'} "
-              f"(of {sorted(int(n) for n in results)})")
+    found = limits(results)
+    for system, kept in sorted(found["largest_kept"].items()):
+        print(f"largest N that keeps up, {system}: {kept or 'none'} "
+              f"(of {sorted(int(n) for n in runs)})")
+    for system, ratio in sorted(found["ours_batched_vs"].items()):
+        print(f"at {found['at_streams']} streams, throughput ours_batched / {system} = {ratio}")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--manifest", default=DEFAULT_MANIFEST, type=Path)
-    parser.add_argument("--streams", default="1,4,8,16")
+    parser.add_argument("--streams", default="1,4,8,16",
+                        help="stream counts, or 'up' to double from 1 until every system "
+                             "falls behind (at most --max-streams)")
+    parser.add_argument("--max-streams", type=int, default=128)
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--plot", type=Path, help="PNG (default: --out with .png)")
     parser.add_argument("--seconds", type=float, default=20.0, help="audio per stream")
@@ -305,14 +338,23 @@ def main(argv: list[str] | None = None) -> int:
     clips = [(load_audio(e.path), e.text) for e in entries if e.duration_s <= 12]
     systems = [s for s in args.systems.split(",") if s]
     results: dict[str, dict[str, Any]] = {}
-    for n in (int(x) for x in args.streams.split(",")):
+    counts = (doubling(args.max_streams) if args.streams == "up"
+              else [int(x) for x in args.streams.split(",")])
+    behind: set[str] = set()  # systems that fell behind: more streams only fall further
+    for n in counts:
+        if args.streams == "up" and behind >= set(systems):
+            break
         row: dict[str, Any] = {}
         for system in systems:
+            if args.streams == "up" and system in behind:
+                continue
             print(f"-- {system}, {n} streams", flush=True)
             try:
                 row[system] = run_once(system, n, clips, args.seconds, args.model)
             except (RuntimeError, OSError) as exc:
                 print(f"   failed: {exc}", flush=True)
+            if not row.get(system, {}).get("keeps_up"):
+                behind.add(system)
         if "ours_wl" in row and "whisperlive" in row:
             ratio = row["ours_wl"]["audio_s_per_s"] / row["whisperlive"]["audio_s_per_s"]
             row["ratio_wl_clients_ours_vs_theirs"] = round(ratio, 3)
@@ -321,6 +363,8 @@ def main(argv: list[str] | None = None) -> int:
             row["ratio_batched_vs_unbatched"] = round(ratio, 3)
         results[str(n)] = row
         write_json(args.out, results)  # after each N: a long run keeps what it measured
+    results["limits"] = limits(results)
+    write_json(args.out, results)
     print_results(results)
     plot(results, args.plot or args.out.with_suffix(".png"))
     return 0
