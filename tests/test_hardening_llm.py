@@ -90,14 +90,14 @@ def make_controller(qtbot, tmp_path, monkeypatch):  # type: ignore[no-untyped-de
     monkeypatch.setenv("SOTTOVOCE_CONTROL_SOCKET", str(tmp_path / "control.sock"))
     made = []
 
-    def make(url: str, **changes: object):  # type: ignore[no-untyped-def]
+    def make(url: str, script: tuple[str, ...] = (RAW,), **changes: object):  # type: ignore[no-untyped-def]
         """The controller, its polish on at ``url``; its engine journals in the user's journal
-        folder (where History looks) and says RAW."""
+        folder (where History looks) and says ``script``."""
         changes = {"sounds": False, "polish": True, "polish_url": url, "polish_model": "m",
                    "polish_budget_s": 10.0, **changes}
         controller = Controller(
             with_changes(Settings(), **changes), LaunchOptions(enable_hotkey=False),
-            engine_factory=lambda _config, sink: AppEngine(JournalledEngine(sink, (RAW,))))
+            engine_factory=lambda _config, sink: AppEngine(JournalledEngine(sink, script)))
         qtbot.addWidget(controller.window)
         qtbot.addWidget(controller.captions)
         made.append(controller)
@@ -264,3 +264,17 @@ def test_a_polished_final_is_journalled_and_history_offers_it(qtbot, make_contro
     assert dialog.entry_texts()[-1] == POLISHED
     dialog.entries.setCurrentRow(len(dialog.entry_texts()) - 1)
     assert dialog.use_polished_button.isEnabled() and dialog.use_raw_button.isEnabled()
+
+
+def test_a_models_final_with_escapes_is_shown_logged_and_typed_as_text(qtbot, make_controller,
+                                                                       caplog) -> None:
+    """Polish off: the engine's own text (a local model's, a remote server's) is cleaned too."""
+    caplog.set_level(logging.INFO)
+    said = f"Hello{ESCAPES}\u202e there\x7f\x08 friend."
+    controller = make_controller("http://127.0.0.1:9/v1", (said,), polish=False,
+                                 inject_mode="type")
+    typed = _typed(qtbot, controller, _terminal(qtbot), "friend.")
+    assert typed in ("Hello there friend.", "Hello there friend. ")
+    assert controller.window.transcript.toPlainText().endswith("Hello there friend.")
+    logged = "\n".join(record.getMessage() for record in caplog.records)
+    assert _controls(logged.replace("\n", "")) == [] and "\u202e" not in logged
