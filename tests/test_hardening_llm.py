@@ -77,6 +77,26 @@ def test_a_trickling_server_cannot_keep_a_request_past_its_deadline(behaviour: s
     assert messages == [f"no answer from {server.url} within 1.0 s"]
 
 
+def test_a_trickling_proxy_cannot_keep_a_request_past_its_deadline(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The proxy the environment names gets the same total deadline as a direct connection."""
+    done = threading.Event()
+    messages: list[str] = []
+    url = "http://llm.invalid/v1"
+
+    def ask() -> None:
+        messages.append(_complete(url, timeout_s=1.0))
+        done.set()
+
+    with HostileLLM("trickle-body", tick_s=0.05) as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.url.removesuffix("/v1"))
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        threading.Thread(target=ask, daemon=True).start()
+        assert done.wait(60), "the request outlived its 1 s deadline by a minute"
+        assert proxy.requests  # the request did go through the proxy
+    assert messages == [f"no answer from {url} within 1.0 s"]
+
+
 # -- the app -------------------------------------------------------------------------------------
 
 @pytest.fixture

@@ -105,6 +105,17 @@ def test_error_text_loses_the_api_key_and_authorization_values() -> None:
     assert safe_message("x" * 300, limit=20) == "x" * 19 + "…"
 
 
+@settings(deadline=None)  # a busy machine's timing is no failure
+@given(TEXTS, TEXTS, st.from_regex(r"sk-[A-Za-z0-9_-]{12,40}", fullmatch=True))
+def test_a_known_key_never_survives_in_error_text(before: str, after: str, key: str) -> None:
+    for echoed in (key, f"Authorization: Bearer {key}", f'"api_key": "{key}"'):
+        # Not even its tail: "\x1b[" before the key ends as a CSI sequence at its "s".
+        assert key[2:] not in safe_message(before + echoed + after, [key], limit=None)
+    assert key[1:] not in safe_message(f"\x1b[{key}", [key])
+    assert key not in safe_message(f"{key[:5]}\x07{key[5:]}", [key])
+    assert key not in safe_message(f"Authorization: Bearer {key}")  # even when not told
+
+
 # -- the polish guard ----------------------------------------------------------------------------
 
 def test_an_answer_full_of_escape_sequences_is_cleaned_before_it_is_judged() -> None:

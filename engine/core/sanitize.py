@@ -93,5 +93,6 @@ def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
 
 def safe_message(text: str, secrets: Iterable[str | None] = (), limit: int | None = 200) -> str:
     """A server's error text, fit for stderr, the log and the status bar: one clean line, at
-    most ``limit`` characters, secrets redacted (before the cut, so no key is cut in half)."""
-    return one_line(redact(clean(text), secrets), limit)
+    most ``limit`` characters, secrets redacted (before the cut, so no key is cut in half).
+    Redacted before cleaning too: an escape sequence's end could take a key's first letter."""
+    return one_line(redact(clean(redact(text, secrets)), secrets), limit)

@@ -114,14 +114,16 @@ class _DeadlineBackend:
         self._backend.sleep(seconds)
 
 
-def _transport(httpx: Any) -> Any:
-    """httpx's transport, its connection pool using `_DeadlineBackend`. httpx has no public way
-    to pass httpcore a network backend; tests/test_hardening_text.py fails if this stops
-    working (a trickling server's request must end at its deadline)."""
-    transport = httpx.HTTPTransport()
-    pool = transport._pool  # noqa: SLF001 - see the docstring
-    pool._network_backend = _DeadlineBackend(pool._network_backend)  # noqa: SLF001
-    return transport
+def _with_deadlines(client: Any) -> Any:
+    """``client`` with every transport's connection pool (the direct one and those for proxies
+    named in the environment) using `_DeadlineBackend`. httpx has no public way to give httpcore
+    a network backend; tests/test_hardening_llm.py fails if this stops working (a trickling
+    server's request must end at its deadline)."""
+    for transport in [client._transport, *client._mounts.values()]:  # noqa: SLF001
+        pool = getattr(transport, "_pool", None)
+        if pool is not None:
+            pool._network_backend = _DeadlineBackend(pool._network_backend)  # noqa: SLF001
+    return client
 
 
 class ChatClient:
@@ -137,8 +139,7 @@ class ChatClient:
         self.model = model
         self._secrets = (api_key,)
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        httpx = _httpx()
-        self._client = httpx.Client(headers=headers, transport=_transport(httpx))
+        self._client = _with_deadlines(_httpx().Client(headers=headers))
 
     def close(self) -> None:
         self._client.close()
