@@ -99,6 +99,13 @@ def test_listen_prints_text_alone_whatever_the_engine_says(capsys) -> None:  # t
     assert err == "error: decoder said no\n"
 
 
+def test_transcribe_prints_the_transcript_with_its_own_line_breaks_alone(capsys) -> None:  # type: ignore[no-untyped-def]
+    from app.commands.transcribe import _print_result
+
+    _print_result("a.wav", f"[00:00] One{ESC}.\r\n[00:02] Two\tthree.\n", True, 0)
+    assert capsys.readouterr().out == "==> a.wav <==\n[00:00] One.\n[00:02] Two\tthree.\n"
+
+
 def _pulse_ok() -> bool:
     try:
         return subprocess.run(["pactl", "info"], capture_output=True, timeout=10).returncode == 0
