@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal, Slot
@@ -36,6 +36,7 @@ from app.session import Session
 from app.settings import ENGINE_FIELDS, Settings, save_settings, with_changes
 from app.voice_edit import VoiceEdit
 from engine.atomic import OutputWriteError
+from engine.core.sanitize import clean
 from engine.dictation import Insertion
 from engine.events import (
     Event,
@@ -411,6 +412,8 @@ class Controller(ImportHost):
 
     # -- engine events -------------------------------------------------------------------------
     def _on_partial(self, event: PartialText) -> None:
+        # A model's text reaches the log and the screen as text alone (engine.core.sanitize).
+        event = replace(event, committed=clean(event.committed), tentative=clean(event.tentative))
         if event.utterance_id != self._partial_logged:
             self._partial_logged = event.utterance_id  # once per utterance: logs stay readable
             log.info("partial text for utterance %d: %s | %s", event.utterance_id,
@@ -421,6 +424,7 @@ class Controller(ImportHost):
 
     def _on_final(self, event: FinalText) -> None:
         received = time.monotonic()
+        event = replace(event, text=clean(event.text))
         log.info("final %d (round trip %.0f ms, %.0f ms after speech end): %s",
                  event.utterance_id, event.latency_ms, event.after_speech_end_ms, event.text)
         released = [("release", self._released_at)] if self._released_at is not None else []

@@ -20,6 +20,7 @@ from PySide6.QtCore import QCoreApplication, QObject, Signal
 
 from app.profiles import DictationTarget
 from app.settings import Settings
+from engine.core.sanitize import clean
 from engine.dictation import Dictation, Insertion
 from engine.dictation.rules import RuleError, rules_or_none
 from engine.events import FinalText
@@ -33,6 +34,9 @@ def dictated(dictation: Dictation, final: FinalText, settings: Settings, *, inse
              commands: bool | None = None) -> Insertion:
     """What to show and insert for one final. `insert` False (captions mode): the replacement
     rules apply, spoken commands don't, nothing is inserted."""
+    # A model's text (a remote server's above all) is not trusted: no escape sequences,
+    # control characters or line breaks reach the pipeline (its own commands make those).
+    final = replace(final, text=clean(final.text))
     rules = rules_or_none(settings.replacements)
     dictation.remember_capitals(line.strip() for line in settings.vocabulary.splitlines()
                                 if not line.strip().startswith("["))

@@ -81,6 +81,13 @@ class AppEngine:
         info = getattr(self.engine, "model_info", None)  # the remote engine's, once connected
         return info if isinstance(info, ModelInfo) else None
 
+    @property
+    def journal_path(self) -> str | None:
+        """The engine's autosave journal (None: not journalling): the controller writes each
+        final's AI polish beside it, for History."""
+        path = getattr(self.engine, "journal_path", None)
+        return str(path) if path else None
+
     def start(self) -> None:
         self.engine.start()
 

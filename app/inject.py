@@ -36,6 +36,7 @@ from PySide6.QtGui import QClipboard, QGuiApplication
 
 from app.hotkeys import HotkeyUnavailableError, pynput_keyboard
 from app.wayland_inject import Insertion, WaylandInserter
+from engine.core.sanitize import clean
 from ui.qt_compat import emit, forwarder
 
 log = logging.getLogger(__name__)
@@ -116,6 +117,10 @@ class TextInjector(QObject):
         """Delete `delete_chars` characters before the cursor, then insert `text` exactly.
         ``mode`` overrides the configured one for this text (an application's profile)."""
         mode = mode or self.mode
+        # The last line of defence for every route (X11 and Wayland): nothing but text, line
+        # breaks and tabs (which only the dictation's own commands and checked answers carry)
+        # is typed or pasted; an escape sequence or a DEL would act in a terminal.
+        text = clean(text, newlines=True, tabs=True)
         if (not text and delete_chars <= 0) or mode == "off":
             return
         if self.wayland is not None:

@@ -118,7 +118,7 @@ class Polisher(QObject):
     def polish(self, raw: str, preset: str, custom: str,
                deliver: Callable[[Outcome], None]) -> None:
         self._submit(polish_messages(raw, preset, custom), raw,
-                     lambda reply: check_polish(raw, reply.text, preset, reply.truncated),
+                     lambda reply: check_polish(raw, reply.text, preset, reply.truncated, custom),
                      max_tokens(raw, preset), deliver)
 
     def edit(self, selection: str, command: str, deliver: Callable[[Outcome], None]) -> None:

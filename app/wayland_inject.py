@@ -26,10 +26,11 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from app.portal import PortalError, RemoteKeyboard, char_keysym
+from engine.core.sanitize import clean
 
 log = logging.getLogger(__name__)
 
@@ -217,7 +218,8 @@ class WaylandInserter:
         self._thread.start()
 
     def submit(self, job: Insertion) -> None:
-        self._jobs.put(job)
+        # Also cleaned here: a caller other than app.inject must not type escape sequences.
+        self._jobs.put(replace(job, text=clean(job.text, newlines=True, tabs=True)))
 
     def stop(self, timeout: float = 5.0) -> None:
         if self._thread is not None:

@@ -135,40 +135,21 @@ def llm() -> object:
 
 @pytest.fixture
 def make_controller(qtbot, tmp_path, monkeypatch):
-    from ui_fake_engine import FakeLiveEngine
+    from ui_fake_engine import JournalledEngine
 
     from app.controller import Controller, LaunchOptions
     from app.settings import Settings, with_changes
-    from engine.journal import Journal
 
     monkeypatch.setenv("SOTTOVOCE_CONTROL_SOCKET", str(tmp_path / "control.sock"))
     made = []
-
-    class JournalledEngine(FakeLiveEngine):
-        """The scripted engine, journalling its finals as the live engine does."""
-
-        def __init__(self, sink, script):  # type: ignore[no-untyped-def]
-            self.journal = Journal("live", tmp_path)
-
-            def journalled(event):  # type: ignore[no-untyped-def]
-                from engine.events import FinalText
-
-                if isinstance(event, FinalText):
-                    self.journal.append(event)
-                sink(event)
-            super().__init__(journalled, script)
-
-        @property
-        def journal_path(self) -> str:
-            return str(self.journal.path)
 
     def make(url: str, script: tuple[str, ...], **changes: object):  # type: ignore[no-untyped-def]
         changes = {"sounds": False, "polish": True, "polish_url": url,
                    "polish_model": MODEL_ALIAS, **changes}
         settings = with_changes(Settings(), **changes)
         controller = Controller(settings, LaunchOptions(enable_hotkey=False),
-                                engine_factory=lambda _config, sink: JournalledEngine(sink,
-                                                                                      script))
+                                engine_factory=lambda _config, sink: JournalledEngine(
+                                    sink, script, tmp_path))
         qtbot.addWidget(controller.window)
         qtbot.addWidget(controller.captions)
         made.append(controller)

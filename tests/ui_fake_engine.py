@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 from engine.events import (
+    Event,
     EventSink,
     FinalText,
     LevelChanged,
@@ -20,6 +22,7 @@ from engine.events import (
     SpeechStarted,
     StateChanged,
 )
+from engine.journal import Journal, new_session_id
 from engine.types import Word
 
 
@@ -90,3 +93,22 @@ class FakeLiveEngine:
     def stop(self) -> None:
         self.calls.append("stop")
         self._in_thread(lambda: self.sink(StateChanged("stopped")))
+
+
+class JournalledEngine(FakeLiveEngine):
+    """The scripted engine journalling its finals as engine.live.LocalLiveEngine does (in
+    ``directory``; None: the user's journal folder, where History looks)."""
+
+    def __init__(self, sink: EventSink, script: tuple[str, ...] = ("hello world",),
+                 directory: Path | None = None) -> None:
+        self.journal = Journal(new_session_id(), directory)
+
+        def journalled(event: Event) -> None:
+            if isinstance(event, FinalText):
+                self.journal.append(event)
+            sink(event)
+        super().__init__(journalled, script)
+
+    @property
+    def journal_path(self) -> str:
+        return str(self.journal.path)

@@ -26,6 +26,7 @@ from engine.captions import final_line
 from engine.core.captions import CaptionLine, continues
 from engine.core.form import has_form
 from engine.core.policy import PolicyOptions
+from engine.core.sanitize import clean, one_line
 from engine.errors import EngineError
 from engine.events import (
     EngineFailed,
@@ -81,6 +82,22 @@ def add_parser(subparsers: Any) -> None:
     p.set_defaults(handler=run)
 
 
+def printable(event: Event) -> Event:
+    """``event`` with its text fit for a terminal: a model's, a remote server's or another
+    program's text (a caption source's label) may hold escape sequences (engine.core.sanitize)."""
+    if isinstance(event, PartialText):
+        return replace(event, committed=clean(event.committed), tentative=clean(event.tentative),
+                       source=one_line(event.source))
+    if isinstance(event, FinalText):
+        return replace(event, text=clean(event.text), source=one_line(event.source))
+    if isinstance(event, Translation):
+        return replace(event, text=clean(event.text), source=one_line(event.source),
+                       language=one_line(event.language) if event.language else None)
+    if isinstance(event, EngineFailed):
+        return replace(event, message=one_line(event.message))
+    return event
+
+
 class Printer:
     """The EventSink: renders events to a terminal and keeps what the summary needs."""
 
@@ -94,6 +111,7 @@ class Printer:
         self._partial_shown = False
 
     def __call__(self, event: Event) -> None:
+        event = printable(event)
         if isinstance(event, PartialText):
             self._partial(event)
         elif isinstance(event, FinalText):
@@ -180,6 +198,7 @@ class CaptionPrinter(Printer):
         self._shown = ""  # ... as printed (label and the finals joined)
 
     def __call__(self, event: Event) -> None:
+        event = printable(event)
         if isinstance(event, Translation):
             self._clear()
             self._end_line()
@@ -236,10 +255,10 @@ def _list_apps() -> int:
     try:
         apps = playing_apps()
     except EngineError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {one_line(str(exc))}", file=sys.stderr)
         return 1
-    for app in apps:
-        print(f"{app.name}\t{app.media}{'  (paused)' if app.corked else ''}")
+    for app in apps:  # names and titles other programs chose: only their text is printed
+        print(f"{one_line(app.name)}\t{one_line(app.media)}{'  (paused)' if app.corked else ''}")
     if not apps:
         print("no app is playing sound now", file=sys.stderr)
     return 0
@@ -256,7 +275,7 @@ def _run_captions(args: argparse.Namespace) -> int:
             mic=int(args.device) if args.device and args.device.isdigit() else args.device,
             input_path=Path(args.input) if args.input else None)
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {one_line(str(exc))}", file=sys.stderr)
         return 2
     if config.decode_model != args.model:
         print(f"translating with the multilingual {config.decode_model!r} model",
@@ -265,7 +284,7 @@ def _run_captions(args: argparse.Namespace) -> int:
     try:
         engine, _runner = caption_engine(config, printer)
     except EngineError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {one_line(str(exc))}", file=sys.stderr)
         return 1
     engine.start()
     try:

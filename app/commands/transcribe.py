@@ -37,6 +37,7 @@ from engine.asr.budget import DECODE_MEMORY_MB
 from engine.asr.sequential import SequentialRunner
 from engine.atomic import OutputWriteError, atomic_write_text
 from engine.audio.decode import AudioReader, open_audio
+from engine.core.sanitize import clean, one_line
 from engine.dictation.rules import RuleError, Rules, apply_rules, parse_rules
 from engine.errors import AudioDecodeError, EngineError
 from engine.files import FileOptions, Progress, transcribe_file, uses_sequential
@@ -327,7 +328,9 @@ def _print_result(name: str, text: str, with_header: bool, printed_before: int) 
     if with_header:
         # Like head(1) with several files: a header names each file's text.
         sys.stdout.write(("\n" if printed_before else "") + f"==> {name} <==\n")
-    sys.stdout.write(text)
+    # A model's (or a cluster worker's) text may hold escape sequences: only text reaches a
+    # terminal, with the transcript's own line breaks.
+    sys.stdout.write(clean(text, newlines=True, tabs=True))
     sys.stdout.flush()
 
 
@@ -371,11 +374,11 @@ def _terminal_size() -> tuple[int, int]:
 
 
 def _error(message: str) -> None:
-    print(f"sottovoce: error: {' '.join(message.split())}", file=sys.stderr)
+    print(f"sottovoce: error: {one_line(message)}", file=sys.stderr)
 
 
 def _warn(message: str) -> None:
-    print(f"sottovoce: warning: {' '.join(message.split())}", file=sys.stderr)
+    print(f"sottovoce: warning: {one_line(message)}", file=sys.stderr)
 
 
 def _usage_error(message: str) -> int:

@@ -12,14 +12,24 @@ obeyed. Two defences, both here:
    a cause, and the caller inserts the raw text. A model that obeyed the dictation (a poem about
    cats) fails the word check: its words are not the user's.
 
+Before any check the answer is cleaned (engine.core.sanitize: no escape sequences, control or
+invisible format characters), and two more rules keep a polished final from doing what the user
+did not say: it may not add line breaks (a typed newline runs a terminal's command line) unless
+the instruction formats lines (the e-mail and list presets, or a custom instruction that asks for
+lines, paragraphs or a list), and it may not add anything shell-like (`rm`, `sudo`, a pipe, a
+``$(...)``, an option such as ``-rf``, a path under ``~/`` or ``/dev/``) the dictation lacks.
+
 A voice edit of a selection (`edit_messages`, `check_edit`) is an instruction on purpose, so
-its answer may differ from the input freely; it is rejected only when empty or a refusal.
+its answer may differ from the input freely; it is cleaned, and rejected only when empty or a
+refusal.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from engine.core.sanitize import clean
 
 # The presets a profile (or the settings) picks; "custom" uses the user's own instruction.
 PRESETS: dict[str, str] = {
@@ -45,7 +55,20 @@ EDIT_RULE = (
     "reply with the edited text only: no preamble, no comments, no quotes, no tags.")
 
 # Causes of a rejection, as the log, the latency meter and bench/polish.py name them.
-CAUSES = ("empty", "refusal", "preamble", "length", "words")
+CAUSES = ("empty", "refusal", "preamble", "length", "words", "lines", "command")
+
+# The presets whose answers are lines by design; a custom instruction is one when it asks for it.
+LINE_PRESETS = frozenset(("email", "list"))
+_LINE_INSTRUCTION = re.compile(
+    r"\b(lines?|paragraphs?|lists?|bullets?|bulleted|e-?mails?|letters?|newlines?)\b",
+    re.IGNORECASE)
+# What makes a text shell-like: each match in the answer must occur in the dictation too.
+_SHELL = re.compile(
+    r"\$\(|`|&&|\|\||\|\s*\w|>>?\s*[/~&]|(?:^|\s)~(?=/|\s|$)|/(?:dev|etc|bin|usr|tmp|proc)/"
+    r"|(?:^|\s)--?[a-z][\w-]*|^\s*\$\s"
+    r"|\b(?:rm|sudo|curl|wget|chmod|chown|mkfs|dd|bash|zsh|eval|exec|ncat|killall|pkill|"
+    r"shutdown|reboot|systemctl|apt-get|xdg-open|powershell)\b",
+    re.IGNORECASE | re.MULTILINE)
 
 _REFUSAL = re.compile(
     r"^\W*(i'?m sorry|i am sorry|sorry[,.!]|i can'?t|i cannot|i can not|i won'?t|i'?m unable|"
@@ -140,10 +163,36 @@ def _opening(text: str, pattern: re.Pattern[str], raw: str) -> bool:
     return bool(pattern.match(text)) and words(text)[:2] != words(raw)[:2]
 
 
+def formats_lines(preset: str, custom: str = "") -> bool:
+    """Whether the instruction asks for an answer in lines (see the module's notes)."""
+    if preset == "custom":
+        return bool(_LINE_INSTRUCTION.search(custom))
+    return preset in LINE_PRESETS
+
+
+def shell_like(text: str) -> set[str]:
+    """The shell-like pieces of ``text`` (lowercase, without surrounding space)."""
+    return {match.group(0).strip().lower() for match in _SHELL.finditer(text)}
+
+
+def _added(raw: str, text: str, preset: str, custom: str) -> Verdict | None:
+    """A rejection when the answer adds line breaks or shell-like pieces the dictation lacks."""
+    if text.count("\n") > raw.count("\n") and not formats_lines(preset, custom):
+        return Verdict(False, raw, "lines",
+                       f"the answer adds line breaks the dictation did not have: {text[:60]!r}")
+    new = sorted(shell_like(text) - shell_like(raw))
+    if new:
+        return Verdict(False, raw, "command",
+                       f"the answer adds what the dictation did not say: {', '.join(new)[:60]}")
+    return None
+
+
 def check_polish(raw: str, answer: str, preset: str = "clean",
-                 truncated: bool = False) -> Verdict:
+                 truncated: bool = False, custom: str = "") -> Verdict:
     """Whether ``answer`` may replace the dictated ``raw`` text (see the module's notes).
-    ``truncated``: the server stopped at the token limit (the answer is cut short)."""
+    ``truncated``: the server stopped at the token limit (the answer is cut short); ``custom``:
+    the user's own instruction, for the "custom" preset."""
+    answer = clean(answer, newlines=True, tabs="\t" in raw)
     if _ANNOUNCE.match(answer.strip()) and not _ANNOUNCE.match(raw.strip()):
         return Verdict(False, raw, "preamble",
                        f"the answer opens with a preamble: {answer.strip()[:40]!r}")
@@ -156,6 +205,8 @@ def check_polish(raw: str, answer: str, preset: str = "clean",
         return Verdict(False, raw, "refusal", f"the server refused: {text[:60]!r}")
     if _opening(text, _PREAMBLE, raw):
         return Verdict(False, raw, "preamble", f"the answer opens with a preamble: {text[:40]!r}")
+    if (added := _added(raw, text, preset, custom)) is not None:
+        return added
     limits = LIMITS.get(preset, FORMAT_LIMITS)
     said, got = words(raw), words(text)
     if not said:
@@ -176,8 +227,9 @@ def check_polish(raw: str, answer: str, preset: str = "clean",
 
 def check_edit(selection: str, answer: str, truncated: bool = False) -> Verdict:
     """Whether a voice edit's ``answer`` may replace the selection: not empty, not a refusal,
-    not cut short at the token limit."""
-    text = clean_answer(answer)
+    not cut short at the token limit. Line breaks and tabs are kept (an edit may reformat the
+    selection), escape sequences and other control characters are not."""
+    text = clean_answer(clean(answer, newlines=True, tabs=True))
     if truncated:
         return Verdict(False, selection, "length", "the answer ran past the token limit")
     if not text:

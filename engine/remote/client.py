@@ -24,12 +24,14 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 
 from engine.audio.sources import AudioSource, device_notice
 from engine.core.form import OpenSentence, ensure_form
 from engine.core.prompt import PromptOptions
+from engine.core.sanitize import clean
 from engine.core.segmenter import SegmentEnded, SegmenterOptions, SegmentEvent, SegmentPaused
 from engine.core.stream import LevelMeter, Segmentation
 from engine.errors import EngineError
@@ -259,14 +261,17 @@ class RemoteLiveEngine:
         if uid not in self._started_utterances:
             self._started_utterances.add(uid)
             self._emit(SpeechStarted(utterance_id=uid, at=start))
-        self._emit(PartialText(utterance_id=uid, committed=committed, tentative=tentative,
-                               start=start))
+        # The server's text is not trusted: nothing but printable text goes on (sanitize).
+        self._emit(PartialText(utterance_id=uid, committed=clean(committed),
+                               tentative=clean(tentative), start=start))
         self._emit(timing.metrics("partial", self.buffer.dropped))
 
     def on_final(self, uid: int, text: str, words: tuple[Word, ...], start: int, end: int,
                  timing: Timing, language: str | None = None) -> None:
         if end <= self._last_final_end:
             return  # already delivered before a reconnect
+        text = clean(text)
+        words = tuple(replace(w, text=clean(w.text)) for w in words)
         if start < self._last_final_end and words:
             words = tuple(w for w in words if w.end > self._last_final_end)
             text = "".join(w.text for w in words).strip()

@@ -15,6 +15,7 @@ import logging
 import ssl
 from typing import Any
 
+from engine.core.sanitize import safe_message
 from engine.errors import ConnectionLostError, EngineError, missing_dependency
 from engine.events import EngineFailed, StateChanged
 from engine.remote.link import LinkHost, Timing
@@ -164,7 +165,7 @@ class _Session:
     def _handle(self, message: p.ServerMessage | p.ProtocolViolation) -> bool:
         engine = self.engine
         if isinstance(message, p.Ready):
-            engine.emit(StateChanged("ready", message.model))
+            engine.emit(StateChanged("ready", safe_message(message.model, limit=80)))
         elif isinstance(message, p.Ack):
             engine.buffer.ack(message.upto)
         elif isinstance(message, p.Partial):
@@ -183,10 +184,12 @@ class _Session:
             return True
         elif isinstance(message, p.Error):
             if message.code in RETRYABLE_ERRORS:
-                raise ConnectionLostError(f"server: {message.code}: {message.message}")
-            raise FatalLinkError(f"server error {message.code}: {message.message}")
+                raise ConnectionLostError(
+                    f"server: {safe_message(message.code, limit=40)}: {safe_message(message.message)}")
+            raise FatalLinkError(f"server error {safe_message(message.code, limit=40)}: "
+                                 f"{safe_message(message.message)}")
         else:
-            raise FatalLinkError(f"protocol error from the server: {message.message}")
+            raise FatalLinkError(f"protocol error from the server: {safe_message(message.message)}")
         return False
 
     def _timing(self, trigger: int, server_ms: float, decode_ms: float, samples: int) -> Any:

@@ -21,6 +21,7 @@ import logging
 import uuid
 from typing import Any
 
+from engine.core.sanitize import safe_message
 from engine.errors import ConnectionLostError
 from engine.events import StateChanged
 from engine.remote.link import LinkHost, Timing
@@ -136,14 +137,14 @@ class _WlSession:
         if isinstance(message, wl.WlReady):
             self.ours = message.server == "sottovoce"
             name = "sottovoce serve" if self.ours else "WhisperLive"
-            engine.emit(StateChanged("ready", f"{name} ({message.backend})"))
+            engine.emit(StateChanged("ready", f"{name} ({safe_message(message.backend, limit=40)})"))
             self.ready.set()
         elif isinstance(message, wl.WlWait):
             raise ConnectionLostError(f"WhisperLive is full; wait {message.minutes:.1f} min")
         elif isinstance(message, wl.WlStatus):
             if message.status == "ERROR":
-                raise FatalLinkError(f"WhisperLive error: {message.message}")
-            log.warning("WhisperLive: %s", message.message)
+                raise FatalLinkError(f"WhisperLive error: {safe_message(message.message)}")
+            log.warning("WhisperLive: %s", safe_message(message.message))
         elif isinstance(message, wl.WlDisconnect):
             raise ConnectionLostError("WhisperLive disconnected us (time limit)")
         elif isinstance(message, wl.WlSegments):
