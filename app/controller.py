@@ -654,6 +654,7 @@ class Controller(ImportHost):
             self._polish_journal.close()
         self.polisher.close()
         self.dictation.shutdown()
+        self.injector.close()
         self.imports.shutdown()
         self.stop_engine()
         self.captions.close()

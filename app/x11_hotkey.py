@@ -1,0 +1,262 @@
+"""A hotkey chord grabbed on X11 with XGrabKey (python-xlib): the focused app never sees it.
+
+A listener (pynput's) only observes: the focused app got every Ctrl+Alt+Space, auto-repeats
+included (a terminal printed NUL bytes). `GrabbedChord` grabs the chord's key with its modifiers
+on the root window, once per combination of the lock modifiers (CapsLock, NumLock, ScrollLock:
+the grab must match the exact modifier state), and reports the chord's parts going down and up
+from a thread of its own. XKB's detectable auto-repeat makes a held key repeat as presses only,
+so a held chord is one press and one release; where XKB is missing, a release followed by a
+press of the same key at the same server time is dropped as a repeat.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import select
+import threading
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+MODIFIER_KEYSYMS = {  # pynput's modifier names -> keysyms whose modifier bit they mean
+    "<alt>": ("Alt_L", "Alt_R", "Meta_L", "Meta_R"),
+    "<cmd>": ("Super_L", "Super_R", "Hyper_L", "Hyper_R"),
+}
+# pynput key names whose X keysym is spelled differently.
+KEY_ALIASES = {"enter": "Return", "esc": "Escape", "page_up": "Prior", "page_down": "Next",
+               "backspace": "BackSpace", "caps_lock": "Caps_Lock", "num_lock": "Num_Lock",
+               "scroll_lock": "Scroll_Lock", "print_screen": "Print", "media_play_pause":
+               "XF86AudioPlay", "media_next": "XF86AudioNext", "media_previous": "XF86AudioPrev",
+               "media_volume_up": "XF86AudioRaiseVolume", "media_volume_down":
+               "XF86AudioLowerVolume", "media_volume_mute": "XF86AudioMute", "menu": "Menu"}
+CHANGE_HINT = "choose another one in Settings"
+XKB_DETECTABLE_AUTOREPEAT = 1  # XkbPCF_DetectableAutoRepeatMask
+XKB_USE_CORE_KEYBOARD = 0x100
+
+
+class GrabError(RuntimeError):
+    """The chord cannot be grabbed; the message names it and says what to do."""
+
+
+def pretty(hotkey: str) -> str:
+    """'<ctrl>+<alt>+<space>' -> 'Ctrl+Alt+Space', as the user reads it."""
+    return "+".join(p.strip().strip("<>").title() for p in hotkey.split("+") if p.strip())
+
+
+def key_keysym(name: str) -> int:
+    """The keysym of a chord's one non-modifier key, in pynput's syntax ("<space>", "v")."""
+    from Xlib import XK
+
+    if len(name) == 1:
+        code = ord(name.lower())
+        return code if code < 0x100 else code | 0x01000000
+    bare = name.strip("<>")
+    for candidate in (KEY_ALIASES.get(bare, bare), bare.capitalize(), bare.upper(),
+                      "_".join(w.capitalize() for w in bare.split("_"))):
+        keysym = XK.string_to_keysym(candidate)
+        if keysym:
+            return int(keysym)
+    raise GrabError(f"unknown key {name!r} in the hotkey")
+
+
+def modifier_masks(display: Any) -> dict[str, int]:
+    """The modifier bit of each named key on this server's modifier map ("<alt>" is Mod1 on
+    most, not all, keymaps)."""
+    from Xlib import XK, X
+
+    by_keycode = {}
+    for bit, keycodes in enumerate(display.get_modifier_mapping()):
+        for keycode in keycodes:
+            if keycode:
+                by_keycode[keycode] = 1 << bit
+
+    def mask_of(*names: str) -> int:
+        for name in names:
+            for keycode, _ in display.keysym_to_keycodes(XK.string_to_keysym(name)):
+                if keycode in by_keycode:
+                    return by_keycode[keycode]
+        return 0
+
+    masks = {"<ctrl>": X.ControlMask, "<shift>": X.ShiftMask,
+             "<alt>": mask_of(*MODIFIER_KEYSYMS["<alt>"]) or X.Mod1Mask,
+             "<cmd>": mask_of(*MODIFIER_KEYSYMS["<cmd>"]) or X.Mod4Mask,
+             "caps": X.LockMask, "num": mask_of("Num_Lock"), "scroll": mask_of("Scroll_Lock")}
+    return masks
+
+
+def enable_detectable_autorepeat(display: Any) -> bool:
+    """XkbSetDetectableAutoRepeat for this connection: a held key then repeats as presses only,
+    with no release in between. False where the server has no XKB."""
+    from Xlib.protocol import rq
+
+    info = display.query_extension("XKEYBOARD")
+    if info is None or not info.present:
+        return False
+
+    class UseExtension(rq.ReplyRequest):  # type: ignore[misc]
+        _request = rq.Struct(rq.Card8("opcode"), rq.Opcode(0), rq.RequestLength(),
+                             rq.Card16("major"), rq.Card16("minor"))
+        _reply = rq.Struct(rq.ReplyCode(), rq.Bool("supported"), rq.Card16("sequence_number"),
+                           rq.ReplyLength(), rq.Card16("server_major"),
+                           rq.Card16("server_minor"), rq.Pad(20))
+
+    class PerClientFlags(rq.ReplyRequest):  # type: ignore[misc]
+        _request = rq.Struct(rq.Card8("opcode"), rq.Opcode(21), rq.RequestLength(),
+                             rq.Card16("device"), rq.Pad(2), rq.Card32("change"),
+                             rq.Card32("value"), rq.Card32("ctrls"), rq.Card32("auto_ctrls"),
+                             rq.Card32("auto_values"))
+        _reply = rq.Struct(rq.ReplyCode(), rq.Card8("device_id"), rq.Card16("sequence_number"),
+                           rq.ReplyLength(), rq.Card32("supported"), rq.Card32("value"),
+                           rq.Card32("auto_ctrls"), rq.Card32("auto_values"), rq.Pad(8))
+
+    opcode = info.major_opcode
+    if not UseExtension(display=display.display, opcode=opcode, major=1, minor=0).supported:
+        return False
+    reply = PerClientFlags(display=display.display, opcode=opcode, device=XKB_USE_CORE_KEYBOARD,
+                           change=XKB_DETECTABLE_AUTOREPEAT, value=XKB_DETECTABLE_AUTOREPEAT,
+                           ctrls=0, auto_ctrls=0, auto_values=0)
+    return bool(reply.value & XKB_DETECTABLE_AUTOREPEAT)
+
+
+class GrabbedChord:
+    """Grabs ``hotkey`` (pynput syntax, "<ctrl>+<alt>+<space>") on the X root window and calls
+    ``feed(part, down)`` from its thread for the chord's parts ("<ctrl>", "<space>", ...):
+    all of them down when the grabbed key goes down, a modifier up when it is let go during the
+    grab, and every part up when the key is let go."""
+
+    def __init__(self, hotkey: str, feed: Callable[[str, bool], None]) -> None:
+        self.hotkey = hotkey
+        self.parts = [p.strip().lower() for p in hotkey.split("+") if p.strip()]
+        self._feed = feed
+        self._display: Any = None
+        self._thread: threading.Thread | None = None
+        self._wake_r, self._wake_w = -1, -1
+        self._grabs: list[tuple[int, int]] = []  # (keycode, modifiers)
+        self.detectable_autorepeat = False
+
+    def start(self) -> None:
+        """Grab the chord; GrabError (naming the keys) when it cannot be."""
+        from Xlib import display, error
+
+        try:
+            self._display = display.Display()
+        except (error.DisplayError, error.ConnectionClosedError, OSError) as exc:
+            raise GrabError(f"cannot open the X display: {exc}") from exc
+        try:
+            self._grab()
+        except BaseException:
+            self._display.close()
+            self._display = None
+            raise
+        self.detectable_autorepeat = enable_detectable_autorepeat(self._display)
+        self._wake_r, self._wake_w = os.pipe()
+        self._thread = threading.Thread(target=self._run, name="sottovoce-x11-hotkey",
+                                        daemon=True)
+        self._thread.start()
+
+    def _grab(self) -> None:
+        from Xlib import X, error
+
+        d = self._display
+        masks = modifier_masks(d)
+        modifiers, keys = 0, []
+        for part in self.parts:
+            if part in ("<ctrl>", "<shift>", "<alt>", "<cmd>"):
+                modifiers |= masks[part]
+            else:
+                keys.append(part)
+        if len(keys) != 1:
+            raise GrabError(f"invalid hotkey {self.hotkey!r}: modifiers (Ctrl, Alt, "
+                                         "Shift, Super) and one other key")
+        keycode = d.keysym_to_keycode(key_keysym(keys[0]))
+        if not keycode:
+            raise GrabError(f"the key {pretty(keys[0])} of {pretty(self.hotkey)} is "
+                                         f"not on this keyboard layout; {CHANGE_HINT}")
+        self.keycode, self.modifiers = keycode, modifiers
+        self._modifier_keycodes = self._modifier_keycode_parts(masks)
+        locks = sorted({masks[m] for m in ("caps", "num", "scroll")} - {0})
+        root = d.screen().root
+        catch = error.CatchError(error.BadAccess)
+        for n in range(len(locks) + 1):
+            for combo in itertools.combinations(locks, n):
+                extra = sum(combo)
+                root.grab_key(keycode, modifiers | extra, False, X.GrabModeAsync,
+                              X.GrabModeAsync, onerror=catch)
+                self._grabs.append((keycode, modifiers | extra))
+        d.sync()
+        if catch.get_error() is not None:
+            self._ungrab()
+            raise GrabError(f"{pretty(self.hotkey)} is already taken by another "
+                                         f"application (its global shortcut); {CHANGE_HINT}")
+
+    def _modifier_keycode_parts(self, masks: dict[str, int]) -> dict[int, str]:
+        """Keycode -> chord part, for the chord's modifier keys."""
+        result = {}
+        for bit, keycodes in enumerate(self._display.get_modifier_mapping()):
+            for part in self.parts:
+                if masks.get(part) == 1 << bit:
+                    result.update({kc: part for kc in keycodes if kc})
+        return result
+
+    def _ungrab(self) -> None:
+        root = self._display.screen().root
+        for keycode, modifiers in self._grabs:
+            root.ungrab_key(keycode, modifiers)
+        self._grabs.clear()
+        self._display.sync()
+
+    def stop(self) -> None:
+        """Let the chord go (ungrab) and end the thread."""
+        thread, self._thread = self._thread, None
+        if thread is None:
+            return
+        os.write(self._wake_w, b"x")
+        thread.join(2.0)
+
+    def _run(self) -> None:
+        d = self._display
+        held = False  # the grabbed key is down
+        try:
+            while True:
+                ready, _, _ = select.select([d.fileno(), self._wake_r], [], [])
+                if self._wake_r in ready:
+                    return
+                events = [d.next_event() for _ in range(d.pending_events())]
+                held = self._handle(events, held)
+        except Exception:  # noqa: BLE001 - top of the thread: the hotkey stops, the app goes on
+            log.exception("the X11 hotkey thread failed")
+        finally:
+            try:
+                self._ungrab()
+            finally:
+                d.close()
+                os.close(self._wake_r)
+                os.close(self._wake_w)
+
+    def _handle(self, events: list[Any], held: bool) -> bool:
+        from Xlib import X
+
+        skip = set()
+        for i, event in enumerate(events):
+            if i in skip or event.type not in (X.KeyPress, X.KeyRelease):
+                continue
+            ours = event.detail == self.keycode
+            if event.type == X.KeyPress and ours and not held:
+                held = True
+                for part in self.parts:
+                    self._feed(part, True)
+            elif event.type == X.KeyRelease and ours and held:
+                following = events[i + 1] if i + 1 < len(events) else None
+                if (following is not None and following.type == X.KeyPress
+                        and following.detail == self.keycode and following.time == event.time):
+                    skip.add(i + 1)  # an auto-repeat's release/press pair (no XKB)
+                    continue
+                held = False
+                for part in reversed(self.parts):
+                    self._feed(part, False)
+            elif event.type == X.KeyRelease and event.detail in self._modifier_keycodes:
+                self._feed(self._modifier_keycodes[event.detail], False)
+        return held

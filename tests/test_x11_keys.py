@@ -1,0 +1,200 @@
+"""X11 keys with real X events under Xvfb: typing any character on any layout (app.x11_typing)
+and the hotkey grab (app.x11_hotkey), seen by a real focused Qt text field."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import threading
+
+import pytest
+from test_ui_dictation import focused_field as focused
+
+pytestmark = pytest.mark.skipif(shutil.which("xdotool") is None
+                                or shutil.which("setxkbmap") is None,
+                                reason="needs xdotool and setxkbmap")
+
+TEXT = "Zürich yz ß é € Ж 東"
+
+
+def focused_field(qtbot):
+    from PySide6.QtWidgets import QPlainTextEdit
+
+    return focused(qtbot, QPlainTextEdit)
+
+
+def xkb_query() -> dict[str, str]:
+    out = subprocess.run(["setxkbmap", "-query"], capture_output=True, text=True, check=True,
+                         timeout=10).stdout
+    return {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in out.splitlines())}
+
+
+@pytest.fixture
+def layout():
+    """Switches the display's keyboard layout; the one before comes back afterwards."""
+    before = xkb_query()
+
+    def switch(name: str) -> None:
+        subprocess.run(["setxkbmap", name], check=True, timeout=10)
+
+    yield switch
+    command = ["setxkbmap", "-layout", before.get("layout", "us"), "-variant",
+               before.get("variant", ""), "-option", ""]
+    if before.get("options"):
+        command += ["-option", before["options"]]
+    subprocess.run(command, check=True, timeout=10)
+
+
+def keyboard_mapping() -> list[tuple[int, ...]]:
+    from Xlib import display
+
+    d = display.Display()
+    try:
+        first, last = d.display.info.min_keycode, d.display.info.max_keycode
+        return [tuple(row) for row in d.get_keyboard_mapping(first, last - first + 1)]
+    finally:
+        d.close()
+
+
+@pytest.mark.parametrize("name", ["us", "de", "fr", "ru"])
+def test_every_character_arrives_on_every_layout(qtbot, layout, name):
+    from app.x11_typing import X11Typer
+
+    layout(name)
+    field = focused_field(qtbot)
+    before = keyboard_mapping()
+    typer = X11Typer()
+    text = TEXT + "\n😀\tend"  # an emoji, a newline (Return) and a tab (Tab)
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            typer.type_text(text)
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+
+    worker = threading.Thread(target=run)  # the GUI thread must stay free to take the keys
+    worker.start()
+    qtbot.waitUntil(lambda: field.toPlainText() == text or bool(errors), timeout=20000)
+    worker.join(10)
+    assert errors == [] and field.toPlainText() == text
+    typer.close()
+    # The keycodes borrowed for characters the layout lacks are empty again.
+    assert keyboard_mapping() == before
+
+
+def test_the_injector_types_after_backspacing_and_reports(qtbot, layout):
+    from app.inject import TextInjector
+
+    layout("de")
+    field = focused_field(qtbot)
+    field.setPlainText("Preis: 5 $")
+    field.moveCursor(field.textCursor().MoveOperation.End)
+    injector = TextInjector(mode="type")
+    results: list[tuple[bool, str]] = []
+    injector.finished.connect(lambda ok, message: results.append((ok, message)))
+    injector.insert("€ – 東", delete_chars=1)
+    qtbot.waitUntil(lambda: bool(results), timeout=20000)
+    injector.close()
+    assert results == [(True, "Deleted 1 characters; typed 5 characters")]
+    assert field.toPlainText() == "Preis: 5 € – 東"
+
+
+class KeyPresses:
+    """Records the key presses a widget gets."""
+
+    def __init__(self, widget) -> None:
+        from PySide6.QtCore import QObject
+
+        self.keys: list[int] = []
+        keys = self.keys
+
+        class Filter(QObject):
+            def eventFilter(self, _obj, event) -> bool:  # noqa: N802 - Qt's name
+                from PySide6.QtCore import QEvent
+
+                if event.type() == QEvent.Type.KeyPress:
+                    keys.append(int(event.key()))
+                return False
+
+        self.filter = Filter()
+        widget.installEventFilter(self.filter)
+
+
+def xdotool(*args: str) -> None:
+    subprocess.run(["xdotool", *args], check=True, timeout=10)
+
+
+@pytest.fixture
+def lock_on():
+    """Turns a lock key (Num_Lock, Caps_Lock) on for the test and off again after."""
+    pressed: list[str] = []
+
+    def turn_on(key: str) -> None:
+        xdotool("key", key)
+        pressed.append(key)
+
+    yield turn_on
+    for key in pressed:
+        xdotool("key", key)
+
+
+@pytest.mark.parametrize("lock", [None, "Num_Lock", "Caps_Lock"])
+@pytest.mark.parametrize("hotkey, key, mode, expected", [
+    ("<ctrl>+<alt>+<space>", "space", "hold", ["press", "release"]),  # push-to-talk
+    ("<ctrl>+<alt>+e", "e", "hold", ["press", "release"]),  # voice edit
+    ("<ctrl>+<alt>+v", "v", "tap", ["tap"]),  # paste last
+])
+def test_a_held_hotkey_is_grabbed_and_fires_once(qtbot, lock_on, lock, hotkey, key, mode,
+                                                 expected):
+    from PySide6.QtCore import Qt
+
+    from app.hotkeys import GlobalHotkey
+
+    field = focused_field(qtbot)
+    presses = KeyPresses(field)
+    if lock:
+        lock_on(lock)
+    actions: list[str] = []
+    grab = GlobalHotkey(hotkey, mode, actions.append)
+    grab.start()
+    try:
+        try:
+            xdotool("keydown", f"ctrl+alt+{key}")
+            for _ in range(20):  # auto-repeat: the held key reported down again and again
+                xdotool("keydown", key)
+        finally:  # never leave a key down on the display
+            xdotool("keyup", key, "alt", "ctrl")
+        qtbot.waitUntil(lambda: actions[-1:] == expected[-1:], timeout=10000)
+    finally:
+        grab.stop()
+    # A key after the chord: once the field has it, it has had everything sent before it.
+    xdotool("key", "1")
+    qtbot.waitUntil(lambda: field.toPlainText() == "1", timeout=10000)
+    assert actions == expected
+    chord_key = Qt.Key.Key_Space if key == "space" else Qt.Key(ord(key.upper()))
+    assert int(chord_key) not in presses.keys
+    assert presses.keys[-1] == int(Qt.Key.Key_1)
+
+
+def test_a_taken_hotkey_is_named_and_the_grab_is_let_go_on_stop(qtbot):
+    from app.hotkeys import GlobalHotkey, HotkeyUnavailableError
+
+    first = GlobalHotkey("<ctrl>+<alt>+<space>", "hold", lambda _action: None)
+    first.start()
+    try:
+        second = GlobalHotkey("<ctrl>+<alt>+<space>", "hold", lambda _action: None)
+        with pytest.raises(HotkeyUnavailableError, match=r"Ctrl\+Alt\+Space is already taken.*"
+                                                          r"choose another one in Settings"):
+            second.start()
+    finally:
+        first.stop()
+    # Once let go, the focused app gets the chord again.
+    field = focused_field(qtbot)
+    presses = KeyPresses(field)
+    xdotool("key", "ctrl+alt+space")
+    xdotool("key", "1")
+    qtbot.waitUntil(lambda: field.toPlainText().endswith("1"), timeout=10000)
+    from PySide6.QtCore import Qt
+
+    assert int(Qt.Key.Key_Space) in presses.keys
