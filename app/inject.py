@@ -166,8 +166,7 @@ class TextInjector(QObject):
     def _insert_now(self, text: str, delete_chars: int, mode: str) -> None:
         self.timings = [("inject_start", time.monotonic())]
         if mode == "type" and uses_x11():
-            self._typing.submit(self._type_worker, self._x11_typer().type_text, text,
-                                delete_chars)
+            self._type_later(self._x11_typer().type_text, text, delete_chars)
             return
         try:
             controller = self._keyboard_controller()
@@ -175,8 +174,7 @@ class TextInjector(QObject):
             emit(self.finished, False, f"Could not insert text: {exc}")
             return
         if mode == "type":
-            self._typing.submit(self._type_worker, partial(self._pynput_type, controller), text,
-                                delete_chars)
+            self._type_later(partial(self._pynput_type, controller), text, delete_chars)
             return
         if delete_chars > 0:
             try:
@@ -246,6 +244,13 @@ class TextInjector(QObject):
             clipboard.clear(QClipboard.Mode.Clipboard)
         else:
             clipboard.setMimeData(saved, QClipboard.Mode.Clipboard)
+
+    def _type_later(self, type_text: Callable[[str, int], None], text: str,
+                    delete_chars: int) -> None:
+        try:
+            self._typing.submit(self._type_worker, type_text, text, delete_chars)
+        except RuntimeError:  # closed: the app is quitting
+            emit(self.finished, False, "Could not type the text: the app is quitting")
 
     def _pynput_type(self, controller: Any, text: str, delete_chars: int) -> None:
         self._backspace(controller, delete_chars)

@@ -11,6 +11,7 @@ press of the same key at the same server time is dropped as a repeat.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import os
@@ -54,6 +55,8 @@ def key_keysym(name: str) -> int:
         code = ord(name.lower())
         return code if code < 0x100 else code | 0x01000000
     bare = name.strip("<>")
+    if bare.isdigit():  # pynput's "<65>": a virtual key code, the keysym on X11
+        return int(bare)
     for candidate in (KEY_ALIASES.get(bare, bare), bare.capitalize(), bare.upper(),
                       "_".join(w.capitalize() for w in bare.split("_"))):
         keysym = XK.string_to_keysym(candidate)
@@ -213,8 +216,10 @@ class GrabbedChord:
         thread, self._thread = self._thread, None
         if thread is None:
             return
-        os.write(self._wake_w, b"x")
+        with contextlib.suppress(OSError):  # the thread has ended already (X went away)
+            os.write(self._wake_w, b"x")
         thread.join(2.0)
+        os.close(self._wake_w)
 
     def _run(self) -> None:
         d = self._display
@@ -231,10 +236,10 @@ class GrabbedChord:
         finally:
             try:
                 self._ungrab()
-            finally:
                 d.close()
-                os.close(self._wake_r)
-                os.close(self._wake_w)
+            except Exception as exc:  # noqa: BLE001 - a dead connection holds no grab
+                log.debug("closing the X connection: %s", exc)
+            os.close(self._wake_r)
 
     def _handle(self, events: list[Any], held: bool) -> bool:
         from Xlib import X

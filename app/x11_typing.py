@@ -1,7 +1,7 @@
 """Type any text on X11 through XTEST (python-xlib), whatever the keyboard layout.
 
 Each character is looked up in the current keymap (the active group, with Shift where its
-level needs it; CapsLock accounted for). A character the layout lacks (€ on us, Ж on de, 東,
+level needs it; CapsLock off meanwhile). A character the layout lacks (€ on us, Ж on de, 東,
 emoji) gets a spare keycode, one with no keysym, remapped to its keysym as xdotool does; the
 borrowed keycodes go back to empty RESTORE_AFTER_S after the last text, not at once: the target
 re-reads the keymap only when it gets to the MappingNotify, and a restore before that would
@@ -23,7 +23,7 @@ RESTORE_AFTER_S = 2.0
 # only this long after its last key, so the target has read the old mapping.
 REBORROW_AFTER_S = 0.3
 SPECIAL_KEYSYMS = {"\n": 0xFF0D, "\r": 0xFF0D, "\t": 0xFF09, "\b": 0xFF08}  # Return, Tab, BackSpace
-SHIFT_L = 0xFFE1
+SHIFT_L, CAPS_LOCK = 0xFFE1, 0xFFE5
 GROUP_COLUMNS = {0: (0, 1), 1: (2, 3)}  # the core keymap's columns of each group's levels 1-2
 
 
@@ -131,26 +131,38 @@ class X11Typer:
                 self._used.clear()
 
     def _type(self, text: str, backspaces: int) -> None:
-        from Xlib import X
-        from Xlib.ext import xtest
-
         d = self._open()
         keymap = Keymap(d, self._borrowed)
         self._borrowed = {kc: self._borrowed[kc] for kc in keymap.borrowed}
-        shift = d.keysym_to_keycode(SHIFT_L)
-        for char in "\b" * backspaces + text:
-            keycode, shifted = keymap.find(char)
-            if keycode is None:
-                keycode, shifted = self._borrow(keymap, char), False
-            if keycode in self._borrowed:
-                self._used[keycode] = time.monotonic()
-            if shifted and shift:
-                xtest.fake_input(d, X.KeyPress, shift)
-            xtest.fake_input(d, X.KeyPress, keycode)
-            xtest.fake_input(d, X.KeyRelease, keycode)
-            if shifted and shift:
-                xtest.fake_input(d, X.KeyRelease, shift)
-        d.sync()
+        # CapsLock would capitalise letters (and turn ß into ẞ): off while typing, as xdotool
+        # does, and on again after.
+        caps = d.keysym_to_keycode(CAPS_LOCK) if keymap.lock else 0
+        if caps:
+            self._tap(caps)
+        try:
+            shift = d.keysym_to_keycode(SHIFT_L)
+            for char in "\b" * backspaces + text:
+                keycode, shifted = keymap.find(char)
+                if keycode is None:
+                    keycode, shifted = self._borrow(keymap, char), False
+                if keycode in self._borrowed:
+                    self._used[keycode] = time.monotonic()
+                self._tap(keycode, shift if shifted else 0)
+        finally:
+            if caps:
+                self._tap(caps)
+            d.sync()
+
+    def _tap(self, keycode: int, modifier: int = 0) -> None:
+        from Xlib import X
+        from Xlib.ext import xtest
+
+        if modifier:
+            xtest.fake_input(self._display, X.KeyPress, modifier)
+        xtest.fake_input(self._display, X.KeyPress, keycode)
+        xtest.fake_input(self._display, X.KeyRelease, keycode)
+        if modifier:
+            xtest.fake_input(self._display, X.KeyRelease, modifier)
 
     def _borrow(self, keymap: Keymap, char: str) -> int:
         """Map a spare keycode to ``char``'s keysym; the least recently typed one when every
@@ -222,13 +234,5 @@ class Keymap:
         """The keycode typing ``char`` and whether Shift is needed (None: not in the keymap)."""
         for keysym in char_keysyms(char):
             if keysym in self.where:
-                keycode, shifted = self.where[keysym]
-                if self.lock and self._alphabetic(keycode, char):
-                    shifted = not shifted  # CapsLock swaps a letter key's two levels
-                return keycode, shifted
+                return self.where[keysym]
         return None, False
-
-    def _alphabetic(self, keycode: int, char: str) -> bool:
-        lower, upper = self.rows.get(keycode, (0, 0))
-        return (lower != upper and lower in char_keysyms(char.lower()[:1] or char)
-                and upper in char_keysyms(char.upper()[:1] or char))

@@ -3,11 +3,13 @@ and the hotkey grab (app.x11_hotkey), seen by a real focused Qt text field."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
 import threading
 
 import pytest
+from pytestqt.exceptions import TimeoutError
 from test_ui_dictation import focused_field as focused
 
 pytestmark = pytest.mark.skipif(shutil.which("xdotool") is None
@@ -34,8 +36,8 @@ def layout():
     """Switches the display's keyboard layout; the one before comes back afterwards."""
     before = xkb_query()
 
-    def switch(name: str) -> None:
-        subprocess.run(["setxkbmap", name], check=True, timeout=10)
+    def switch(*args: str) -> None:
+        subprocess.run(["setxkbmap", *args], check=True, timeout=10)
 
     yield switch
     command = ["setxkbmap", "-layout", before.get("layout", "us"), "-variant",
@@ -56,12 +58,49 @@ def keyboard_mapping() -> list[tuple[int, ...]]:
         d.close()
 
 
-@pytest.mark.parametrize("name", ["us", "de", "fr", "ru"])
-def test_every_character_arrives_on_every_layout(qtbot, layout, name):
+def caps_lock_on() -> bool:
+    from Xlib import X, display
+
+    d = display.Display()
+    try:
+        return bool(d.screen().root.query_pointer().mask & X.LockMask)
+    finally:
+        d.close()
+
+
+def tap_keysym(keysym_name: str) -> None:
+    """Press and release the key of a keysym through XTEST (xdotool would pick the group)."""
+    from Xlib import XK, X, display
+    from Xlib.ext import xtest
+
+    d = display.Display()
+    try:
+        keycode = d.keysym_to_keycode(XK.string_to_keysym(keysym_name))
+        assert keycode, keysym_name
+        xtest.fake_input(d, X.KeyPress, keycode)
+        xtest.fake_input(d, X.KeyRelease, keycode)
+        d.sync()
+    finally:
+        d.close()
+
+
+@pytest.mark.parametrize("name", ["us", "de", "fr", "ru", "us,ru", "de+caps"])
+def test_every_character_arrives_on_every_layout(qtbot, layout, lock_on, name):
     from app.x11_typing import X11Typer
 
-    layout(name)
+    if name.endswith("+caps"):  # CapsLock on: letters still come out as written
+        layout(name.removesuffix("+caps"))
+        lock_on("Caps_Lock")
+    elif "," in name:  # two layouts, the second one active (the group a Russian user types in)
+        layout("-layout", name, "-option", "grp:caps_toggle")
+        tap_keysym("ISO_Next_Group")
+    else:
+        layout(name)
     field = focused_field(qtbot)
+    if "," in name:
+        tap_keysym("q")  # the Q key types the active group's letter
+        qtbot.waitUntil(lambda: field.toPlainText() == "й")
+        field.clear()
     before = keyboard_mapping()
     typer = X11Typer()
     text = TEXT + "\n😀\tend"  # an emoji, a newline (Return) and a tab (Tab)
@@ -75,10 +114,12 @@ def test_every_character_arrives_on_every_layout(qtbot, layout, name):
 
     worker = threading.Thread(target=run)  # the GUI thread must stay free to take the keys
     worker.start()
-    qtbot.waitUntil(lambda: field.toPlainText() == text or bool(errors), timeout=20000)
+    with contextlib.suppress(TimeoutError):  # the assertion below shows what did arrive
+        qtbot.waitUntil(lambda: field.toPlainText() == text or bool(errors), timeout=20000)
     worker.join(10)
     assert errors == [] and field.toPlainText() == text
     typer.close()
+    assert caps_lock_on() == name.endswith("+caps")  # as the user left it
     # The keycodes borrowed for characters the layout lacks are empty again.
     assert keyboard_mapping() == before
 
@@ -198,3 +239,17 @@ def test_a_taken_hotkey_is_named_and_the_grab_is_let_go_on_stop(qtbot):
     from PySide6.QtCore import Qt
 
     assert int(Qt.Key.Key_Space) in presses.keys
+
+
+def test_hotkey_names_become_keysyms() -> None:
+    from Xlib import XK
+
+    from app.x11_hotkey import GrabError, key_keysym, pretty
+
+    names = {"<space>": "space", "<f9>": "F9", "<page_up>": "Prior", "<delete>": "Delete",
+             "<enter>": "Return", "v": "v", "V": "v", "<65>": "A"}
+    assert {name: key_keysym(name) for name in names} == {
+        name: XK.string_to_keysym(keysym) for name, keysym in names.items()}
+    with pytest.raises(GrabError, match="unknown key '<nonsense>'"):
+        key_keysym("<nonsense>")
+    assert pretty("<ctrl>+<alt>+<space>") == "Ctrl+Alt+Space"
