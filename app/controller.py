@@ -188,6 +188,7 @@ class Controller(ImportHost):
             hotkey.start()
         except HotkeyUnavailableError as exc:
             log.warning("language hotkey unavailable: %s", exc)
+            self.window.show_message(f"Language hotkey off: {exc}", 20000)
             return
         self._language_hotkey = hotkey
 
@@ -204,6 +205,7 @@ class Controller(ImportHost):
             hotkey.start()
         except HotkeyUnavailableError as exc:
             log.warning("voice-edit hotkey unavailable: %s", exc)
+            self.window.show_message(f"Voice-edit hotkey off: {exc}", 20000)
             return
         self._edit_hotkey = hotkey
 

@@ -10,6 +10,7 @@ import threading
 
 import pytest
 from pytestqt.exceptions import TimeoutError
+from test_ui_controller import make_controller  # noqa: F401 - the shared fixture
 from test_ui_dictation import focused_field as focused
 
 pytestmark = pytest.mark.skipif(shutil.which("xdotool") is None
@@ -239,6 +240,34 @@ def test_a_taken_hotkey_is_named_and_the_grab_is_let_go_on_stop(qtbot):
     from PySide6.QtCore import Qt
 
     assert int(Qt.Key.Key_Space) in presses.keys
+
+
+def test_the_app_says_which_hotkey_is_taken_and_the_others_work(
+        qtbot, make_controller) -> None:  # noqa: F811
+    from dataclasses import replace
+
+    from app.hotkeys import GlobalHotkey
+
+    other_app = GlobalHotkey("<ctrl>+<alt>+v", "tap", lambda _action: None)
+    other_app.start()  # another client holds the paste-last chord
+    controller, _ = make_controller()
+    controller.options = replace(controller.options, enable_hotkey=True)
+    talking: list[str] = []
+    controller._hotkey_action.connect(talking.append)
+    try:
+        controller.start_hotkey()
+        assert controller.window.statusBar().currentMessage() == (
+            "Paste-last hotkey off: Ctrl+Alt+V is already taken by another application "
+            "(its global shortcut); choose another one in Settings")
+        try:
+            xdotool("keydown", "ctrl+alt+space")
+        finally:
+            xdotool("keyup", "space", "alt", "ctrl")
+        qtbot.waitUntil(lambda: talking == ["press", "release"], timeout=10000)
+    finally:
+        controller._hotkey.stop()
+        controller.dictation.stop_hotkey()
+        other_app.stop()
 
 
 def test_hotkey_names_become_keysyms() -> None:
