@@ -6,7 +6,8 @@ on the root window, once per combination of the lock modifiers (CapsLock, NumLoc
 the grab must match the exact modifier state), and reports the chord's parts going down and up
 from a thread of its own. XKB's detectable auto-repeat makes a held key repeat as presses only,
 so a held chord is one press and one release; where XKB is missing, a release followed by a
-press of the same key at the same server time is dropped as a repeat.
+press of the same key at the same server time is dropped as a repeat. A new keyboard layout
+(setxkbmap, a layout switcher) can move the chord's key: the grab moves with it.
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ def key_keysym(name: str) -> int:
     """The keysym of a chord's one non-modifier key, in pynput's syntax ("<space>", "v")."""
     from Xlib import XK
 
+    for group in ("xkb", "xf86"):  # beyond python-xlib's default Latin-1 and miscellany
+        XK.load_keysym_group(group)
     if len(name) == 1:
         code = ord(name.lower())
         return code if code < 0x100 else code | 0x01000000
@@ -138,6 +141,10 @@ class GrabbedChord:
         self._thread: threading.Thread | None = None
         self._wake_r, self._wake_w = -1, -1
         self._grabs: list[tuple[int, int]] = []  # (keycode, modifiers)
+        self.keycode, self.modifiers = 0, 0
+        self._locks: list[int] = []
+        self._modifier_keycodes: dict[int, str] = {}
+        self._watch: Any = None  # a second connection, for MappingNotify
         self.detectable_autorepeat = False
 
     def start(self) -> None:
@@ -146,13 +153,19 @@ class GrabbedChord:
 
         try:
             self._display = display.Display()
+            # A client using XKB gets no core MappingNotify: a second, plain connection hears
+            # of layout changes.
+            self._watch = display.Display()
         except (error.DisplayError, error.ConnectionClosedError, OSError) as exc:
+            if self._display is not None:
+                self._display.close()
             raise GrabError(f"cannot open the X display: {exc}") from exc
         try:
             self._grab()
         except BaseException:
             self._display.close()
-            self._display = None
+            self._watch.close()
+            self._display = self._watch = None
             raise
         self.detectable_autorepeat = enable_detectable_autorepeat(self._display)
         self._wake_r, self._wake_w = os.pipe()
@@ -163,6 +176,25 @@ class GrabbedChord:
     def _grab(self) -> None:
         from Xlib import X, error
 
+        keycode, modifiers, locks = self._wanted()
+        self.keycode, self.modifiers, self._locks = keycode, modifiers, locks
+        root = self._display.screen().root
+        catch = error.CatchError(error.BadAccess)
+        for n in range(len(locks) + 1):
+            for combo in itertools.combinations(locks, n):
+                extra = sum(combo)
+                root.grab_key(keycode, modifiers | extra, False, X.GrabModeAsync,
+                              X.GrabModeAsync, onerror=catch)
+                self._grabs.append((keycode, modifiers | extra))
+        self._display.sync()
+        if catch.get_error() is not None:
+            self._ungrab()
+            raise GrabError(f"{pretty(self.hotkey)} is already taken by another application "
+                            f"(its global shortcut); {CHANGE_HINT}")
+
+    def _wanted(self) -> tuple[int, int, list[int]]:
+        """The chord's keycode and modifier mask on the keymap now, and the lock modifiers'
+        masks (CapsLock, NumLock, ScrollLock: each grabbed on and off)."""
         d = self._display
         masks = modifier_masks(d)
         modifiers, keys = 0, []
@@ -172,28 +204,26 @@ class GrabbedChord:
             else:
                 keys.append(part)
         if len(keys) != 1:
-            raise GrabError(f"invalid hotkey {self.hotkey!r}: modifiers (Ctrl, Alt, "
-                                         "Shift, Super) and one other key")
+            raise GrabError(f"invalid hotkey {self.hotkey!r}: modifiers (Ctrl, Alt, Shift, "
+                            "Super) and one other key")
         keycode = d.keysym_to_keycode(key_keysym(keys[0]))
         if not keycode:
-            raise GrabError(f"the key {pretty(keys[0])} of {pretty(self.hotkey)} is "
-                                         f"not on this keyboard layout; {CHANGE_HINT}")
-        self.keycode, self.modifiers = keycode, modifiers
+            raise GrabError(f"the key {pretty(keys[0])} of {pretty(self.hotkey)} is not on "
+                            f"this keyboard layout; {CHANGE_HINT}")
         self._modifier_keycodes = self._modifier_keycode_parts(masks)
-        locks = sorted({masks[m] for m in ("caps", "num", "scroll")} - {0})
-        root = d.screen().root
-        catch = error.CatchError(error.BadAccess)
-        for n in range(len(locks) + 1):
-            for combo in itertools.combinations(locks, n):
-                extra = sum(combo)
-                root.grab_key(keycode, modifiers | extra, False, X.GrabModeAsync,
-                              X.GrabModeAsync, onerror=catch)
-                self._grabs.append((keycode, modifiers | extra))
-        d.sync()
-        if catch.get_error() is not None:
+        return keycode, modifiers, sorted({masks[m] for m in ("caps", "num", "scroll")} - {0})
+
+    def _keymap_changed(self, event: Any) -> None:
+        """A new layout may put the chord's key on another keycode (Z and Y swap on German),
+        or the modifiers on other bits: grab it where it is now."""
+        self._display.refresh_keyboard_mapping(event)
+        try:
+            if self._wanted() == (self.keycode, self.modifiers, self._locks):
+                return  # (our own typing borrowing a spare keycode, most often)
             self._ungrab()
-            raise GrabError(f"{pretty(self.hotkey)} is already taken by another "
-                                         f"application (its global shortcut); {CHANGE_HINT}")
+            self._grab()
+        except GrabError as exc:
+            log.warning("the hotkey is off after the keyboard layout changed: %s", exc)
 
     def _modifier_keycode_parts(self, masks: dict[str, int]) -> dict[int, str]:
         """Keycode -> chord part, for the chord's modifier keys."""
@@ -222,19 +252,27 @@ class GrabbedChord:
         os.close(self._wake_w)
 
     def _run(self) -> None:
+        from Xlib import X
+
         d = self._display
         held = False  # the grabbed key is down
         try:
             while True:
-                ready, _, _ = select.select([d.fileno(), self._wake_r], [], [])
+                ready, _, _ = select.select([d.fileno(), self._watch.fileno(), self._wake_r],
+                                            [], [])
                 if self._wake_r in ready:
                     return
+                for _ in range(self._watch.pending_events()):
+                    event = self._watch.next_event()
+                    if event.type == X.MappingNotify:
+                        self._keymap_changed(event)
                 events = [d.next_event() for _ in range(d.pending_events())]
                 held = self._handle(events, held)
         except Exception:  # noqa: BLE001 - top of the thread: the hotkey stops, the app goes on
             log.exception("the X11 hotkey thread failed")
         finally:
             try:
+                self._watch.close()
                 self._ungrab()
                 d.close()
             except Exception as exc:  # noqa: BLE001 - a dead connection holds no grab

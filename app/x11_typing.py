@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 RESTORE_AFTER_S = 2.0
 # A borrowed keycode is remapped again (more distinct missing characters than spare keycodes)
 # only this long after its last key, so the target has read the old mapping.
-REBORROW_AFTER_S = 0.3
+REBORROW_AFTER_S = 0.5
 SPECIAL_KEYSYMS = {"\n": 0xFF0D, "\r": 0xFF0D, "\t": 0xFF09, "\b": 0xFF08}  # Return, Tab, BackSpace
 SHIFT_L, CAPS_LOCK = 0xFFE1, 0xFFE5
 GROUP_COLUMNS = {0: (0, 1), 1: (2, 3)}  # the core keymap's columns of each group's levels 1-2
@@ -141,7 +141,7 @@ class X11Typer:
             self._tap(caps)
         try:
             shift = d.keysym_to_keycode(SHIFT_L)
-            for char in "\b" * backspaces + text:
+            for char in "\b" * backspaces + text.replace("\r\n", "\n"):
                 keycode, shifted = keymap.find(char)
                 if keycode is None:
                     keycode, shifted = self._borrow(keymap, char), False
@@ -213,13 +213,13 @@ class Keymap:
         for keycode, row in enumerate(rows, start=first):
             if keycode in self.borrowed or (not any(row) and keycode not in modifiers):
                 self.spare.append(keycode)
-            if columns is None or keycode in self.borrowed:
+            if columns is None or columns[1] >= self.width or keycode in self.borrowed:
                 continue  # a group beyond the second: every character gets a borrowed key
             pair = (row[columns[0]], row[columns[1]] or row[columns[0]])
             self.rows[keycode] = pair
             for level, keysym in enumerate(pair):
-                if keysym and keysym not in self.where:
-                    self.where[keysym] = (keycode, bool(level))
+                if keysym and (keysym not in self.where or self.where[keysym][1] > bool(level)):
+                    self.where[keysym] = (keycode, bool(level))  # without Shift where it can
         for keycode in self.borrowed:
             self.assign(keycode, borrowed[keycode])
 

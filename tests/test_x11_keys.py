@@ -74,6 +74,7 @@ def tap_keysym(keysym_name: str) -> None:
     from Xlib import XK, X, display
     from Xlib.ext import xtest
 
+    XK.load_keysym_group("xkb")
     d = display.Display()
     try:
         keycode = d.keysym_to_keycode(XK.string_to_keysym(keysym_name))
@@ -288,6 +289,40 @@ def test_the_app_says_which_hotkey_is_taken_and_the_others_work(
         controller._hotkey.stop()
         controller.dictation.stop_hotkey()
         other_app.stop()
+
+
+def keycode_of(keysym_name: str) -> int:
+    from Xlib import XK, display
+
+    d = display.Display()
+    try:
+        return int(d.keysym_to_keycode(XK.string_to_keysym(keysym_name)))
+    finally:
+        d.close()
+
+
+def test_the_grab_follows_its_key_to_a_new_layout(qtbot, layout) -> None:
+    from app.hotkeys import GlobalHotkey
+
+    layout("us")
+    field = focused_field(qtbot)
+    actions: list[str] = []
+    hotkey = GlobalHotkey("<ctrl>+<alt>+z", "hold", actions.append)
+    hotkey.start()
+    try:
+        layout("de")  # Z moves to where Y was
+        qtbot.waitUntil(lambda: hotkey._grab.keycode == keycode_of("z"), timeout=10000)
+        try:
+            xdotool("keydown", "ctrl+alt+z")
+        finally:
+            xdotool("keyup", "z", "alt", "ctrl")
+        qtbot.waitUntil(lambda: actions == ["press", "release"], timeout=10000)
+        xdotool("key", "ctrl+alt+y")  # the keycode grabbed before is the focused app's again
+        xdotool("key", "1")
+        qtbot.waitUntil(lambda: field.toPlainText().endswith("1"), timeout=10000)
+    finally:
+        hotkey.stop()
+    assert actions == ["press", "release"]
 
 
 def test_hotkey_names_become_keysyms() -> None:
