@@ -146,6 +146,7 @@ class GrabbedChord:
         self._modifier_keycodes: dict[int, str] = {}
         self._watch: Any = None  # a second connection, for MappingNotify
         self.detectable_autorepeat = False
+        self.repeats = 0  # auto-repeats of the held key, dropped
 
     def start(self) -> None:
         """Grab the chord; GrabError (naming the keys) when it cannot be."""
@@ -287,7 +288,9 @@ class GrabbedChord:
             if i in skip or event.type not in (X.KeyPress, X.KeyRelease):
                 continue
             ours = event.detail == self.keycode
-            if event.type == X.KeyPress and ours and not held:
+            if event.type == X.KeyPress and ours and held:
+                self.repeats += 1
+            elif event.type == X.KeyPress and ours:
                 held = True
                 for part in self.parts:
                     self._feed(part, True)
@@ -296,6 +299,7 @@ class GrabbedChord:
                 if (following is not None and following.type == X.KeyPress
                         and following.detail == self.keycode and following.time == event.time):
                     skip.add(i + 1)  # an auto-repeat's release/press pair (no XKB)
+                    self.repeats += 1
                     continue
                 held = False
                 for part in reversed(self.parts):
