@@ -143,6 +143,10 @@ class GlobalHotkey:
     def _start_x11(self) -> None:
         from app.x11_hotkey import GrabbedChord, GrabError
 
+        try:
+            import Xlib  # noqa: F401 - python-xlib, the X11 client library
+        except ImportError as exc:
+            raise HotkeyUnavailableError(str(missing_dependency("python-xlib", "gui"))) from exc
         grab = GrabbedChord(self._hotkey, self._feed_part)
         self._machine = HotkeyMachine(grab.parts, self._mode)
         try:

@@ -16,6 +16,8 @@ import threading
 import time
 from typing import Any
 
+from engine.errors import missing_dependency
+
 log = logging.getLogger(__name__)
 
 RESTORE_AFTER_S = 2.0
@@ -109,7 +111,10 @@ class X11Typer:
     # -- inside the lock ------------------------------------------------------------------------
     def _open(self) -> Any:
         if self._display is None:
-            from Xlib import display, error
+            try:
+                from Xlib import display, error
+            except ImportError as exc:
+                raise TypingError(str(missing_dependency("python-xlib", "gui"))) from exc
 
             try:
                 d = display.Display()
