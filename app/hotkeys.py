@@ -2,9 +2,9 @@
 
 `HotkeyMachine` is the logic, pure and testable: feed it key downs and ups, it says when talking
 starts and stops. `GlobalHotkey` feeds it from the X11 grab's thread (app.x11_hotkey) or a
-pynput listener thread and calls back (the caller hops to the GUI thread). On Wayland global key grabs don't exist; the desktop's own
-shortcut settings can bind `sottovoce ptt press|release` or `sottovoce toggle` instead
-(app.control).
+pynput listener thread and calls back (the caller hops to the GUI thread). On Wayland global
+key grabs don't exist; the desktop's own shortcut settings can bind `sottovoce ptt
+press|release` or `sottovoce toggle` instead (app.control).
 """
 
 from __future__ import annotations

@@ -2,9 +2,10 @@
 
 Pure functions on an app.desktop.Desktop (what was probed), so every branch is unit-tested:
 
-hotkey:  X11 -> the key grab (app.x11_hotkey); Wayland with the GlobalShortcuts portal -> the portal
-         (KDE Plasma 5.27+, GNOME 48+, Hyprland); otherwise -> the control commands bound in the
-         compositor (`sottovoce ptt press|release`, `sottovoce toggle`), with the exact lines.
+hotkey:  X11 -> the key grab (app.x11_hotkey); Wayland with the GlobalShortcuts portal -> the
+         portal (KDE Plasma 5.27+, GNOME 48+, Hyprland); otherwise -> the control commands bound
+         in the compositor (`sottovoce ptt press|release`, `sottovoce toggle`), with the exact
+         lines.
 insert:  X11 -> XTEST keys or paste (app.inject); Wayland -> key routes in this order:
          GNOME/KDE: RemoteDesktop portal, then wtype (where the compositor has the
          virtual-keyboard protocol); wlroots/Hyprland/other: wtype, then the portal;
