@@ -35,6 +35,9 @@ KEY_ALIASES = {"enter": "Return", "esc": "Escape", "page_up": "Prior", "page_dow
                "media_volume_up": "XF86AudioRaiseVolume", "media_volume_down":
                "XF86AudioLowerVolume", "media_volume_mute": "XF86AudioMute", "menu": "Menu"}
 CHANGE_HINT = "choose another one in Settings"
+# Without XKB a held key repeats as release/press pairs with one timestamp, sent together; a
+# release read alone waits this long for its press before it counts as the key let go.
+PAIR_WAIT_S = 0.1
 XKB_DETECTABLE_AUTOREPEAT = 1  # XkbPCF_DetectableAutoRepeatMask
 XKB_USE_CORE_KEYBOARD = 0x100
 
@@ -147,6 +150,8 @@ class GrabbedChord:
         self._watch: Any = None  # a second connection, for MappingNotify
         self.detectable_autorepeat = False
         self.repeats = 0  # auto-repeats of the held key, dropped
+        self._held = False  # the grabbed key is down
+        self._pending: Any = None  # a release of the key, maybe half of a repeat's pair
 
     def start(self) -> None:
         """Grab the chord; GrabError (naming the keys) when it cannot be."""
@@ -253,22 +258,18 @@ class GrabbedChord:
         os.close(self._wake_w)
 
     def _run(self) -> None:
-        from Xlib import X
-
         d = self._display
-        held = False  # the grabbed key is down
         try:
             while True:
+                # A release that may be half of an auto-repeat's pair waits for its press.
+                timeout = PAIR_WAIT_S if self._pending is not None else None
                 ready, _, _ = select.select([d.fileno(), self._watch.fileno(), self._wake_r],
-                                            [], [])
+                                            [], [], timeout)
                 if self._wake_r in ready:
                     return
-                for _ in range(self._watch.pending_events()):
-                    event = self._watch.next_event()
-                    if event.type == X.MappingNotify:
-                        self._keymap_changed(event)
-                events = [d.next_event() for _ in range(d.pending_events())]
-                held = self._handle(events, held)
+                self._read_keymap_changes()
+                self._handle([d.next_event() for _ in range(d.pending_events())],
+                             final=not ready)
         except Exception:  # noqa: BLE001 - top of the thread: the hotkey stops, the app goes on
             log.exception("the X11 hotkey thread failed")
         finally:
@@ -280,30 +281,44 @@ class GrabbedChord:
                 log.debug("closing the X connection: %s", exc)
             os.close(self._wake_r)
 
-    def _handle(self, events: list[Any], held: bool) -> bool:
+    def _read_keymap_changes(self) -> None:
         from Xlib import X
 
+        for _ in range(self._watch.pending_events()):
+            event = self._watch.next_event()
+            if event.type == X.MappingNotify:
+                self._keymap_changed(event)
+
+    def _handle(self, events: list[Any], final: bool = False) -> None:
+        """Feed the chord's parts from these events. ``final``: no more events came within
+        PAIR_WAIT_S, so a release held back is a real one."""
+        from Xlib import X
+
+        if self._pending is not None:
+            events, self._pending = [self._pending, *events], None
         skip = set()
         for i, event in enumerate(events):
             if i in skip or event.type not in (X.KeyPress, X.KeyRelease):
                 continue
             ours = event.detail == self.keycode
-            if event.type == X.KeyPress and ours and held:
+            if event.type == X.KeyPress and ours and self._held:
                 self.repeats += 1
             elif event.type == X.KeyPress and ours:
-                held = True
+                self._held = True
                 for part in self.parts:
                     self._feed(part, True)
-            elif event.type == X.KeyRelease and ours and held:
+            elif event.type == X.KeyRelease and ours and self._held:
                 following = events[i + 1] if i + 1 < len(events) else None
+                if following is None and not self.detectable_autorepeat and not final:
+                    self._pending = event  # the press of its pair may come in the next read
+                    return
                 if (following is not None and following.type == X.KeyPress
                         and following.detail == self.keycode and following.time == event.time):
                     skip.add(i + 1)  # an auto-repeat's release/press pair (no XKB)
                     self.repeats += 1
                     continue
-                held = False
+                self._held = False
                 for part in reversed(self.parts):
                     self._feed(part, False)
             elif event.type == X.KeyRelease and event.detail in self._modifier_keycodes:
                 self._feed(self._modifier_keycodes[event.detail], False)
-        return held
