@@ -189,6 +189,7 @@ class Controller(ImportHost):
             hotkey.start()
         except HotkeyUnavailableError as exc:
             log.warning("language hotkey unavailable: %s", exc)
+            self.window.show_message(f"Language hotkey off: {exc}", 20000)
             return
         self._language_hotkey = hotkey
 
@@ -205,6 +206,7 @@ class Controller(ImportHost):
             hotkey.start()
         except HotkeyUnavailableError as exc:
             log.warning("voice-edit hotkey unavailable: %s", exc)
+            self.window.show_message(f"Voice-edit hotkey off: {exc}", 20000)
             return
         self._edit_hotkey = hotkey
 
@@ -658,6 +660,7 @@ class Controller(ImportHost):
             self._polish_journal.close()
         self.polisher.close()
         self.dictation.shutdown()
+        self.injector.close()
         self.imports.shutdown()
         self.stop_engine()
         self.captions.close()

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 log = logging.getLogger(__name__)
 
 X11, XWAYLAND, WAYLAND, NONE = "x11", "xwayland", "wayland", "none"
-NATIVE = "native"  # Windows, macOS: pynput's own hooks, as on X11
+NATIVE = "native"  # Windows, macOS: pynput's own hooks
 GNOME, KDE, WLROOTS, HYPRLAND, OTHER = "gnome", "kde", "wlroots", "hyprland", "other"
 VIRTUAL_KEYBOARD = "zwp_virtual_keyboard_manager_v1"
 DATA_CONTROL = "zwlr_data_control_manager_v1"

@@ -111,6 +111,7 @@ class Dictation(QObject):
             hotkey.start()
         except HotkeyUnavailableError as exc:
             log.warning("paste-last hotkey unavailable: %s", exc)
+            self.controller.window.show_message(f"Paste-last hotkey off: {exc}", 20000)
             return
         self._paste_hotkey = hotkey
 

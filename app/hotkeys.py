@@ -1,10 +1,10 @@
-"""Global push-to-talk hotkey (pynput: X11, Windows, macOS), in "hold" or "toggle" mode.
+"""Global push-to-talk hotkey (X11 key grab; pynput on Windows, macOS), "hold" or "toggle" mode.
 
 `HotkeyMachine` is the logic, pure and testable: feed it key downs and ups, it says when talking
-starts and stops. `GlobalHotkey` feeds it from a pynput listener thread and calls back (the
-caller hops to the GUI thread). On Wayland global key grabs don't exist; the desktop's own
-shortcut settings can bind `sottovoce ptt press|release` or `sottovoce toggle` instead
-(app.control).
+starts and stops. `GlobalHotkey` feeds it from the X11 grab's thread (app.x11_hotkey) or a
+pynput listener thread and calls back (the caller hops to the GUI thread). On Wayland global
+key grabs don't exist; the desktop's own shortcut settings can bind `sottovoce ptt
+press|release` or `sottovoce toggle` instead (app.control).
 """
 
 from __future__ import annotations
@@ -107,22 +107,55 @@ def session_supports_global_hotkeys(env: Mapping[str, str] | None = None) -> tup
     return True, ""
 
 
+def uses_x11(env: Mapping[str, str] | None = None) -> bool:
+    """Whether keys go through X11 here (Linux/BSD with a DISPLAY, XWayland included)."""
+    env = os.environ if env is None else env
+    return sys.platform not in ("win32", "darwin") and bool(env.get("DISPLAY"))
+
+
 class GlobalHotkey:
     """Listens system-wide for the chord and calls `on_action("press" | "release")` from the
-    listener's thread. `start()` raises HotkeyUnavailableError with advice when it can't work."""
+    listener's thread. On X11 the chord is grabbed (app.x11_hotkey), so the focused app never
+    sees it; elsewhere pynput's listener observes it. `start()` raises HotkeyUnavailableError
+    with advice when it can't work."""
 
     def __init__(self, hotkey: str, mode: str, on_action: Callable[[str], None]) -> None:
         self._hotkey = hotkey
         self._mode = mode
         self._on_action = on_action
         self._listener: Any = None
+        self._grab: Any = None  # app.x11_hotkey.GrabbedChord on X11
         self._machine: HotkeyMachine | None = None
 
     def start(self) -> str:
-        """Install the listener; returns a note on its limits in this session ("" if none)."""
+        """Install the listener (on X11: grab the chord); returns a note on its limits in this
+        session ("" if none)."""
         ok, note = session_supports_global_hotkeys()
         if not ok:
             raise HotkeyUnavailableError(note)
+        if uses_x11():
+            self._start_x11()
+        else:
+            self._start_pynput()
+        log.info("global hotkey %s (%s mode) active", self._hotkey, self._mode)
+        return note
+
+    def _start_x11(self) -> None:
+        from app.x11_hotkey import GrabbedChord, GrabError
+
+        try:
+            import Xlib  # noqa: F401 - python-xlib, the X11 client library
+        except ImportError as exc:
+            raise HotkeyUnavailableError(str(missing_dependency("python-xlib", "gui"))) from exc
+        grab = GrabbedChord(self._hotkey, self._feed_part)
+        self._machine = HotkeyMachine(grab.parts, self._mode)
+        try:
+            grab.start()
+        except GrabError as exc:
+            raise HotkeyUnavailableError(str(exc)) from exc
+        self._grab = grab
+
+    def _start_pynput(self) -> None:
         keyboard = pynput_keyboard()
         try:
             chord = keyboard.HotKey.parse(self._hotkey)
@@ -133,10 +166,11 @@ class GlobalHotkey:
         self._listener = listener
         listener.start()
         listener.wait()  # returns once the OS hook is installed (pynput's ready event)
-        log.info("global hotkey %s (%s mode) active", self._hotkey, self._mode)
-        return note
 
     def stop(self) -> None:
+        if self._grab is not None:
+            self._grab.stop()
+            self._grab = None
         if self._listener is not None:
             self._listener.stop()
             self._listener = None
@@ -148,11 +182,16 @@ class GlobalHotkey:
         self._feed(key, down=False)
 
     def _feed(self, key: Any, down: bool) -> None:
-        listener, machine = self._listener, self._machine
-        if listener is None or machine is None or key is None:
+        listener = self._listener
+        if listener is None or key is None:
             return
-        canonical = _normalise(listener.canonical(key))
-        action = machine.key_down(canonical) if down else machine.key_up(canonical)
+        self._feed_part(_normalise(listener.canonical(key)), down)
+
+    def _feed_part(self, part: Hashable, down: bool) -> None:
+        machine = self._machine
+        if machine is None:
+            return
+        action = machine.key_down(part) if down else machine.key_up(part)
         if action is not None:
             try:
                 self._on_action(action)

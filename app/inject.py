@@ -3,7 +3,8 @@
 paste: save the user's clipboard, put the text on it, press the paste keys (Ctrl+V or
   Shift+Insert), and restore the saved clipboard once the target has had time to read it (unless
   something newer was copied meanwhile). Works on any keyboard layout and is fast for long text.
-type: synthesise the characters with pynput (for apps that block paste).
+type: synthesise the characters (for apps that block paste): on X11 through XTEST with any
+  character on any layout (app.x11_typing), elsewhere with pynput; one text after another.
 On Wayland both go through app.wayland_inject instead (`use_wayland`): wl-copy for the
 clipboard and the virtual keyboard, the RemoteDesktop portal or ydotool for the keys, on a
 thread of its own, falling back route by route.
@@ -26,15 +27,17 @@ Ctrl+Alt+V is our own paste-last hotkey; so texts wait, in order, until those ke
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections import deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 from PySide6.QtCore import QMimeData, QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QClipboard, QGuiApplication
 
-from app.hotkeys import HotkeyUnavailableError, pynput_keyboard
+from app.hotkeys import HotkeyUnavailableError, pynput_keyboard, uses_x11
 from app.wayland_inject import Insertion, WaylandInserter
 from engine.core.sanitize import clean
 from ui.qt_compat import emit, forwarder
@@ -85,6 +88,9 @@ class TextInjector(QObject):
         self.mode = mode
         self.paste_keys = paste_keys
         self._controller: Any = None
+        self._typer: Any = None  # app.x11_typing.X11Typer, made on first use
+        # One typing thread: texts are typed in the order they came, never interleaved.
+        self._typing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sottovoce-type")
         self.wayland: WaylandInserter | None = None
         self._saved: QMimeData | None = None
         self._pastes = 0  # pastes so far: the marker of the latest one
@@ -164,14 +170,16 @@ class TextInjector(QObject):
 
     def _insert_now(self, text: str, delete_chars: int, mode: str) -> None:
         self.timings = [("inject_start", time.monotonic())]
+        if mode == "type" and uses_x11():
+            self._type_later(self._x11_typer().type_text, text, delete_chars)
+            return
         try:
             controller = self._keyboard_controller()
         except (HotkeyUnavailableError, ImportError, RuntimeError) as exc:
             emit(self.finished, False, f"Could not insert text: {exc}")
             return
         if mode == "type":
-            threading.Thread(target=self._type_worker, args=(controller, text, delete_chars),
-                             name="sottovoce-type", daemon=True).start()
+            self._type_later(partial(self._pynput_type, controller), text, delete_chars)
             return
         if delete_chars > 0:
             try:
@@ -242,10 +250,21 @@ class TextInjector(QObject):
         else:
             clipboard.setMimeData(saved, QClipboard.Mode.Clipboard)
 
-    def _type_worker(self, controller: Any, text: str, delete_chars: int = 0) -> None:
+    def _type_later(self, type_text: Callable[[str, int], None], text: str,
+                    delete_chars: int) -> None:
         try:
-            self._backspace(controller, delete_chars)
-            controller.type(text)
+            self._typing.submit(self._type_worker, type_text, text, delete_chars)
+        except RuntimeError:  # closed: the app is quitting
+            emit(self.finished, False, "Could not type the text: the app is quitting")
+
+    def _pynput_type(self, controller: Any, text: str, delete_chars: int) -> None:
+        self._backspace(controller, delete_chars)
+        controller.type(text)
+
+    def _type_worker(self, type_text: Callable[[str, int], None], text: str,
+                     delete_chars: int = 0) -> None:
+        try:
+            type_text(text, delete_chars)
             self.timings.append(("typed", time.monotonic()))
         except Exception as exc:  # noqa: BLE001 - top of the typing thread
             log.warning("typing failed: %s", exc)
@@ -255,6 +274,19 @@ class TextInjector(QObject):
         if delete_chars:
             done = f"Deleted {delete_chars} characters" + (f"; {done.lower()}" if done else "")
         emit(self._typed, True, done)
+
+    def _x11_typer(self) -> Any:
+        if self._typer is None:
+            from app.x11_typing import X11Typer
+
+            self._typer = X11Typer()
+        return self._typer
+
+    def close(self) -> None:
+        """Finish the texts being typed and give back the keycodes borrowed for them."""
+        self._typing.shutdown(wait=True)
+        if self._typer is not None:
+            self._typer.close()
 
     def _keyboard_controller(self) -> Any:
         if self._controller is None:

@@ -2,10 +2,11 @@
 
 Pure functions on an app.desktop.Desktop (what was probed), so every branch is unit-tested:
 
-hotkey:  X11 -> the pynput key grab; Wayland with the GlobalShortcuts portal -> the portal
-         (KDE Plasma 5.27+, GNOME 48+, Hyprland); otherwise -> the control commands bound in the
-         compositor (`sottovoce ptt press|release`, `sottovoce toggle`), with the exact lines.
-insert:  X11 -> pynput keys (app.inject); Wayland -> key routes in this order:
+hotkey:  X11 -> the key grab (app.x11_hotkey); Wayland with the GlobalShortcuts portal -> the
+         portal (KDE Plasma 5.27+, GNOME 48+, Hyprland); otherwise -> the control commands bound
+         in the compositor (`sottovoce ptt press|release`, `sottovoce toggle`), with the exact
+         lines.
+insert:  X11 -> XTEST keys or paste (app.inject); Wayland -> key routes in this order:
          GNOME/KDE: RemoteDesktop portal, then wtype (where the compositor has the
          virtual-keyboard protocol); wlroots/Hyprland/other: wtype, then the portal;
          ydotool last, only when the user allowed it; last resort: clipboard + "press Ctrl+V".
@@ -23,6 +24,7 @@ from app.desktop import (
     GNOME,
     HYPRLAND,
     KDE,
+    NATIVE,
     NONE,
     VIRTUAL_KEYBOARD,
     WLROOTS,
@@ -52,9 +54,10 @@ class Routes:
 def choose(desktop: Desktop, allow_ydotool: bool = False) -> Routes:
     if not desktop.wayland:
         grab = desktop.kind != NONE
+        via = "pynput" if desktop.kind == NATIVE else "X11"
         return Routes(PYNPUT if grab else COMPOSITOR,
-                      "global key grab (pynput)" if grab else "no graphical session",
-                      (PYNPUT,) if grab else (), "key events (pynput)", grab)
+                      f"global key grab ({via})" if grab else "no graphical session",
+                      (PYNPUT,) if grab else (), f"key events ({via})", grab)
     if desktop.portal(GLOBAL_SHORTCUTS):
         hotkey, hotkey_why = PORTAL, (f"GlobalShortcuts portal (version "
                                       f"{desktop.portal(GLOBAL_SHORTCUTS)})")
