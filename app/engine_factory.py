@@ -156,8 +156,8 @@ def _local_engine(config: EngineConfig, sink: EventSink) -> LiveEngine:
     # final never waits behind a partial, and is decoded speculatively while the end of the
     # utterance is confirmed (engine.core.policy.speculation). CUDA keeps one. Each replica gets all
     # the cores (up to LIVE_CPU_THREADS): a lone final, the usual case, then decodes as fast as
-    # on one all-cores model; one-thread replicas took 1.5-1.7x as long per final on the busy
-    # 2-core test machine (bench/decode_layouts.py), and two decodes at once were no faster.
+    # on one all-cores model; one-thread replicas made each final slower, and two decodes at
+    # once were no faster (docs/evidence.md).
     runner = _live_runner(config.model, config.device)
     options = LiveOptions(mode=config.mode, policy=PolicyOptions(
         language=config.language, languages=config.languages, vocabulary=config.vocabulary))

@@ -10,8 +10,9 @@ The import always runs on this computer with the app's model (the one in the sel
 with the remote backend too, and the status line says so). Each import loads its own copy on
 its worker thread (about a second for tiny.en) and drops it at the end. Why not reuse the live
 engine's loaded model: a CTranslate2 model loaded on a thread that has since ended (the live
-engine's, once stopped; an earlier import's) decoded 4-6x slower here, measured (likely
-libgomp's thread team, which belongs to the loading thread), so no model is kept either.
+engine's, once stopped; an earlier import's) decoded several times slower (likely libgomp's
+thread team, which belongs to the loading thread; docs/evidence.md), so no model is kept
+either.
 
 The view and session are replaced by the file's transcript only once the file has decoded and
 the model has loaded, so an unreadable file changes nothing. Earlier live text is not lost: it

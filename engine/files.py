@@ -28,14 +28,14 @@ decodes a wave's batch in slices (`engine.asr.CPU_DECODE_SLICE`: the decoder's
 cross-attention keys and values of every item decoded together are alive at once) and aligns
 one item at a time, and the C heap's free pages go back to the system after each wave and
 whenever the resident size has grown by a step inside one (`engine.native_memory`), which
-glibc otherwise keeps in per-thread arenas (bench/memory.py has the figures).
+glibc otherwise keeps in per-thread arenas (figures: docs/evidence.md).
 
 Short files (under `FileOptions.sequential_below_s`, 2 min) go through a `SequentialDecoder`
 when the caller passes one (the CLI does): the backend's own 30 s loop, segments yielded as it
-makes them with the same events, checks and cancel. Measured before deciding: on the 26 short
-English clips it scored 9.9 % WER against 15.4 % for the pipeline at the same beam (5); on the
-231 s reading the pipeline is at par and 1.5x faster (bench/transcribe.py). So the old CLI rule
-won and became a mode of this entry point rather than a second one.
+makes them with the same events, checks and cancel. It reads short clips markedly better than
+the pipeline at the same beam, while on a long reading the pipeline is at par and faster
+(docs/evidence.md), so the old CLI rule won and became a mode of this entry point rather than
+a second one.
 """
 
 from __future__ import annotations
@@ -84,10 +84,8 @@ log = logging.getLogger(__name__)
 
 # Requests per decode call when a wave's batches are shared out among the streams
 # (`decode_shared`): the CPU runner's generate slice, so a call is the work a slice was before.
-# Against one whole batch per stream, on the 1484 s of long readings (bench/longform.py's
-# files, tiny.en greedy, 2 cores, 3 runs interleaved, 3 December): wall 23.5 -> 18.8 s
-# (median) at the same CPU time (34.8 -> 33.6 s), WER 5.22 -> 5.19 %. A file of ~140 s is
-# one wave; the stream that drew the harder chunks kept the other idle for ~0.5 s of ~2.8 s.
+# Small pieces let a stream that finishes early take work the other would otherwise hold,
+# which cuts the wall time at the same CPU time and WER (figures: docs/evidence.md).
 WAVE_PIECE = CPU_DECODE_SLICE
 
 FileOptions = LongFormOptions  # one options class: the pipeline's (batch sizes included)

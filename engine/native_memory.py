@@ -5,32 +5,31 @@ what is freed in the arena of the thread that freed it (one per decode stream, t
 and PyAV) and raises its mmap threshold after the first large free, so later large buffers
 come from the arenas too. A decode wave's buffers (the decoder's cross-attention keys and
 values: batch x frames x 2 x layers x width floats, about 7 MB per 11 s chunk on tiny.en) are
-then freed into arenas that never shrink: on a 3-hour file RSS climbed from 0.6 to 1.2 GB
-wave after wave while live memory stayed flat (bench/memory.py). `malloc_trim(0)` returns the
+then freed into arenas that never shrink, so a long file's RSS climbs wave after wave while
+live memory stays flat (figures: docs/evidence.md). `malloc_trim(0)` returns the
 free pages of every arena; called once per wave it costs a few milliseconds against seconds of
 decoding. Elsewhere than glibc it is a no-op.
 
 The other part that grew with the file's length is oneDNN's primitive cache (CTranslate2's
-GEMM backend on this AMD CPU: "GEMM_S8 backend: DNNL" with ``CT2_VERBOSE=1``). Every new
+GEMM backend where it runs on oneDNN, as on an AVX2 AMD CPU: "GEMM_S8 backend: DNNL" with
+``CT2_VERBOSE=1``). Every new
 matrix shape gets a primitive with its JIT-compiled kernel, kept up to 1024 of them; the
 encoder runs each chunk at its own width, so a long file fills the cache with shapes it will
 not see again. `limit_native_caches` caps it at 32 before the model loads (an environment
-variable oneDNN reads when it first creates a primitive; a value the user set is kept): on the
-20 min mix, peak RSS 523 -> 469 MB and 370 -> 267 MB at the end, CPU time 67.7 vs 67.3 s.
+variable oneDNN reads when it first creates a primitive; a value the user set is kept), which
+lowers the peak and the end RSS at no CPU cost.
 
 A trim per wave still left the peak *inside* a wave: a wave is many CTranslate2 calls (an
 encode per chunk, a generate and an align per slice, on two streams at once), each freeing its
 buffers into its thread's arena, where the next call, of another width, often cannot reuse
-them. Sampled every 20 ms through a 30 min mix, the peaks (up to 600 MB) fell in the middle
-of waves, once while a single item was being generated alone. `release_if_grown` is the
+them. `release_if_grown` is the
 guard for that: called after each such call, it reads the resident size (one small read of
 /proc/self/statm) and trims only when it has grown by `TRIM_STEP` since the last trim, so
 what the heap may keep that nobody uses stays under that step, and trims happen only as often
-as memory is actually retained (a trim is ~4 ms, and the pages it returns fault in again: a
-trim after every call cost 14 % more CPU on the 30 min mix). With it, one-item alignments and
-generate slices bounded by hypotheses x frames (`engine.asr.ct2_batch`), the 3 h mix of
-bench/memory.py peaked at 454 MiB against 592 before (same sitting; CPU 365 vs 331 s; the
-word error rate between them 0.01 %; a step of 48 MiB: 498 MiB).
+as memory is actually retained (a trim takes milliseconds, and the pages it returns fault in
+again, so a trim after every call costs noticeably more CPU). With one-item alignments and
+generate slices bounded by hypotheses x frames (`engine.asr.ct2_batch`), it keeps a long
+file's peak well below what it was without it (figures: docs/evidence.md).
 """
 
 from __future__ import annotations

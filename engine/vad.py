@@ -11,17 +11,17 @@ scorer of the process (`load_model`): onnxruntime's ``run`` is thread-safe, and 
 in the callers.
 
 Silero's state drifts towards the voice it has been hearing: a new speaker after a minute of
-another scores far lower than the same audio heard fresh (snakers4/silero-vad#725; the shared
-"cold" recording after a minute of the LJ reading: 83 % WER through the live engine, 13 % on
-its own). Yet the same adaptation helps within one speaker: on the cold recording alone, a
-state restarted every few seconds scored fewer of its windows as speech (53 against 62 %) and
-the live engine lost 11 more words on it. So the streaming `SileroVad` scores every window with
+another scores far lower than the same audio heard fresh (snakers4/silero-vad#725: the shared
+"cold" recording after a minute of the LJ reading lost most of its words through the live
+engine). Yet the same adaptation helps within one speaker: on the cold recording alone, a
+state restarted every few seconds scored fewer of its windows as speech and the live engine
+lost words on it (figures: docs/evidence.md). So the streaming `SileroVad` scores every window with
 two states and takes the higher probability: the continuous one, and a *fresh* one that every
 `REFRESH_S` of audio is rebuilt as if the stream had started at the quietest window of the
 second half of that span, where a pause or a new voice starts (the windows since then are
 scored again from a zero state; their new scores only build the state). Long-form, which sees
 whole files, scores pieces cut the same way with fresh states only (`piecewise_probabilities`;
-the numbers behind that are in `engine.longform.chunking`).
+the numbers behind that are in docs/evidence.md).
 """
 
 from __future__ import annotations

@@ -11,9 +11,9 @@ Every file goes through `engine.files.transcribe_file` (the app's import path to
 bar follows its `Progress` events. ``--engine auto`` (default) gives files under
 `AUTO_BATCHED_MIN_SECONDS` to the sequential decoder (faster-whisper's own loop, a mode of the
 same entry point) and longer ones to the batched long-form pipeline; ``batched`` and
-``sequential`` force one. Measured again for the redesign (bench/transcribe.py, tiny.en, beam 5,
-26 short English clips): sequential 9.9 % WER, the pipeline 15.4 %; on the 231 s reading the
-pipeline is at par (5.1 vs 4.7 %) and 1.5x faster. So short files stay sequential.
+``sequential`` force one. The sequential decoder reads short clips markedly better, while on a
+long reading the pipeline is at par and faster (docs/evidence.md), so short files stay
+sequential.
 """
 
 from __future__ import annotations
@@ -199,8 +199,8 @@ def make_decoders(model: str, device: str, compute_type: str, engine: str,
                   decode_memory_mb: float | None = DECODE_MEMORY_MB) -> Decoders:
     """The backends for ``--engine``, laid out for their decoder.
 
-    faster-whisper's loop decodes one window at a time: one replica on all cores (on the 2-core
-    test machine, two one-thread replicas took 1.2x as long over the 26 short clips). The
+    faster-whisper's loop decodes one window at a time: one replica on all cores (two one-thread
+    replicas were slower over the short clips; docs/evidence.md). The
     pipeline keeps two replicas busy (`engine.asr.local_runner` with ``files``). A run with
     short and long files on the CPU loads the model twice; where the layouts are the same
     (CUDA, one core), one backend serves both.

@@ -24,15 +24,13 @@ if TYPE_CHECKING:
 
 # Decode streams on the CPU for files (the long-form pipeline: `sottovoce transcribe`, File >
 # Open file): model replicas of cores // 2 threads each, one batch each at a time (see
-# `engine.longform.pipeline`). Measured on the 2-core test machine only; CUDA keeps one.
+# `engine.longform.pipeline`). Chosen on a 2-core CPU (docs/evidence.md); CUDA keeps one.
 CPU_STREAMS = 2
 # Items generated together on the CPU for files (a pass's generate() and align() run over slices
 # of this many, at the pass's one width, so the text is the same): the decoder holds the
-# cross-attention keys and values of every item of a call (~7 MB per 11 s chunk on tiny.en).
-# Through the CLI (beam 5, two streams; bench/memory.py): 8 min mix, 705 -> 437 MB peak RSS with
-# the text identical (with the per-wave trim and oneDNN cap, engine.native_memory); 20 min mix,
-# whole calls 701-733 MB, slices of 8 593, of 4 523 (trimmed). CPU time per item did not grow in
-# single-call tests (greedy 16 vs 2 x 8 vs 4 x 4 items: 16-20 s for three calls each). Calls
+# cross-attention keys and values of every item of a call (~7 MB per 11 s chunk on tiny.en),
+# so slices bound the peak RSS, with the same text and no more CPU time per item (figures:
+# docs/evidence.md). Calls
 # with more hypotheses x frames than 4 short windows at beam 5 (the padded window at beam 5)
 # take fewer items, and align() takes one (`engine.asr.ct2_batch.generate_slice`).
 CPU_DECODE_SLICE = 4
@@ -50,8 +48,8 @@ def local_runner(model: str | None = None, device: str = "auto", *, files: bool 
     ``files``: laid out as the long-form pipeline wants it (files, the import, `sottovoce
     transcribe`): `CPU_STREAMS` decode streams on a CPU with that many cores (one on CUDA),
     batches generated in slices of `CPU_DECODE_SLICE`. A single decode call then runs on one
-    replica with its share of the cores: faster-whisper's own loop over short files took 1.2x
-    as long that way on the 2-core test machine, so the CLI keeps an all-cores runner for
+    replica with its share of the cores: faster-whisper's own loop over short files is slower
+    that way (docs/evidence.md), so the CLI keeps an all-cores runner for
     those (`app.commands.transcribe.make_decoders`). ``decode_memory_mb``: the streams' shared
     budget for decode buffers in flight (`engine.asr.budget`; None: unbounded).
     """

@@ -2,8 +2,8 @@
 
 A generate() call holds the cross-attention keys and values of every hypothesis it decodes
 (beam or best-of) over every encoder frame, and an align() call its attention over the frames;
-two streams at their largest calls at the same moment made the peaks of long files (issue 28:
-a 30-minute file 524 MB, a 3-hour one 574 MB, against ~250 MB for a short one). Each such call
+two streams at their largest calls at the same moment made the peaks of long files, about
+twice a short file's (issue 28; docs/evidence.md). Each such call
 takes its estimated bytes from a `ByteBudget` shared by the runner's streams before it starts
 and gives them back when it ends: when the other stream holds too much, it waits for it. The
 bound is by design, whatever the file, the beam or the batch: what the decode calls hold at
@@ -24,7 +24,7 @@ from contextlib import contextmanager
 MB = 1 << 20
 # The default budget of the decode calls in flight on all streams of a runner (the local
 # long-form backend's, and each cluster actor's): a file's peak RSS is the process's base
-# (model, VAD, an audio section) plus at most this (bench/memory.py).
+# (model, VAD, an audio section) plus at most this (docs/evidence.md).
 DECODE_MEMORY_MB = 128.0
 # Decoder layers of Whisper's sizes by width (d_model); a width not listed counts as the
 # largest one below it (over-estimating a turbo model's 4 decoder layers keeps the bound).

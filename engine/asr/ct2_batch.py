@@ -44,14 +44,14 @@ log = logging.getLogger(__name__)
 
 MIN_DECODE_SAMPLES = SAMPLE_RATE // 10  # 0.1 s
 # Items per align() call when generate() is sliced (CPU): an alignment holds ~35 MB per 10 s
-# item on tiny.en (a 16-chunk batch of one stream peaked +190 MiB aligned 4 at a time, +121
-# one at a time; one decoder pass each, so the wall time did not change: 4.07 vs 4.01 s).
+# item on tiny.en, and one at a time lowers the peak at no cost in wall time, since each item
+# takes one decoder pass either way (figures: docs/evidence.md).
 ALIGN_SLICE = 1
 # What a generate() call holds grows with its hypotheses (beam or best-of, each with its own
 # copy of the cross-attention keys and values) times its encoder frames. A slice of
 # ``max_generate`` items was sized for short windows (up to 14 s: 700 frames) at beam 5; a call
 # on the padded 30 s window (1500 frames), or sampling best-of-5 there, takes fewer items so
-# it holds no more. The peaks of a 3 h file above 500 MB were those calls (bench/memory.py).
+# it holds no more: such calls made the peaks of long files (docs/evidence.md).
 SLICE_HYPOTHESES, SLICE_FRAMES = 5, 700
 
 # One encoding of padding per loaded model (faster-whisper WhisperModel), for every runner and

@@ -1,7 +1,7 @@
 """Fast, guarded Whisper chunk decoding on CTranslate2, one batch at a time.
 
-faster-whisper pads every chunk to a 30 s window, so a 3 s chunk pays for a 30 s encoder pass
-(~400 ms for tiny.en int8 on two CPU cores, against ~20 ms for the chunk alone). The *short*
+faster-whisper pads every chunk to a 30 s window, so a 3 s chunk pays for a 30 s encoder pass,
+many times what the chunk alone costs (docs/evidence.md). The *short*
 path encodes the chunk plus a little padding at its own length. Whisper was trained on 30 s
 windows only, and on a short window it often transcribes the chunk right and then carries on:
 it starts a new segment at (or past) the audio end and says it all again, or restarts from the

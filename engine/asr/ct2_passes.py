@@ -48,9 +48,9 @@ def log_mel(whisper_model: Any, audio: Audio) -> Features:
     faster-whisper's feature extractor (within float32 rounding), computed faster.
 
     faster-whisper projects the power spectrum onto the mel bank with a dense matmul, which
-    NumPy hands to multi-threaded OpenBLAS; next to CTranslate2's own threads on a busy 2-core
-    machine that took 16-60 ms per 10 s of audio. Each mel filter covers only a few FFT bins,
-    so a gather and a segmented sum of those bins (no BLAS) does the same in about 6 ms.
+    NumPy hands to multi-threaded OpenBLAS, where it contends with CTranslate2's own threads on
+    a busy CPU. Each mel filter covers only a few FFT bins, so a gather and a segmented sum of
+    those bins (no BLAS) does the same several times faster (docs/evidence.md).
     """
     extractor = whisper_model.feature_extractor
     n_fft, hop = int(extractor.n_fft), int(extractor.hop_length)
@@ -98,24 +98,21 @@ class EncodedBatch:
 
     On the CPU the items are encoded one at a time and their outputs stacked: the encoder is
     compute-bound there already at batch 1, and a batched encode only spills its activations
-    out of the caches (16 chunks of 9 s took 0.8 s one by one against 1.6 s as one batch of
-    16 on the 2-core test machine; 4 s chunks 0.39 s against 0.92 s). The decoder, which is
-    bound by reading its weights once per step, is what batching pays for, and it still gets
-    the whole batch. A sub-batch is then a slice of the stacked output. On CUDA the batch is
-    encoded in one call and a sub-batch is re-encoded from its features (only needed when one
-    batch mixes options: prompt/no prompt, beam sizes, retries).
+    out of the caches (one by one took about half the time; docs/evidence.md). The decoder,
+    which is bound by reading its weights once per step, is what batching pays for, and it
+    still gets the whole batch. A sub-batch is then a slice of the stacked output. On CUDA the
+    batch is encoded in one call and a sub-batch is re-encoded from its features (only needed
+    when one batch mixes options: prompt/no prompt, beam sizes, retries).
 
     ``widths`` (CPU only): the frames of each item worth encoding (its audio plus the short
     path's pad). An item is encoded at its own width, and the positions after it, up to the
     batch's width, are copied from ``silence``: the encoding of a window of padding alone
     (`SilenceEncoding`), which is what those positions hold (the generate call needs one width
     for the whole batch). Items of a short-path batch differ in length, so this saves the
-    encoder the padding of the shorter ones: 17 % of the frames on the 20 min mix of the shared
-    corpus, 8 % of the long-form pipeline's CPU time, at the same WER and with fewer padded
-    fallbacks (7 vs 10), since each item is encoded as it would be alone. On the padded path
-    (a request's ``padding="silence"``) it spares encoding 30 s for a few seconds of audio: a
-    30 s encode is 350 ms on one thread here, 16 % of the mix's decode time went to 7 such
-    fallbacks (bench/longform.py).
+    encoder the padding of the shorter ones, a sizeable share of the pipeline's CPU time, at the
+    same WER and with fewer padded fallbacks, since each item is encoded as it would be alone.
+    On the padded path (a request's ``padding="silence"``) it spares encoding 30 s for a few
+    seconds of audio, which was most of a fallback's cost (figures: docs/evidence.md).
     """
 
     def __init__(self, ct2_model: Any, features: Features, widths: Sequence[int] | None = None,

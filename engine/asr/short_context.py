@@ -21,10 +21,9 @@ class ShortContextSettings:
         stops early while loud audio goes on ("past_end", "early_end"). Off by default: on a
         short window Whisper's timestamps are unreliable (a correct "Lord, but I am glad to see
         you again, Phil.<|5.00|>" on 2.8 s of audio); on the shared English set these cues
-        caused 3 fallbacks out of 47 chunks and no WER gain (10.8 % with them, 10.4 % without,
-        padded 10.1 %, greedy). The end-of-text cue (no EOT within the token budget) is always
-        on, and segments that start past the audio end are always dropped when they only
-        repeat earlier words.
+        caused fallbacks and no WER gain (docs/evidence.md). The end-of-text cue (no EOT within
+        the token budget) is always on, and segments that start past the audio end are always
+        dropped when they only repeat earlier words.
     """
 
     pad_s: float = 1.0

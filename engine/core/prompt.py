@@ -18,9 +18,9 @@ on with an open sentence is the caller's one notion of it (`engine.core.form.Ope
 passed as ``goes_on``); the tracker keeps no second one. With no history yet, a decode of a known language
 gets a short punctuated sentence in that language as its prompt (`STYLE_ANCHORS`): tiny.en
 without a prompt writes the JFK clip without a comma or period; with "Okay, here it is." it
-writes "And so, my fellow Americans ask not ..., ask what you can do for your country." (on the
-26 English clips: WER 8.9 -> 7.5 %, formatted WER 15.0 -> 12.4 %, silence and noise still
-decode to nothing). Languages without an anchor (and auto-detection) get no style prompt.
+writes "And so, my fellow Americans ask not ..., ask what you can do for your country." (the
+anchor lowers the English clips' WER and formatted WER, and silence and noise still decode to
+nothing: docs/evidence.md). Languages without an anchor (and auto-detection) get no style prompt.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from engine.core.form import ends_marked, has_form, starts_lower
 
 # A short, punctuated sentence per language: the prompt when there is no history yet. Each was
-# measured (see the module docstring); add a language only with figures.
+# measured (docs/evidence.md); add a language only with figures.
 STYLE_ANCHORS = {"en": "Okay, here it is."}
 
 

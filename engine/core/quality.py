@@ -25,14 +25,11 @@ class QualityThresholds:
     max_ngram_repeats: int = 3  # an n-gram (n=1..4 words... see repeated_ngram) seen more than this
     ngram_sizes: tuple[int, ...] = (2, 3, 4, 5)
     # The low-confidence rung (engine.core.ladder): a greedy decode whose worst word or average
-    # log-probability is below these is decoded again with beam 5. Greedy vs beam 5 on the 26
-    # English clips (tiny.en int8, live-final options; 40 vs 37 errors in 415 words): the gain
-    # is where a word is unsure (ami 8 -> 3 errors at worst word 0.148, mfa-youknow 2 -> 1 at
-    # 0.28); worst word < 0.2 retries 3 of 26 clips for -5 errors. The average log-probability
-    # did not predict a gain (< -0.5: 7 retries, -1 error; < -0.4: 13, +1; no clip under -0.67),
-    # nor on the 20 min mix of the clips (152 long-form chunks: < -0.7 sent 5 to beam, WER
-    # 9.43 -> 9.49 %; < -0.85 one, 9.36 %; none under -1.0): -0.85 keeps the rung for audio
-    # harder than ours (the verse reading of issue 12) at about no cost on ours. Long-form
+    # log-probability is below these is decoded again with beam 5. Beam gains where a word is
+    # unsure, so the worst word decides; the average log-probability did not predict a gain on
+    # the clips nor on long-form chunks, and -0.85 keeps its rung for audio harder than ours
+    # (the verse reading of issue 12) at about no cost on ours (figures: docs/evidence.md).
+    # Long-form
     # chunks turn the worst-word rule off (its cost: engine.longform.retry.long_form_thresholds).
     confident_logprob: float = -0.85
     confident_word_prob: float = 0.2

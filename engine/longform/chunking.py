@@ -6,22 +6,17 @@ the cutting policy is a pure function that tests can drive with synthetic probab
 
 Silero is stateful, and over a long stream its state drifts towards the voice it has been
 hearing: a new speaker or microphone after a while of another scores far lower than the same
-audio heard fresh (known upstream: snakers4/silero-vad#725). The shared corpus's "cold"
-recording scores above 0.5 in 63 % of its windows after 3 s of silence, 44 % after 30 s of
-other speakers, 9 % after 4 min; scored as one sequence, the 20 min mix lost two thirds of that
-speaker's words. So the file is scored in pieces of at most `VAD_PIECE_S`, each from a fresh
-state and each starting at the quietest window (lowest level) of the second half of the
-span before it, where a pause or a new voice starts. On the mix that took WER from 13.2 to
-9.5 % (the cold recording after a minute of another voice: 40 -> 12 %) at the same VAD cost;
-fixed 8 s pieces with 1 s re-read for warm-up got 10.1 %, 16 s 10.5 %, 30 s 11.3 %. On the
-231 s single-speaker reading, where nothing drifts, chunk borders move a little: 5.4 -> 5.8 %
-(six words: names spelled otherwise, "may be" read "maybe"); bench/longform.py.
+audio heard fresh (known upstream: snakers4/silero-vad#725), so a file scored as one sequence
+loses most of the words of a speaker who comes in late. So the file is scored in pieces of at
+most `VAD_PIECE_S`, each from a fresh state and each starting at the quietest window (lowest
+level) of the second half of the span before it, where a pause or a new voice starts: that wins
+the late speaker back at the same VAD cost and reads better than fixed pieces with a re-read
+for warm-up, while on a single speaker, where nothing drifts, chunk borders only move a little
+(figures: docs/evidence.md).
 
-The pieces used to be scored through faster-whisper's loader (the same ONNX file), which zeroes
-the last 64 samples of each call's last window in the caller's array; the shared loader scores
-that window whole, as the live path always did. Only those windows changed (39 of 7221 on the
-231 s reading, by at most 0.013; 163 of 43539 on the 20 min mix, by at most 0.032): the same
-40 and 244 pieces, the same chunk plans, and the same transcripts (WER 6.1 % and 9.4 %).
+The pieces are scored through the shared loader, as the live path is; faster-whisper's loader
+(the same ONNX file) would zero the last 64 samples of each call's last window in the caller's
+array, while the shared one scores that window whole (the switch changed no chunk plan).
 
 Policy:
 - speech regions come from hysteresis on the probabilities (on at ``threshold``, off below

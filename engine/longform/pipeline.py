@@ -5,23 +5,21 @@ per decode stream and hands each stream's batch to the runner as one ``decode_ba
 batched CTranslate2 generate), all streams at the same time. A stream is a model replica
 (`Ct2Runner(streams=2)` on the CPU: two replicas of one thread each, sharing the
 weights); CTranslate2 releases the GIL, so plain threads keep both cores busy. Two one-thread
-streams beat one two-thread stream here because a decoder step is too small to split well over
-two cores: on the 20 min mix, 13.0-14.2 s against 19.1-20.2 s wall, and 24-27 against 29-31 s
-of CPU (batches of 8 per stream: 16-17 s; of 24 or 32: 14-16 s). After a wave, every result is
-judged in batch order
+streams beat one two-thread stream because a decoder step is too small to split well over two
+cores (figures: docs/evidence.md). After a wave, every result is judged in batch order
 (`engine.longform.retry`), so the outcome does not depend on which stream finished first:
 accepted, re-decoded hotter, split, or given up on; follow-up jobs go to the front of the queue
 so progress keeps moving along the file.
 
-First decodes are text-only (no timestamp tokens: fewer tokens and cheaper steps; against timed
-first decodes, interleaved on the busy 2-core machine: 7-10 % less CPU, WER 5.4 vs 6.1 % on the
-231 s reading with fewer errors at chunk borders, 12.9 vs 12.8 % on the 20 min mix). Two
+First decodes are text-only (no timestamp tokens: fewer tokens and cheaper steps, for less CPU
+than timed first decodes at the same or a better WER, with fewer errors at chunk borders). Two
 weaknesses of text-only decoding are sent back for a timed decode: a chunk whose text is too
 short for the speech VAD heard in it (Whisper stopped early, and a text-only decode cannot say
 where), and text that says a phrase twice back to back (spontaneous speech loops more often
-without timestamps; without this check the mix scored 14.0 %). A timed decode that stops early (text ends while VAD still hears speech in the
-rest of the chunk) gets a *continuation* job for the undecoded tail, like Whisper's own seek
-loop; the border duplicates that may create are removed when stitching.
+without timestamps, and mixed speech reads worse without this check). A timed decode that
+stops early (text ends while VAD still hears speech in the rest of the chunk) gets a
+*continuation* job for the undecoded tail, like Whisper's own seek loop; the border duplicates
+that may create are removed when stitching.
 """
 
 from __future__ import annotations
@@ -61,9 +59,8 @@ log = logging.getLogger(__name__)
 PHRASE_SIZES = tuple(range(4, 13))  # phrases (in words) whose back-to-back repeat sends a chunk to timed
 
 # Greedy, short-context decoding (first decodes text-only, see LongFormOptions): on tiny.en
-# int8 it measured at or below the WER of faster-whisper's beam-5 batched pipeline on the
-# shared long-form reading and on a 20 min mix of the corpus, at about a third of its CPU time
-# (bench/longform.py). Beam search mostly re-ranks near-identical hypotheses here, and short
+# int8 it reads about as well as faster-whisper's beam-5 batched pipeline for a fraction of its
+# CPU time (docs/evidence.md). Beam search mostly re-ranks near-identical hypotheses here, and short
 # windows cost the encoder only what they hold, so that is where the time goes away.
 DEFAULT_DECODE = DecodeOptions(beam_size=1, short_context=True, word_timestamps=True)
 SEQUENTIAL_BEAM_SIZE = 5  # short files' decoder by default (LongFormOptions.for_beam)
@@ -78,26 +75,13 @@ class LongFormOptions:
       chunking: how VAD speech is cut and packed: 18-24 s chunks, closed at the first pause
         after 18 s. Most of the words the pipeline lost were at chunk borders (a sentence's
         end cut off, a phrase said again across a border), so longer chunks read better; each
-        decoder step attends over the whole window, so they cost more. Measured with
-        bench/longform.py (issue 28: the 231 s reading plus one reading per evaluation-corpus
-        speaker with 100 s or more, 1484 s in all, tiny.en greedy, 2 cores, 4 December 2026,
-        the long reading's spoken parenthesis counted), WER and wall-time speed against
-        faster-whisper's batched pipeline (47 s that day; the peers' WER: sequential 4.41 %,
-        batched 4.41 %): 12-18 s 4.85 % at 2.35-2.48x, 18-24 s 4.53 % at 2.14-2.34x, 20-26 s
-        4.62 % at 2.1-2.2x, 22-28 s 4.38 % at 1.8x, 24-30 s 4.27 % at 1.6-1.7x. Past 24 s the
-        encoder's and the decoder's attention over the longer windows cost more CPU (41-46 s
-        against 36-38 s; a larger decode budget did not change it). The speed ratio depends on
-        the processor: on a 2-core AMD EPYC (AVX2, CTranslate2 on oneDNN; bench JSON records
-        the host now) the same bench, same day, gave 1.71x (CPU time 1.76x; WER ours 4.50 %,
-        batched 4.41 %, sequential 4.76 %): the encoder is 70 % of our CPU time there (11.6 of
-        16.2 s on the 231 s reading, generate 4.7 s), and encoding the speech is work the
-        batched pipeline does too, so greedy decoding saves less. Peak RSS of `sottovoce
-        transcribe` (bench/memory.py, greedy): 452 / 448 / 469 MB for 30 / 60 / 180 min
-        (12-18 s: 398 / 419 / 459 MB); on the AMD EPYC 470 / 461 / 499 MB (its peaks are
-        brief, one wave's buffers at once: the curve sits at 350-450 MB); before the waves were shared out (`decode_shared`) and
-        at beam 5, 18-24 s went past 500 MB. Lower VAD thresholds
-        (0.35/0.15) win back part of the whispered and falsetto clips of the 20 min mix (WER
-        14.0 -> 12.7 %) but cost 8 % more CPU and 0.5 point on the reading.
+        decoder step attends over the whole window, so they cost more, and past 24 s the extra
+        CPU outweighs the gain. The speed against faster-whisper's batched pipeline depends on
+        the processor: where the encoder takes most of the CPU time (encoding is work the
+        batched pipeline does too), greedy decoding saves less. Lower VAD thresholds win back
+        part of whispered and falsetto speech but cost CPU and accuracy on plain reading, so
+        the defaults stay. Figures per chunk length and processor, the peak RSS and the
+        thresholds tried: docs/evidence.md.
       retry: hallucination thresholds and the retry ladder.
       continue_early_end: decode the tail of a chunk whose text stopped while speech went on.
       min_tail_speech_s: how much VAD speech the undecoded tail must hold to be continued.
@@ -105,23 +89,20 @@ class LongFormOptions:
       lookahead_batches: how far ahead of the oldest job a batch may pick similar-length jobs.
       text_only_first: decode chunks without timestamp tokens first (see the module notes).
       min_words_per_speech_s: a text-only decode with fewer words per second of VAD speech is
-        decoded again with timestamps. Read speech runs at 2.5-3 words/s; on the 20 min mix of
-        the shared corpus every chunk Whisper cut short scored under 2.1, and 11 of 144 chunks
-        in all scored under 2.2 (bench/longform.py).
+        decoded again with timestamps. Read speech runs at 2.5-3 words/s, and the chunks
+        Whisper cut short fall below this while few others do (docs/evidence.md).
       min_sparse_check_s: chunks with less VAD speech than this are not judged by word rate.
       batch_size: chunks per decode call and stream (None: `choose_batch_size` for the device).
       first_batch: when set, the first wave's batch per stream; each wave doubles it up to
         ``batch_size``. Text is final only wave by wave, so one full first wave (32 chunks on
         two CPU streams: over 5 minutes of speech) shows nothing until it ends; the app's
-        import starts at 1 and shows the first text of the 231 s reading after 1.5-1.7 s
-        (the old 60 s sections: 4.0 s, same run; 2 cores at load 4) for the same CPU time as
-        those sections (an idle machine, 4 December 2026: 1.0-1.2 s with 18-24 s chunks,
-        0.8-0.9 s with 12-18 s). None (default) keeps every wave full: the whole-file run
-        then costs what it did before (CPU RTF 0.0238 vs 0.0242), the ramp about a fifth more.
+        import starts at 1, so its first text shows within a second or two. None (default)
+        keeps every wave full, so a whole-file run does not pay the ramp's extra CPU time
+        (figures: docs/evidence.md).
       sequential_below_s: files shorter than this are decoded by the sequential decoder
-        (faster-whisper's own 30 s loop) when the caller gives one to `transcribe_file`: on the
-        26 short English clips it scored 9.9 % WER against 15.4 % for this pipeline at beam 5
-        (bench/transcribe.py); on the 231 s reading the pipeline is at par and 1.5x faster.
+        (faster-whisper's own 30 s loop) when the caller gives one to `transcribe_file`: it
+        reads short clips markedly better than this pipeline, while on a long reading the
+        pipeline is at par and faster (docs/evidence.md).
       sequential_beam_size: the sequential decoder's beam for short files (None: ``decode``'s).
         `for_beam` sets it for the command line.
       previous_text: each section is cut into ``lanes_per_stream`` x streams *lanes*,
@@ -130,10 +111,8 @@ class LongFormOptions:
         prompt, as Whisper's own loop does (``condition_on_previous_text``), guarded as the
         live prompt is (`engine.core.prompt.PromptTracker`: only checked text that kept its
         form, at most 200 characters, forgotten after 20 s without speech). Off by default:
-        measured on the same 1484 s it did not pay (8-12 s chunks, 4 lanes per stream:
-        5.95 % with prompts, 6.13 % for the same lanes without; 18-24 s chunks, 2 lanes per
-        stream: 5.05 % with, 4.84 % without; 12-18 s chunks, 8 lanes: 5.43 % either way),
-        and the smaller waves cost up to 18 % more CPU time.
+        on the long readings it gave no steady WER gain at any chunk length tried, and its
+        smaller waves cost more CPU time (docs/evidence.md).
       lanes_per_stream: lanes per decode stream when ``previous_text`` is on: a stream's
         batch holds at most this many chunks (the runner generates 4 at a time on the CPU
         anyway, `engine.asr.CPU_DECODE_SLICE`), and the fewer the lanes, the more
@@ -195,12 +174,10 @@ class LongFormOptions:
         sequential decoder (faster-whisper's default) and the pipeline's greedy first
         decodes, whose unsure chunks are decoded again at beam 5 (`retry.RetryPolicy`).
 
-        Beam 5 on every first decode of the pipeline does not pay: over the 1484 s of
-        bench/longform.py (3 December 2026, 12-18 s chunks) it read 4.91 % WER against 4.85 %
-        greedy in 1.85x the wall time (37.7 against 20.4 s), dropped whole phrases where a
-        beam ended a chunk early ("what the flaming", "mumbled Mister Verloc"). (Its decode
-        buffers are 5x the size, but they do not make the peak: bench/memory.py measured the
-        same peak RSS greedy.)
+        Beam 5 on every first decode of the pipeline does not pay: it reads no better than
+        greedy in nearly twice the wall time, and drops whole phrases where a beam ended a
+        chunk early ("what the flaming", "mumbled Mister Verloc"). Its larger decode buffers
+        do not make the peak RSS (figures: docs/evidence.md).
         """
         if beam_size is not None:
             return cls.coerce(dataclasses.replace(options, beam_size=beam_size))
@@ -446,9 +423,8 @@ def _before(transcript: Transcript, limit: int) -> Transcript:
 
 def _fitted(options: DecodeOptions) -> DecodeOptions:
     """A chunk decoded with a vocabulary takes the padded window: there the whole list fits
-    and helps (bench/vocabulary.py, 26 short English clips, tiny.en, beam 5: WER 13.98 % ->
-    11.57 %, 5 -> 10 of 12 names right), while on the short window it made chunks say a
-    sentence twice or lose their first words (WER 17.11 %)."""
+    and helps (more names right, a lower WER), while on the short window it made chunks say a
+    sentence twice or lose their first words (docs/evidence.md)."""
     if not options.hotwords:
         return options
     return dataclasses.replace(options, short_context=False)

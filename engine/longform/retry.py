@@ -61,18 +61,12 @@ _VERDICTS = {Rung.ACCEPT: Verdict.ACCEPT, Rung.BEAM: Verdict.RETRY_BEAM,
 def long_form_thresholds() -> QualityThresholds:
     """The checks' limits for long-form chunks: the worst-word rule of the beam rung is off.
 
-    On the 20 min mix of the shared clips (bench/longform.py, --ours-word-timestamps, tiny.en
-    int8, 2 cores under load) a worst word under 0.2 sent 17 of 152 chunks to beam 5: WER 9.43
-    -> 8.98 % but CPU time x1.42 (RTF 0.0295 -> 0.0418), which takes the pipeline under 2x the
-    batched pipeline's speed. The average log-probability rule stays, tighter than the live
-    path's -0.85 (which sent 1 of the mix's 152 chunks to beam): with 12-18 s chunks, < -0.5
-    sent the unsure chunks of the 1484 s of long readings (issue 28, bench/longform.py) to
-    beam 5, WER 5.43 -> 5.28 % at the same CPU time (-0.4 changed nothing more). With 18-24 s
-    chunks (4 December 2026, 2-core AMD EPYC) a tighter rule helped the readings and hurt the
-    mix, so it stays: on the 1484 s of readings -0.3 / -0.25 / -0.2 sent 7 / 8 / 17 of 105
-    chunks to beam 5 (-0.5: 3), WER 4.50 -> 4.30 / 4.27 / 4.18 % for 5 / 8 / 16 % more CPU
-    time; on the 20 min mix -0.3 / -0.25 sent 31 / 35 of 92 (-0.5: 12), WER 7.71 -> 7.91 /
-    8.04 % for 21 % more CPU time.
+    On long-form chunks the worst-word rule sends many chunks to beam 5 for a small WER gain
+    at a large CPU cost, enough to lose most of the pipeline's speed. The average
+    log-probability rule stays, tighter than the live path's -0.85 (which almost never fires on
+    chunks): -0.5 sends the unsure chunks of long readings to beam 5 for a gain at about the
+    same CPU time, and a tighter rule helped the readings but hurt mixed speakers at more CPU,
+    so -0.5 stays (figures: docs/evidence.md).
     """
     return QualityThresholds(confident_word_prob=0.0, confident_logprob=-0.5)
 

@@ -14,12 +14,11 @@ def choose_batch_size(device: str, cpu_count: int | None = None,
     """Chunks per decode call.
 
     CPU: the runner encodes items one by one and batches only the decoder, whose int8 steps
-    are bound by reading the 20 MB vocabulary projection, so larger batches amortise it: on
-    the 2-core test machine 8 -> 16 -> 32 took the 231 s reading from 5.0-5.4 s to 4.3-4.5 s
-    to 4.1-4.3 s at the same WER (one stream). With two decode streams, each with a batch of
-    its own, 16 measured best on the 20 min mix (8: 16-17 s, 16: 13-14 s, 24 or 32: 14-16 s).
-    4 on a machine with little free memory. CUDA: large batches keep the GPU fed; 16 per
-    ~4 GiB free, capped at 32.
+    are bound by reading the 20 MB vocabulary projection, so larger batches amortise it; with
+    two decode streams, each with a batch of its own, 16 per stream is the fastest before the
+    waves grow too coarse to keep both busy (figures: docs/evidence.md). 4 on a machine with
+    little free memory. CUDA: large batches keep the GPU fed; 16 per ~4 GiB free, capped at
+    32.
     """
     if device == "cuda":
         if free_memory_bytes is None:

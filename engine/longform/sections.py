@@ -1,5 +1,5 @@
 """A recording planned and decoded a section at a time, so memory stays bounded however long
-it is (a 60-minute file decoded whole peaked at 1.44 GB; issue 15, item 12).
+it is (a file decoded whole held memory in proportion to its length; issue 15, item 12).
 
 Audio arrives in pieces (`engine.audio.decode.open_audio`). Two things would differ from
 planning the whole file at once, and neither does:
