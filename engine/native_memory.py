@@ -12,10 +12,9 @@ decoding. Elsewhere than glibc it is a no-op.
 
 The other part that grew with the file's length is oneDNN's primitive cache (CTranslate2's
 GEMM backend where it runs on oneDNN, as on an AVX2 AMD CPU: "GEMM_S8 backend: DNNL" with
-``CT2_VERBOSE=1``). Every new
-matrix shape gets a primitive with its JIT-compiled kernel, kept up to 1024 of them; the
-encoder runs each chunk at its own width, so a long file fills the cache with shapes it will
-not see again. `limit_native_caches` caps it at 32 before the model loads (an environment
+``CT2_VERBOSE=1``). Every new matrix shape gets a primitive with its JIT-compiled kernel, kept
+up to 1024 of them; the encoder runs each chunk at its own width, so a long file fills the
+cache with shapes it will not see again. `limit_native_caches` caps it at 32 before the model loads (an environment
 variable oneDNN reads when it first creates a primitive; a value the user set is kept), which
 lowers the peak and the end RSS at no CPU cost.
 

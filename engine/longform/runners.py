@@ -15,9 +15,8 @@ def choose_batch_size(device: str, cpu_count: int | None = None,
 
     CPU: the runner encodes items one by one and batches only the decoder, whose int8 steps
     are bound by reading the 20 MB vocabulary projection, so larger batches amortise it; with
-    two decode streams, each with a batch of its own, 16 per stream is the fastest before the
-    waves grow too coarse to keep both busy (figures: docs/evidence.md). 4 on a machine with
-    little free memory. CUDA: large batches keep the GPU fed; 16 per ~4 GiB free, capped at
+    two decode streams, each with a batch of its own, 16 per stream is the fastest (larger
+    batches were slower; figures: docs/evidence.md). 4 on a machine with little free memory. CUDA: large batches keep the GPU fed; 16 per ~4 GiB free, capped at
     32.
     """
     if device == "cuda":
