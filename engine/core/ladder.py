@@ -45,8 +45,9 @@ Where the four old ladders disagreed, these rules won (and why):
 
 The low-confidence thresholds (QualityThresholds.confident_word_prob 0.2, confident_logprob
 -0.85) were chosen on greedy vs beam-5 decodes of the 26 shared English clips and the 231 s file;
-see the figures next to them in engine.core.quality. Long-form chunks use the log-probability
-rule only: the worst-word rule cost too much speed there (engine.longform.retry).
+the reason is next to them in engine.core.quality, the figures in docs/evidence.md. Long-form
+chunks use the log-probability rule only: the worst-word rule cost too much speed there
+(engine.longform.retry).
 - silence evidence: VAD probabilities where the caller has them (long-form: the chunk's best
   speech probability under 0.3), else energy (single files: under -60 dBFS) together with the
   model's no-speech probability, because energy alone cannot tell a quiet voice from a hum.
