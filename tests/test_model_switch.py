@@ -126,7 +126,7 @@ def test_the_app_engine_switches_real_models_mid_speech(jfk_wav: Path, tmp_path:
                                                         manifest: list[ManifestEntry]) -> None:
     """tiny.en hears "And so my fellow Americans, ask not ..."; then base is loaded into the
     running engine and decodes the sentence said again after a pause: its finals are the end
-    of that sentence (WER against the reference's last words). (The pause is made 2.5 s:
+    of what was said (WER against as many last words of the sentence said twice). (The pause is made 2.5 s:
     the clip's own pause inside the sentence ends an utterance on an idle machine, but on a busy
     one the engine rightly waits for the pause's reading and keeps the sentence whole, as a CI
     run did: one final, no switch before it.)"""
@@ -171,6 +171,7 @@ def test_the_app_engine_switches_real_models_mid_speech(jfk_wav: Path, tmp_path:
     said = next(e.text for e in manifest if e.path.name == jfk_wav.name)
     heard = normalize(by_base).split()
     assert len(heard) >= 4, by_base
-    said_last = " ".join(normalize(said).split()[-len(heard):])
+    # (Base may also decode the end of the first saying, in flight when it came in.)
+    said_last = " ".join(normalize(f"{said} {said}").split()[-len(heard):])
     assert error_rate([said_last], [by_base]) <= 0.25, (said_last, by_base)
     assert not rec.of(EngineFailed)

@@ -35,7 +35,10 @@ def make_controller(qtbot, tmp_path, monkeypatch):
             engines[-1].config = config
             return engines[-1]
 
-        settings = settings or with_changes(Settings(), inject_mode="off", sounds=False)
+        # No cues: they are tests/test_cues.py's, and on the virtual sink each one takes ~2 s
+        # to play out, which every controller's shutdown would wait for.
+        settings = with_changes(settings or with_changes(Settings(), inject_mode="off"),
+                                sounds=False)
         controller = Controller(settings, LaunchOptions(enable_hotkey=False, **option_args),
                                 engine_factory=factory)
         qtbot.addWidget(controller.window)
