@@ -180,11 +180,16 @@ def gil_holder(at_least_s: float) -> Callable[[], tuple[float, float]]:
     does (a clipboard read waiting out a hung owner, say): list.sort never lets it go. The list
     is built beforehand (that part lets other threads in). The call returns how long it held and
     when it let go."""
-    sample = np.random.default_rng(1).random(1_000_000).tolist()
-    started = time.monotonic()
-    sample.sort()
-    per_item = (time.monotonic() - started) / len(sample)
-    data = np.random.default_rng(2).random(int(1.3 * at_least_s / per_item)).tolist()
+    # Sized by the fastest of three timed sorts: a busy machine that pauses this process only
+    # makes a sort look slower, so the fastest is the nearest to what the list costs (and a
+    # pause in the stall itself only makes it longer).
+    per_item = float("inf")
+    for seed in (1, 3, 4):
+        sample = np.random.default_rng(seed).random(1_000_000).tolist()
+        started = time.monotonic()
+        sample.sort()
+        per_item = min(per_item, (time.monotonic() - started) / len(sample))
+    data = np.random.default_rng(2).random(int(1.5 * at_least_s / per_item)).tolist()
 
     def hold() -> tuple[float, float]:
         started = time.monotonic()
