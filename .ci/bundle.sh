@@ -32,7 +32,26 @@ step "pyinstaller"
 "$PYTHON" -m PyInstaller --version
 
 step "build bundle"
-DIST_DIR=$ROOT/dist BUILD_DIR=$ROOT/build/pyinstaller PYTHON=$PYTHON bash packaging/build_bundle.sh
+# The same files and the same packages make the same bundle: a repeated run on this machine (the
+# same tree, committed or not, and the same venv) reuses the one it built last instead of
+# spending minutes on it again. SOTTOVOCE_BUNDLE_CACHE=off always builds.
+BUNDLE_CACHE=${SOTTOVOCE_BUNDLE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sottovoce/bundles}
+tree_digest() {
+    { git ls-files -z -co --exclude-standard | xargs -0 sha256sum 2>&1 || true
+      "$PYTHON" -m pip freeze --all; "$PYTHON" -VV; uname -m; } | sha256sum | cut -c1-16
+}
+KEPT=$BUNDLE_CACHE/$(tree_digest)
+if [ "$BUNDLE_CACHE" != off ] && [ -f "$KEPT/bundle-stats.json" ] && [ -x "$KEPT/sottovoce/sottovoce" ]; then
+    rm -rf "$ROOT/dist" && mkdir -p "$ROOT/dist" && cp -a "$KEPT/." "$ROOT/dist/"
+    echo "bundle reused from $KEPT (built from the same files and packages)"
+else
+    DIST_DIR=$ROOT/dist BUILD_DIR=$ROOT/build/pyinstaller PYTHON=$PYTHON bash packaging/build_bundle.sh
+    if [ "$BUNDLE_CACHE" != off ]; then  # only the newest is kept (a bundle is hundreds of MB)
+        mkdir -p "$BUNDLE_CACHE" && rm -rf "$BUNDLE_CACHE"/[0-9a-f]*[0-9a-f] "$KEPT.tmp" \
+            && cp -a "$ROOT/dist/." "$KEPT.tmp/" && mv "$KEPT.tmp" "$KEPT" \
+            || echo "could not keep the bundle in $BUNDLE_CACHE"
+    fi
+fi
 
 if [ -z "${DISPLAY:-}" ]; then
     export DISPLAY=:97

@@ -14,6 +14,22 @@ VENV="${1:-$ROOT/.venv-llm}"
 PY="${PYTHON:-python3}"
 LLAMA_VERSION="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
 
+# A fresh clone reuses the venv that another clone on this machine built with the same script,
+# Python, version and build flags: it is kept under the cache, keyed by them, and .venv-llm
+# becomes a link to it
+# (SOTTOVOCE_VENV_CACHE=off builds it in place instead).
+if [ "$VENV" = "$ROOT/.venv-llm" ] && [ ! -e "$VENV" ] && [ "${SOTTOVOCE_VENV_CACHE:-}" != off ]; then
+  CACHE="${SOTTOVOCE_VENV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sottovoce/venvs}"
+  KEY="$({ cat "${BASH_SOURCE[0]}"; "$PY" -c 'import sys; print(sys.version)'; echo "$LLAMA_VERSION ${CMAKE_ARGS:-}"; } | sha256sum | cut -c1-16)"
+  KEPT="$CACHE/llm-$KEY"
+  mkdir -p "$CACHE"
+  exec 9>"$KEPT.lock" && flock 9  # one build at a time; the next run finds it ready
+  bash "${BASH_SOURCE[0]}" "$KEPT" || { rm -rf "$KEPT"; exit 1; }
+  ln -sfn "$KEPT" "$VENV"
+  echo ".venv-llm -> $KEPT"
+  exit 0
+fi
+
 check() {
   "$VENV/bin/python" - <<'PYEOF'
 import glob, importlib.util, os, llama_cpp, llama_cpp.server.app  # noqa: F401

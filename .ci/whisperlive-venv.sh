@@ -16,6 +16,21 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${1:-$ROOT/.venv-whisperlive}"
 PY="${PYTHON:-python3}"
 
+# A fresh clone reuses the venv that another clone on this machine built with the same script
+# and Python: it is kept under the cache, keyed by both, and .venv-whisperlive becomes a link to it
+# (SOTTOVOCE_VENV_CACHE=off builds it in place instead).
+if [ "$VENV" = "$ROOT/.venv-whisperlive" ] && [ ! -e "$VENV" ] && [ "${SOTTOVOCE_VENV_CACHE:-}" != off ]; then
+  CACHE="${SOTTOVOCE_VENV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sottovoce/venvs}"
+  KEY="$({ cat "${BASH_SOURCE[0]}"; "$PY" -c 'import sys; print(sys.version)'; } | sha256sum | cut -c1-16)"
+  KEPT="$CACHE/whisperlive-$KEY"
+  mkdir -p "$CACHE"
+  exec 9>"$KEPT.lock" && flock 9  # one build at a time; the next run finds it ready
+  bash "${BASH_SOURCE[0]}" "$KEPT" || { rm -rf "$KEPT"; exit 1; }
+  ln -sfn "$KEPT" "$VENV"
+  echo ".venv-whisperlive -> $KEPT"
+  exit 0
+fi
+
 if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "import whisper_live.server, websocket, scipy" 2>/dev/null; then
   echo "whisperlive venv ready: $VENV"
   exit 0

@@ -43,9 +43,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         fixtures = set(getattr(item, "fixturenames", ()))
         if fixtures & E2E_FIXTURES:
             item.add_marker(pytest.mark.e2e)
-        # WhisperLive's server and the real app (end to end) load Whisper in their processes.
+        # WhisperLive's server and the real app (end to end) load Whisper in their processes;
+        # the llm tests load SmolLM2 in llama-cpp-python's server (and may first build its venv).
         if (fixtures & MODEL_FIXTURES or item.get_closest_marker("whisperlive")
-                or item.get_closest_marker("e2e")):
+                or item.get_closest_marker("llm") or item.get_closest_marker("e2e")):
             item.add_marker(pytest.mark.model)
 
 

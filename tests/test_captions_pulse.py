@@ -17,13 +17,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from bench.evaluation import error_rate as corpus_error_rate
+from engine.audio.pulse import CLIENT_NAME
 from engine.core.captions import merge_lines
 from engine.journal import (
     JournalEntry,
@@ -110,10 +111,12 @@ class Listen:
     """`sottovoce listen ...` in a child process: its stdout lines (the captions) and its
     stderr lines, each awaited with a timeout."""
 
-    def __init__(self, *args: str, data_dir: Path, **env_vars: str) -> None:
+    def __init__(self, *args: str, data_dir: Path, verbose: bool = False, **env_vars: str) -> None:
         env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1",
                    SOTTOVOCE_DATA_DIR=str(data_dir), **env_vars)
-        self.proc = subprocess.Popen([sys.executable, "-m", "app.cli", "listen", *args], cwd=REPO,
+        # (-v: the capture logs each switch of what it records, an event a test can wait on.)
+        command = [sys.executable, "-m", "app.cli", *(["-v"] if verbose else []), "listen", *args]
+        self.proc = subprocess.Popen(command, cwd=REPO,
                                      env=env, text=True, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE)
         self.out: queue.Queue[str] = queue.Queue()
@@ -139,9 +142,10 @@ class Listen:
             time.sleep(0.1)
         raise AssertionError(f"no {needle!r} on stderr: {self.err}")
 
-    def caption_with(self, word: str, timeout: float = 90) -> str:
-        """The next caption line containing ``word`` (case-insensitive); lines before it are
-        kept in ``captions`` too."""
+    def caption_where(self, reads: Callable[[str], bool], timeout: float = 90) -> str:
+        """The next caption line for which ``reads(line)`` holds (a property of the line, such
+        as its WER against what was played, never a word the model may write otherwise);
+        lines before it are kept in ``captions`` too. The timeout only bounds a hang."""
         deadline = time.monotonic() + timeout
         while (left := deadline - time.monotonic()) > 0:
             try:
@@ -149,15 +153,23 @@ class Listen:
             except queue.Empty:
                 break
             self.captions.append(line)
-            if word.lower() in line.lower():
+            if reads(line):
                 return line
-        raise AssertionError(f"no caption with {word!r}: {self.captions}; stderr: {self.err}")
+        raise AssertionError(f"no such caption: {self.captions}; stderr: {self.err}")
 
-    def captions_with(self, *words: str, timeout: float = 90) -> list[str]:
-        """Caption lines until each of ``words`` has been in one, in whatever order."""
+    def caption_of(self, reference: str, timeout: float = 90, *, label: str = "") -> str:
+        """The next caption line that reads ``reference`` (after ``label: ``), within
+        WER_BOUND."""
+        def reads(line: str) -> bool:
+            return (line.startswith(label) and
+                    error_rate(reference, line.removeprefix(label)) <= WER_BOUND)
+        return self.caption_where(reads, timeout)
+
+    def captions_of(self, *readers: Callable[[str], bool], timeout: float = 90) -> list[str]:
+        """Caption lines until each of ``readers`` has held for one, in whatever order."""
         deadline = time.monotonic() + timeout
-        while not all(any(w.lower() in line.lower() for line in self.captions) for w in words):
-            self.caption_with("", max(0.1, deadline - time.monotonic()))
+        while not all(any(r(line) for line in self.captions) for r in readers):
+            self.caption_where(lambda _line: True, max(0.1, deadline - time.monotonic()))
         return list(self.captions)
 
     def stop(self) -> int:
@@ -198,19 +210,43 @@ def reads_phil(manifest, line: str) -> bool:  # type: ignore[no-untyped-def]
             and error_rate(said(manifest, PHIL), line) <= WER_BOUND)
 
 
+def recording_from(source: str) -> bool:
+    """Whether a capture of ours (pulse.CLIENT_NAME) records from PulseAudio source ``source``."""
+    def pactl(*args: str) -> str:
+        return subprocess.run(["pactl", *args], capture_output=True, text=True, check=True,
+                              timeout=10).stdout
+    index = next((line.split("\t")[0] for line in pactl("list", "short", "sources").splitlines()
+                  if line.split("\t")[1:2] == [source]), None)
+    return index is not None and any(
+        f"Source: {index}\n" in block and f'application.name = "{CLIENT_NAME}"' in block
+        for block in pactl("list", "source-outputs").split("Source Output #"))
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = 60) -> None:
+    """Polls ``condition`` (an event outside this process); the timeout only bounds a hang."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"never: {what}"
+        time.sleep(0.05)
+
+
 def test_system_audio_follows_the_default_output(sinks, shared_audio, manifest, tmp_path):
+    """What the default output plays is captioned; when the default output changes, the
+    capture moves to the new one (awaited as the event it is: our capture records from the new
+    output's monitor) and what plays there is captioned; each clip one line, as played (WER),
+    and the same lines in the journal."""
     speakers, headphones = sinks.add("speakers"), sinks.add("headphones")
     subprocess.run(["pactl", "set-default-sink", speakers], check=True, timeout=10)
     listen = Listen("--source", "system", data_dir=tmp_path)
     try:
         listen.wait_stderr("listening")
         play(shared_audio / PHIL, speakers).wait(60)
-        first = listen.caption_with("again")
+        first = listen.caption_where(lambda line: reads_phil(manifest, line))
         # Headphones plugged in: the default output changes mid-session.
         subprocess.run(["pactl", "set-default-sink", headphones], check=True, timeout=10)
-        time.sleep(1.0)  # (the switch is an event; a person does not play within a second)
+        wait_until(lambda: recording_from(f"{headphones}.monitor"), "recording the headphones")
         play(shared_audio / SUIT, headphones).wait(60)
-        second = listen.caption_with("suit")
+        second = listen.caption_of(said(manifest, SUIT))
     finally:
         code = listen.stop()
     assert code == 0, listen.err
@@ -222,20 +258,23 @@ def test_system_audio_follows_the_default_output(sinks, shared_audio, manifest, 
 
 def test_one_app_alone_and_picked_up_again_when_it_plays_again(sinks, shared_audio, manifest,
                                                                tmp_path):
+    """Two apps play on one output; only the named one is captioned (its clip, by WER; no line
+    of the other's). Once its stream is gone (awaited: the capture logs that it records
+    nothing now) and it plays again, it is picked up again."""
     output = sinks.add("output")
     subprocess.run(["pactl", "set-default-sink", output], check=True, timeout=10)
-    listen = Listen("--source", "app:lecture-player", data_dir=tmp_path)
+    listen = Listen("--source", "app:lecture-player", data_dir=tmp_path, verbose=True)
     try:
         listen.wait_stderr("listening")
         # Two apps play at once on the same output; only the lecture is captioned.
         lecture = play(shared_audio / QUILTER, output, "lecture-player")
         other = play(shared_audio / JFK, output, "music-player")
         lecture.wait(60)
-        first = listen.caption_with("apostle")
+        first = listen.caption_of(said(manifest, QUILTER))
         other.wait(60)
-        time.sleep(2.0)  # the app has stopped playing (its stream is gone)
+        listen.wait_stderr("now None")  # the app has stopped playing (its stream is gone)
         play(shared_audio / PHIL, output, "lecture-player").wait(60)
-        again = listen.caption_with("again")
+        again = listen.caption_where(lambda line: reads_phil(manifest, line))
     finally:
         code = listen.stop()
     assert code == 0, listen.err
@@ -253,7 +292,7 @@ def test_a_device_that_goes_away_gives_a_clear_message_and_loses_nothing(sinks, 
     try:
         listen.wait_stderr("listening")
         play(shared_audio / PHIL, dock).wait(60)
-        line = listen.caption_with("again")
+        line = listen.caption_where(lambda line: reads_phil(manifest, line))
         sinks.remove(dock)  # unplugged
         code = listen.proc.wait(60)
     finally:
@@ -266,20 +305,23 @@ def test_a_device_that_goes_away_gives_a_clear_message_and_loses_nothing(sinks, 
 
 def test_listen_prints_a_sentence_committed_in_pieces_on_one_line(sinks, shared_audio, manifest,
                                                                  tmp_path):
-    # One 5.9 s sentence without a pause: its words are final in pieces while it is spoken
-    # (PolicyOptions.commit_stable, on for captions), printed on one line as they come.
+    """One 5.9 s sentence without a pause: whatever pieces its words are final in while it is
+    spoken (PolicyOptions.commit_stable, on for captions), they are printed on one line, each
+    word once, and that line reads the clip (WER). How many pieces a live run makes depends on
+    how fast the machine decodes; that several pieces make one line, on a modelled clock, is
+    tests/test_commit.py's."""
     speakers = sinks.add("speakers")
     subprocess.run(["pactl", "set-default-sink", speakers], check=True, timeout=10)
     listen = Listen("--source", "system", data_dir=tmp_path)
     try:
         listen.wait_stderr("listening")
         play(shared_audio / QUILTER, speakers).wait(60)
-        line = listen.caption_with("gospel")
+        line = listen.caption_of(said(manifest, QUILTER))
     finally:
         code = listen.stop()
     assert code == 0, listen.err
     pieces = [e.text for e in journal_entries(tmp_path)]
-    assert len(pieces) >= 2, pieces  # committed early: more than one final
+    assert pieces, pieces
     one_sentence(line, pieces)
     assert error_rate(said(manifest, QUILTER), line) <= WER_BOUND, line
     assert listen.captions == [line] == journal_lines(tmp_path)
@@ -309,16 +351,21 @@ def captions_app(qtbot, **changes):  # type: ignore[no-untyped-def]
 
 def test_the_app_shows_a_sentence_committed_in_pieces_as_one_line(qtbot, sinks, shared_audio,
                                                                   manifest):
+    """The overlay shows the sentence as one line, whatever pieces it was final in (their
+    number depends on the machine's speed; tests/test_commit.py covers several), that line
+    the pieces joined and reading the clip (WER); read once the engine has stopped, so every
+    piece is in."""
     speakers = sinks.add("speakers")
     subprocess.run(["pactl", "set-default-sink", speakers], check=True, timeout=10)
+    reference = said(manifest, QUILTER)
     with captions_app(qtbot, caption_source="system", caption_lines=4) as controller:
         play(shared_audio / QUILTER, speakers).wait(60)
-        qtbot.waitUntil(lambda: "gospel" in " ".join(controller.captions.caption_texts()),
-                        timeout=90_000)
-        qtbot.wait(1000)
-        lines = controller.captions.caption_texts()
+        qtbot.waitUntil(lambda: any(error_rate(reference, line) <= WER_BOUND
+                                    for line in controller.captions.caption_texts()),
+                        timeout=90_000)  # (bounds a hang)
+    lines = controller.captions.caption_texts()  # (stopped: every final is shown)
     pieces = [e.text for e in journal_entries()]
-    assert len(pieces) >= 2, pieces
+    assert pieces, pieces
     [line] = lines
     one_sentence(line, pieces)
     assert error_rate(said(manifest, QUILTER), line) <= WER_BOUND, line
@@ -335,6 +382,9 @@ def private_mic(sinks: Sinks, monkeypatch: pytest.MonkeyPatch) -> str:
 
 def test_the_app_captions_you_and_them_labelled_in_the_overlay_and_journal(
         qtbot, private_mic, sinks, shared_audio, manifest, tmp_path, monkeypatch):
+    """Them (the speakers) and you (the microphone) at once: each clip shows under its label
+    and is journalled under it (WER); then the speakers' clip heard by the microphone too is
+    shown once, as theirs, and no partial of the echo is left."""
     from app.controller import Controller, LaunchOptions
     from app.settings import Settings, with_changes
 
@@ -355,25 +405,35 @@ def test_the_app_captions_you_and_them_labelled_in_the_overlay_and_journal(
         them.wait(60)
         you.wait(60)
 
-        def shown(label: str, word: str) -> bool:
-            return any(line.startswith(f"{label}: ") and word in line.lower()
-                       for line in controller.captions.caption_texts())
-        qtbot.waitUntil(lambda: shown("Alice", "apostle") or shown("Alice", "gospel"),
-                        timeout=90_000)
-        qtbot.waitUntil(lambda: shown("You", "suit"), timeout=90_000)
-        qtbot.wait(3000)  # a pause between the two exchanges
+        def shown(label: str, name: str) -> bool:
+            """The lines labelled ``label`` read clip ``name`` (WER), whatever lines it took."""
+            texts = [line.removeprefix(f"{label}: ")
+                     for line in controller.captions.caption_texts()
+                     if line.startswith(f"{label}: ")]
+            return bool(texts) and error_rate(said(manifest, name), " ".join(texts)) <= WER_BOUND
+
+        # (The waits are for events, a line shown; their timeouts only bound a hang.)
+        qtbot.waitUntil(lambda: shown("Alice", QUILTER), timeout=90_000)
+        qtbot.waitUntil(lambda: shown("You", SUIT), timeout=90_000)
+        qtbot.wait(3000)  # a pause between the two exchanges (a person's, in stream time)
         # The speakers heard by the microphone too: kept once, as theirs.
         them, echo = play(shared_audio / PHIL, speakers), play(shared_audio / PHIL, private_mic)
         them.wait(60)
         echo.wait(60)
-        qtbot.waitUntil(lambda: shown("Alice", "again"), timeout=90_000)
-        qtbot.wait(4000)  # the microphone's copy had its chance to show
+        qtbot.waitUntil(lambda: any(reads_phil(manifest, line.removeprefix("Alice: "))
+                                    for line in controller.captions.caption_texts()
+                                    if line.startswith("Alice: ")), timeout=90_000)
+        # The microphone's copy had its chance to show. (Still a wait of so many seconds: read
+        # after stop_engine instead, a partial row was left showing once, under the AVX2
+        # kernels; whether stopping should clear it is the app's question, not this test's.)
+        qtbot.wait(4000)
         from test_caption_overlay import busy_shot
 
         busy_shot(controller.captions, "app_you_and_them")
         lines = controller.captions.caption_texts()
-        assert not any(kind == "partial" for row in controller.captions.visible_rows()
-                       for _, kind in row)  # the echo's partial text went with it
+        rows = controller.captions.visible_rows()
+        assert not any(kind == "partial" for row in rows for _, kind in row), rows  # the
+        # echo's partial text went with it
     finally:
         controller.stop_engine()
         qtbot.waitUntil(lambda: controller.state == "stopped", timeout=120_000)
@@ -384,31 +444,36 @@ def test_the_app_captions_you_and_them_labelled_in_the_overlay_and_journal(
     assert {e.source for e in entries} == {"You", "Alice"}
     assert error_rate(said(manifest, SUIT), mine) <= WER_BOUND, mine  # no echo in "You"
     assert error_rate(said(manifest, QUILTER) + " " + said(manifest, PHIL), theirs) <= WER_BOUND
-    assert "again" not in mine.lower()
     shown_text = " ".join(lines)
     assert "Alice: " in shown_text and "You: " in shown_text
-    assert sum("again" in line for line in lines) == 1, lines
+    phil = [line for line in lines if error_rate(said(manifest, PHIL),
+                                                 line.split(": ", 1)[-1]) <= WER_BOUND]
+    assert len(phil) == 1 and phil[0].startswith("Alice: "), lines  # once, as theirs
 
 
-def test_translation_below_each_line_with_its_language(sinks, shared_audio, tmp_path):
+def test_translation_below_each_line_with_its_language(sinks, shared_audio, manifest, tmp_path):
+    """A French clip: its line (the French words, by WER), and under it its English
+    translation (English words, no French ones), both in the journal with the language."""
     speakers = sinks.add("speakers")
     subprocess.run(["pactl", "set-default-sink", speakers], check=True, timeout=10)
     listen = Listen("--source", "system", "--translate", data_dir=tmp_path)
     try:
         listen.wait_stderr("listening", timeout=300)  # the multilingual base model loads
         play(shared_audio / "picovoice-fr.wav", speakers).wait(60)
-        listen.caption_with("consul")
-        english = listen.caption_with("[fr → en]", timeout=120)
+        listen.caption_where(lambda line: not line.startswith("  ["))
+        english = listen.caption_where(lambda line: line.startswith("  [fr → en] "),
+                                       timeout=120)
     finally:
         code = listen.stop()
     assert code == 0, listen.err
     assert "translating with the multilingual 'base' model" in listen.err
     original, translation = listen.captions
-    assert "consul" in original.lower()
+    said_fr = said(manifest, "picovoice-fr.wav")
+    assert corpus_error_rate([said_fr], [original], language="fr") <= WER_BOUND, original
     assert english == translation and translation.startswith("  [fr → en] ")
     words = set(translation.lower().replace(",", " ").replace(".", " ").split())
-    assert {"under", "the", "consulate"} <= words, translation  # English, not French
-    assert not {"sous", "le", "des", "et"} & words, translation
+    assert "the" in words, translation  # English ...
+    assert not {"sous", "le", "des", "et"} & words, translation  # ... not French
     sessions = [p for p in list_sessions(tmp_path) if is_caption_session(p)]
     (entry,) = read_journal(sessions[0])
     assert (entry.text, entry.language) == (original, "fr")
@@ -430,7 +495,7 @@ def test_captions_on_a_remote_server(sinks, shared_audio, manifest, tmp_path, ti
     try:
         listen.wait_stderr("listening")
         play(shared_audio / QUILTER, speakers).wait(60)
-        line = listen.caption_with("gospel")
+        line = listen.caption_of(said(manifest, QUILTER))
     finally:
         code = listen.stop()
         server.stop()
@@ -454,16 +519,21 @@ def tagged_lines(rows: list[list[tuple[str, str]]]) -> list[tuple[str, str, set[
     return lines
 
 
-def test_the_app_shows_the_translation_line_under_the_original(qtbot, sinks, shared_audio):
+def test_the_app_shows_the_translation_line_under_the_original(qtbot, sinks, shared_audio,
+                                                               manifest):
+    """A French clip in the app: each English line right under its original, the originals
+    read the clip (WER, French), the English lines are English (no French words)."""
     speakers = sinks.add("speakers")
+    said_fr = next(e.text for e in manifest if e.path.name == "picovoice-fr.wav")
     subprocess.run(["pactl", "set-default-sink", speakers], check=True, timeout=10)
 
     def said(lines: list[tuple[str, str, set[str]]], tag: str) -> str:
         return " ".join(text for t, text, kinds in lines if t == tag and "partial" not in kinds)
 
     def done(lines: list[tuple[str, str, set[str]]]) -> bool:
-        """The clip's first words are in, and their English line."""
-        return "consul" in said(lines, "[fr]").lower() and "consul" in said(lines, "[en]").lower()
+        """The clip is in (its finals read it) with an English line under the last."""
+        return (corpus_error_rate([said_fr], [said(lines, "[fr]")], language="fr") <= WER_BOUND
+                and [tag for tag, _, _ in lines][-1:] == ["[en]"])
 
     # (Ten lines: where the clip's pause ends an utterance, or a busy machine's capture
     # drops a moment of it, its lines and their translations all stay in view.)
@@ -486,7 +556,8 @@ def test_the_app_shows_the_translation_line_under_the_original(qtbot, sinks, sha
     assert all(kinds <= {"final", "partial"} for tag, _, kinds in lines if tag == "[fr]"), lines
     assert all(kinds == {"translation"} for tag, _, kinds in lines if tag == "[en]"), lines
     # "Sous le consulat, il devient conservateur des eaux et forêts et conseiller général."
-    assert "consulate" in said(lines, "[en]").lower(), lines
+    english = set(said(lines, "[en]").lower().replace(",", " ").replace(".", " ").split())
+    assert "the" in english and not {"sous", "le", "des", "et"} & english, lines
 
 
 def test_listen_both_prints_each_line_with_its_label(sinks, shared_audio, manifest, tmp_path):
@@ -499,7 +570,11 @@ def test_listen_both_prints_each_line_with_its_label(sinks, shared_audio, manife
         them, you = play(shared_audio / PHIL, speakers), play(shared_audio / SUIT, mic)
         them.wait(60)
         you.wait(60)
-        lines = listen.captions_with("again", "suit")
+        lines = listen.captions_of(
+            lambda line: line.startswith("Bob: ") and reads_phil(manifest,
+                                                                 line.removeprefix("Bob: ")),
+            lambda line: line.startswith("You: ") and error_rate(
+                said(manifest, SUIT), line.removeprefix("You: ")) <= WER_BOUND)
     finally:
         code = listen.stop()
     assert code == 0, listen.err

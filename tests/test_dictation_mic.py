@@ -64,6 +64,8 @@ def test_hands_free_stops_by_itself_and_pastes_what_was_said(
     reference = next(e.text for e in manifest if e.path.name == CLIP)
     finals: list[str] = []  # every final the engine gives, empty ones too
     controller.bridge.final_text.connect(lambda event: finals.append(event.text))
+    quiet: list[bool] = []  # each level reading: below -40 dBFS at its peak?
+    controller.bridge.level_changed.connect(lambda _rms, peak, _end: quiet.append(peak < -40))
 
     assert controller.control_command("toggle") == "ok talking=1"
     controller.dictation.cues().wait(5.0)  # a person waits for the start cue, then speaks
@@ -81,9 +83,11 @@ def test_hands_free_stops_by_itself_and_pastes_what_was_said(
 
     # Toggled on over silence: it stops by itself too, and nothing is inserted. (A person
     # hears the stop cue out first: the text now lands ~50 ms after the stop, while the cue
-    # still sounds, and a level reading of it could arrive after the next toggle.)
+    # still sounds, and a level reading of it could arrive after the next toggle; so the
+    # toggle waits for the cue to be played out and for the meter to read silence again.)
     controller.dictation.cues().wait(5.0)
-    qtbot.wait(500)
+    heard = len(quiet)  # ... and its sound has gone through the meter: quiet readings since
+    qtbot.waitUntil(lambda: len(quiet) >= heard + 10 and all(quiet[-10:]), timeout=30000)
     assert controller.control_command("toggle") == "ok talking=1"
     qtbot.waitUntil(lambda: not controller.talking, timeout=15000)
     assert not controller.dictation.auto_stop.heard_speech

@@ -127,11 +127,16 @@ def first_replies(port: int, frame: str) -> tuple[list[Any], int | None]:
 
 
 def test_one_clients_bad_options_leave_the_other_clients_finals_exact(
-        serve: tuple[int, Path], jfk_wav: Path) -> None:
+        serve: tuple[int, Path], jfk_wav: Path, manifest) -> None:  # type: ignore[no-untyped-def]
+    """An English client alone (its finals read the clip, by WER), then again while another
+    client sends every bad option: the same finals exactly (the run alone is the oracle),
+    each bad option refused with its code and a clear message, no traceback in the log."""
+    from bench.evaluation import error_rate
+
     port, log = serve
     alone, _ = english_finals(port, jfk_wav)
-    words = "".join(c for c in " ".join(alone).lower() if c.isalpha() or c == " ")
-    assert "ask not what your country can do for you" in words, alone
+    said = next(e.text for e in manifest if e.path.name == jfk_wav.name)
+    assert error_rate([said], [" ".join(alone)]) <= 0.25, alone
 
     refused: list[tuple[str, Any, int | None]] = []
 
@@ -196,5 +201,5 @@ def test_a_failed_batch_is_decoded_request_by_request(jfk_wav: Path) -> None:
     finally:
         scheduler.stop()
     assert isinstance(failed, TranscriptionError) and "zz" in str(failed)
-    assert decoded.text == alone.text and "fellow Americans" in decoded.text
+    assert decoded.text == alone.text and alone.text.strip()  # the same as decoded alone
     assert scheduler.stats.errors == 1 and scheduler.stats.batches == 1

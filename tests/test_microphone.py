@@ -99,8 +99,12 @@ def test_records_what_is_played(virtual_mic: str, shared_audio: Path) -> None:
     assert abs(float(np.abs(recorded).max()) - float(np.abs(reference).max())) < 0.05
 
 
-def test_live_engine_through_the_virtual_mic(virtual_mic: str, shared_audio: Path,
+def test_live_engine_through_the_virtual_mic(virtual_mic: str, shared_audio: Path, manifest,
                                              tiny_transcriber) -> None:  # type: ignore[no-untyped-def]
+    """The live engine on the virtual microphone: a played clip comes out as finals that read
+    it (WER against its reference, 2 words of 4 as margin)."""
+    from bench.evaluation import error_rate
+
     events: queue.Queue[Event] = queue.Queue()
     engine = LocalLiveEngine(events.put, source=MicrophoneSource("pulse"),
                              runner=tiny_transcriber, options=LiveOptions(journal=False))
@@ -108,17 +112,18 @@ def test_live_engine_through_the_virtual_mic(virtual_mic: str, shared_audio: Pat
     while (event := events.get(timeout=60)) != StateChanged("listening"):
         assert not isinstance(event, EngineFailed), event
     player = play(virtual_mic, shared_audio / GO_FORWARD)
-    final = None
-    deadline = time.monotonic() + 30
-    while final is None and time.monotonic() < deadline:
-        event = events.get(timeout=30)
-        assert not isinstance(event, EngineFailed), event
-        if isinstance(event, FinalText) and event.text:
-            final = event
-    player.wait(timeout=10)
-    engine.stop()
+    heard: list[Event] = []
+    while not any(isinstance(e, FinalText) and e.text for e in heard):  # the first final
+        heard.append(events.get(timeout=60))  # (the timeout only bounds a hang)
+        assert not isinstance(heard[-1], EngineFailed), heard[-1]
+    assert player.wait(timeout=60) == 0
+    engine.stop()  # (what is still open is flushed)
     assert engine.wait(timeout=60)
-    assert final is not None and "forward" in final.text.lower()
+    while not events.empty():
+        heard.append(events.get_nowait())
+    text = " ".join(e.text for e in heard if isinstance(e, FinalText) and e.text)
+    said = next(e.text for e in manifest if e.path.name == GO_FORWARD)
+    assert error_rate([said], [text]) <= 0.5, text
 
 
 def test_a_bad_device_name_is_a_clear_error() -> None:
@@ -170,20 +175,27 @@ def test_a_silent_device_is_an_error_not_a_hang() -> None:
     assert source.read(0.01) is None and source.finished
 
 
-def gil_holder(at_least_s: float) -> Callable[[], float]:
+def gil_holder(at_least_s: float) -> Callable[[], tuple[float, float]]:
     """A call that holds the GIL for at least at_least_s in one piece, as a blocking Qt call
     does (a clipboard read waiting out a hung owner, say): list.sort never lets it go. The list
-    is built beforehand (that part lets other threads in). The call returns how long it held."""
-    sample = np.random.default_rng(1).random(1_000_000).tolist()
-    started = time.monotonic()
-    sample.sort()
-    per_item = (time.monotonic() - started) / len(sample)
-    data = np.random.default_rng(2).random(int(1.3 * at_least_s / per_item)).tolist()
+    is built beforehand (that part lets other threads in). The call returns how long it held and
+    when it let go."""
+    # Sized by the fastest of three timed sorts: a busy machine that pauses this process only
+    # makes a sort look slower, so the fastest is the nearest to what the list costs (and a
+    # pause in the stall itself only makes it longer).
+    per_item = float("inf")
+    for seed in (1, 3, 4):
+        sample = np.random.default_rng(seed).random(1_000_000).tolist()
+        started = time.monotonic()
+        sample.sort()
+        per_item = min(per_item, (time.monotonic() - started) / len(sample))
+    data = np.random.default_rng(2).random(int(1.5 * at_least_s / per_item)).tolist()
 
-    def hold() -> float:
+    def hold() -> tuple[float, float]:
         started = time.monotonic()
         data.sort()
-        return time.monotonic() - started
+        ended = time.monotonic()  # (taken at once: a busy machine may pause this thread after)
+        return ended - started, ended
     return hold
 
 
@@ -209,8 +221,7 @@ def test_a_stall_of_the_whole_process_is_not_blamed_on_the_device() -> None:
     reader = threading.Thread(target=read_until_failure, args=(source, done, failures, got))
     reader.start()
     time.sleep(0.1)
-    held = hold()
-    stall_ended = time.monotonic()
+    held, stall_ended = hold()
     assert held >= 0.6
     reader.join(10)
     done.set()
@@ -229,11 +240,15 @@ def test_the_microphone_survives_a_stall_of_the_whole_process(virtual_mic: str) 
     reader.start()
     try:
         time.sleep(0.5)
-        assert hold() >= 1.5
+        assert hold()[0] >= 1.5
         before = sum(got)
-        time.sleep(1.0)
+        # Audio keeps coming after the stall: half a second of it, however late (the deadline
+        # only bounds a hang); the reader never failed meanwhile.
+        deadline = time.monotonic() + 30
+        while sum(got) - before < 0.5 * 16000 and not failures:
+            assert time.monotonic() < deadline, "audio must keep coming after the stall"
+            time.sleep(0.05)
         assert not failures, failures
-        assert sum(got) - before >= 0.5 * 16000, "audio must keep coming after the stall"
     finally:
         done.set()
         reader.join(10)

@@ -139,8 +139,9 @@ def test_listen_accepts_a_device_name(two_mics: Mics, capsys: pytest.CaptureFixt
 def test_unplugged_microphone_falls_back_to_the_default_mid_dictation(
         two_mics: Mics, shared_audio: Path, manifest, tiny_transcriber) -> None:  # type: ignore[no-untyped-def]
     """Push-to-talk on the second microphone; it is unplugged after the first sentence; the
-    second sentence is spoken into the default one. One final holds both sentences."""
-    from bench.evaluation import error_rate
+    second sentence is spoken into the default one. One utterance holds both sentences (WER),
+    the first one's words at its start (nothing heard before the switch is lost)."""
+    from bench.evaluation import error_rate, normalize
     from engine.events import EngineFailed, FinalText
     from engine.live import LiveOptions, LocalLiveEngine
 
@@ -173,8 +174,14 @@ def test_unplugged_microphone_falls_back_to_the_default_mid_dictation(
     engine.stop()
     assert engine.wait(timeout=120)
     finals = [e for e in events if isinstance(e, FinalText) and e.text]
-    assert len(finals) == 1, finals
+    # One utterance across the switch (its words may be final in pieces, as many as the
+    # machine's speed makes: PolicyOptions.commit_stable).
+    assert finals and len({f.utterance_id for f in finals}) == 1, finals
+    text = " ".join(f.text for f in finals)
     reference = f"{texts[first]} {texts[second]}"
-    assert error_rate([reference], [finals[0].text]) <= 0.35, finals[0].text
-    assert "concord" in finals[0].text.lower()  # the words heard before the switch are kept
+    assert error_rate([reference], [text]) <= 0.35, text
+    # The words heard before the switch are kept: the utterance begins with the first sentence.
+    before = len(normalize(texts[first]).split())
+    opening = " ".join(normalize(text).split()[:before])
+    assert error_rate([texts[first]], [opening]) <= 0.35, text
     assert not [e for e in events if isinstance(e, EngineFailed) and not e.recoverable]

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.held_source import HeldSource
 
 from bench.evaluation import ManifestEntry, error_rate
 from engine.asr.ct2_decoder import Ct2Runner
@@ -35,7 +36,7 @@ from engine.events import EngineFailed, Event, FinalText, Metrics, StateChanged
 from engine.remote.client import RemoteLiveEngine, RemoteOptions
 from engine.server.scheduler import BatchScheduler, SchedulerOptions
 from engine.server.server import ServerOptions, ServerThread, TranscriptionServer
-from engine.types import DecodeRequest, Transcript
+from engine.types import SAMPLE_RATE, DecodeRequest, Transcript
 from engine.wire import protocol as p
 
 pytestmark = pytest.mark.timeout(300)
@@ -169,16 +170,18 @@ def test_kill_and_restart_mid_stream_loses_no_audio(shared_audio: Path,
     port = free_port()
     proc = spawn_server(port)
     events: list[Event] = []
-    engine = RemoteLiveEngine(events.append, url=f"ws://127.0.0.1:{port}",
-                              source=FileSource(clip.path, realtime=True),
+    # Mid-stream is an event: the source stops at 5 s of the clip until the new server is up.
+    source = HeldSource(FileSource(clip.path, realtime=True), hold_at=5 * SAMPLE_RATE)
+    engine = RemoteLiveEngine(events.append, url=f"ws://127.0.0.1:{port}", source=source,
                               options=RemoteOptions(language="en", backoff_initial_s=0.1,
                                                     backoff_max_s=1.0))
     try:
         engine.start()
-        time.sleep(5.0)  # mid-stream: about 5 s of the clip sent
+        assert source.reached.wait(120), "the clip never reached 5 s"  # (bounds a hang)
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
         proc = spawn_server(port)
+        source.release()
         assert engine.wait(120)
     finally:
         proc.terminate()

@@ -10,13 +10,13 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from support.held_source import HeldSource
 
 from bench.evaluation import error_rate, read_manifest
 from engine.asr.fake import ScriptedRunner
@@ -24,6 +24,7 @@ from engine.audio.sources import FileSource
 from engine.events import EngineFailed, Event, FinalText, StateChanged
 from engine.remote.client import RemoteLiveEngine, RemoteOptions
 from engine.server.server import ServerThread, TranscriptionServer
+from engine.types import SAMPLE_RATE
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -155,16 +156,20 @@ def test_a_sigtermed_replica_drains_and_the_client_moves_to_the_other(shared_aud
     (first, port_a), (second, port_b) = spawn_replica(), spawn_replica()
     balancer = Balancer([port_a, port_b])
     events: list[Event] = []
+    # Mid-stream, mid-utterance is an event: the source stops at 5 s of the clip (no audio
+    # comes, the stream stays open) until the first replica has drained.
+    source = HeldSource(FileSource(clip.path, realtime=True), hold_at=5 * SAMPLE_RATE)
     engine = RemoteLiveEngine(events.append, url=f"ws://127.0.0.1:{balancer.port}",
-                              source=FileSource(clip.path, realtime=True),
+                              source=source,
                               options=RemoteOptions(language="en", backoff_initial_s=0.1,
                                                     backoff_max_s=1.0))
     try:
         engine.start()
-        time.sleep(5.0)  # mid-stream, mid-utterance
+        assert source.reached.wait(120), "the clip never reached 5 s"  # (bounds a hang)
         finals_before = sum(isinstance(e, FinalText) for e in events)
         first.send_signal(signal.SIGTERM)
         assert first.wait(30) == 0  # drained and exited by itself
+        source.release()
         assert engine.wait(120)
         _, _, text = get(f"http://127.0.0.1:{port_b}/metrics")
     finally:

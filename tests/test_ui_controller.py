@@ -35,7 +35,10 @@ def make_controller(qtbot, tmp_path, monkeypatch):
             engines[-1].config = config
             return engines[-1]
 
-        settings = settings or with_changes(Settings(), inject_mode="off", sounds=False)
+        # No cues: they are tests/test_cues.py's, and on the virtual sink each one takes ~2 s
+        # to play out, which every controller's shutdown would wait for.
+        settings = with_changes(settings or with_changes(Settings(), inject_mode="off"),
+                                sounds=False)
         controller = Controller(settings, LaunchOptions(enable_hotkey=False, **option_args),
                                 engine_factory=factory)
         qtbot.addWidget(controller.window)
@@ -131,7 +134,6 @@ def test_copying_the_transcript_right_after_a_paste_is_not_undone(qtbot, make_co
     from PySide6.QtGui import QGuiApplication
     from PySide6.QtWidgets import QApplication, QLineEdit
 
-    from app import inject
     from app.settings import Settings
 
     controller, _ = make_controller(Settings(), script=("Dictated into the field.",))
@@ -148,7 +150,8 @@ def test_copying_the_transcript_right_after_a_paste_is_not_undone(qtbot, make_co
     controller.on_ptt("release")
     qtbot.waitUntil(lambda: controller.last_injection is not None, timeout=10000)
     controller.copy_all()  # File > Copy transcript, before the restore is due
-    qtbot.wait(inject.RESTORE_DELAY_MS + 300)
+    # The delayed restore has run (an event: it clears its flag), and left the copy alone.
+    qtbot.waitUntil(lambda: not controller.injector._restore_pending, timeout=10000)
     assert QGuiApplication.clipboard().text() == "Dictated into the field."
 
 
