@@ -1,0 +1,223 @@
+"""Hardening of the command line: `sottovoce listen` stopped by Ctrl+C (once, twice), SIGTERM
+and SIGHUP from each source and against a server that never answers ``end`` ends with the
+conventional status, no traceback, no abort, and what was heard saved.
+
+Children run with SIGINT restored to its default (a background job of a non-interactive shell
+starts with it ignored); each step waits on the child's own lines, never on a sleep.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from engine.journal import is_caption_session, list_sessions, read_journal
+from engine.wire import protocol as p
+
+REPO = Path(__file__).resolve().parents[1]
+QUILTER = "ls-dc-1272-128104-0000.wav"  # 5.9 s, one long sentence
+STALLED_LINE = "The stalled server heard this."
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+class Child:
+    """`sottovoce listen ...` in a child process; its stdout and stderr lines awaited."""
+
+    def __init__(self, *args: str, data_dir: Path, **env_vars: str) -> None:
+        env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1",
+                   SOTTOVOCE_DATA_DIR=str(data_dir), **env_vars)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "listen", *args], cwd=REPO, env=env, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=_default_sigint)
+        self.lines: dict[str, list[str]] = {"out": [], "err": []}
+        self._new: queue.Queue[None] = queue.Queue()
+        for name, stream in (("out", self.proc.stdout), ("err", self.proc.stderr)):
+            threading.Thread(target=self._read, args=(name, stream), daemon=True).start()
+
+    def _read(self, name: str, stream: object) -> None:
+        for line in stream:  # type: ignore[attr-defined]
+            self.lines[name].append(line.rstrip("\n"))
+            self._new.put(None)
+        self._new.put(None)
+
+    def wait_for(self, name: str, needle: str, timeout: float = 240) -> str:
+        """The first line of ``name`` (out, err) holding ``needle``."""
+        while True:
+            for line in self.lines[name]:
+                if needle in line:
+                    return line
+            if self.proc.poll() is not None and self._new.empty():
+                break
+            try:
+                self._new.get(timeout=timeout)
+            except queue.Empty:
+                break
+        raise AssertionError(f"no {needle!r} in std{name}: {self.lines}")
+
+    def finish(self) -> int:
+        code = self.proc.wait(180)
+        while self.proc.stdout and not self.proc.stdout.closed and self._new.qsize():
+            self._new.get_nowait()
+        return code
+
+    @property
+    def err(self) -> str:
+        return "\n".join(self.lines["err"])
+
+
+def caption_texts(data_dir: Path) -> list[str]:
+    sessions = [s for s in list_sessions(data_dir) if is_caption_session(s)]
+    assert len(sessions) == 1, sessions
+    return [e.text for e in read_journal(sessions[0])]
+
+
+def session_texts(data_dir: Path) -> list[str]:
+    sessions = list_sessions(data_dir)
+    assert len(sessions) == 1, sessions
+    return [e.text for e in read_journal(sessions[0])]
+
+
+def clean(child: Child, code: int) -> None:
+    assert child.finish() == code, child.err
+    assert "Traceback" not in child.err and "terminate called" not in child.err, child.err
+
+
+# -- a server that never answers ``end`` ------------------------------------------------------
+
+class StalledServer:
+    """Our protocol on 127.0.0.1: ready on hello, one final once a second of audio is in, and
+    no ``bye`` after ``end`` (``ended`` is set when it arrives)."""
+
+    def __init__(self) -> None:
+        self.ended = threading.Event()
+        self.port = 0
+        self._up = threading.Event()
+        self._loop = asyncio.new_event_loop()
+        self._stop: asyncio.Future[None] | None = None
+        self._thread = threading.Thread(target=self._loop.run_until_complete,
+                                        args=(self._main(),), daemon=True)
+
+    def __enter__(self) -> StalledServer:
+        self._thread.start()
+        assert self._up.wait(30)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._stop is not None
+        self._loop.call_soon_threadsafe(self._stop.set_result, None)
+        self._thread.join(30)
+
+    @property
+    def url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}"
+
+    async def _main(self) -> None:
+        from websockets.asyncio.server import serve
+
+        self._stop = self._loop.create_future()
+        async with serve(self._session, "127.0.0.1", 0) as server:
+            self.port = next(iter(server.sockets)).getsockname()[1]
+            self._up.set()
+            await self._stop
+
+    async def _session(self, ws: object) -> None:
+        connection, said = p.ServerConnection(), False
+        async for frame in ws:  # type: ignore[attr-defined]
+            messages = (connection.receive_text(frame) if isinstance(frame, str)
+                        else connection.receive_bytes(frame))
+            for message in messages:
+                if isinstance(message, p.Hello):
+                    await ws.send(p.encode_server(p.Ready(message.session_id, "stalled")))  # type: ignore[attr-defined]
+                elif isinstance(message, p.Audio) and not said and message.end >= 16_000:
+                    said = True
+                    await ws.send(p.encode_server(p.Final(1, STALLED_LINE, (), 0, 16_000, 1.0)))  # type: ignore[attr-defined]
+                elif isinstance(message, p.End):
+                    self.ended.set()  # ... and never a bye
+
+
+@pytest.fixture
+def stalled() -> Iterator[StalledServer]:
+    with StalledServer() as server:
+        yield server
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_listen_on_a_server_that_never_ends_stops_on_the_second_signal(
+        stalled: StalledServer, shared_audio: Path, tmp_path: Path, signum: int,
+        code: int) -> None:
+    child = Child("--source", "mic", "--input", str(shared_audio / QUILTER), "--server",
+                  stalled.url, data_dir=tmp_path)
+    child.wait_for("out", STALLED_LINE)
+    child.proc.send_signal(signum)
+    child.wait_for("err", "Ctrl+C again to stop at once")
+    assert stalled.ended.wait(60)  # the client said end; the server will never answer it
+    child.proc.send_signal(signum)
+    clean(child, code)
+    assert "stopping now; what was heard is kept" in child.err
+    assert f"saved to {tmp_path}" in child.err
+    assert caption_texts(tmp_path) == [STALLED_LINE]
+
+
+def test_a_server_that_never_answers_end_is_given_up_on_and_said_so(
+        stalled: StalledServer, shared_audio: Path) -> None:
+    from engine.audio.sources import FileSource
+    from engine.events import EngineFailed, Event, FinalText
+    from engine.remote.client import RemoteLiveEngine
+    from engine.remote.link import RemoteOptions
+
+    events: list[Event] = []
+    engine = RemoteLiveEngine(events.append, url=stalled.url,
+                              source=FileSource(shared_audio / QUILTER, realtime=False),
+                              options=RemoteOptions(end_timeout_s=0.5))
+    engine.start()
+    assert engine.wait(120)
+    assert stalled.ended.is_set()
+    assert [e.text for e in events if isinstance(e, FinalText)] == [STALLED_LINE]
+    failures = [e for e in events if isinstance(e, EngineFailed)]
+    assert [(f.message, f.recoverable) for f in failures] == [
+        ("the server did not finish in time; the end of the recording was not transcribed",
+         False)]
+
+
+def test_abort_before_the_connection_and_after_it_ends_promptly(stalled: StalledServer,
+                                                               shared_audio: Path) -> None:
+    from engine.audio.sources import FileSource
+    from engine.events import Event, StateChanged
+    from engine.remote.client import RemoteLiveEngine
+
+    events: list[Event] = []
+    engine = RemoteLiveEngine(events.append, url=stalled.url,
+                              source=FileSource(shared_audio / QUILTER, realtime=True))
+    engine.abort()  # before start: nothing runs long
+    engine.start()
+    assert engine.wait(60)
+    assert StateChanged("stopped") in events
+
+
+# -- the local model: each source ---------------------------------------------------------------
+
+@pytest.mark.model
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_listen_from_a_file_as_the_microphone_stops_on_sigterm_and_sighup(
+        shared_audio: Path, tmp_path: Path, signum: int, code: int) -> None:
+    child = Child("--input", str(shared_audio / QUILTER), data_dir=tmp_path)
+    child.wait_for("err", "listening")
+    child.wait_for("out", "Quilter")  # a first final is in (the sentence is committed in pieces)
+    child.proc.send_signal(signum)
+    clean(child, code)
+    assert "stopping (finishing the last utterance" in child.err
+    heard = [line.split("] ", 1)[1].split("   (")[0] for line in child.lines["out"]]
+    assert session_texts(tmp_path) == heard and heard, child.lines  # each final printed is saved
+    assert f"saved to {tmp_path}" in child.err
