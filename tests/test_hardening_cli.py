@@ -221,3 +221,58 @@ def test_listen_from_a_file_as_the_microphone_stops_on_sigterm_and_sighup(
     heard = [line.split("] ", 1)[1].split("   (")[0] for line in child.lines["out"]]
     assert session_texts(tmp_path) == heard and heard, child.lines  # each final printed is saved
     assert f"saved to {tmp_path}" in child.err
+
+
+# -- export: bad times and empty sessions are errors --------------------------------------------
+
+def export(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO), SOTTOVOCE_DATA_DIR=str(data_dir))
+    return subprocess.run([sys.executable, "-m", "app.cli", "export", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def caption_session(data_dir: Path, texts: tuple[str, ...]) -> Path:
+    from engine.events import FinalText
+    from engine.journal import Journal, caption_session_id, journal_dir
+
+    session = caption_session_id()
+    path = journal_dir(data_dir) / f"{session}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch()
+    journal = Journal(session, journal_dir(data_dir))
+    for index, text in enumerate(texts):
+        journal.append(FinalText(utterance_id=index + 1, text=text, words=(),
+                                 start=index * 32_000, end=index * 32_000 + 16_000,
+                                 latency_ms=1.0, after_speech_end_ms=1.0))
+    journal.close()
+    return path
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "soon", "1e400"])
+def test_export_refuses_a_time_that_is_no_number_of_seconds(tmp_path: Path, value: str) -> None:
+    caption_session(tmp_path, ("One line.",))
+    for option in ("--from", "--to"):
+        run = export("last", option, value, data_dir=tmp_path)
+        assert (run.returncode, run.stdout) == (2, ""), run
+        assert run.stderr == (f"error: {option} must be a number of seconds (from the "
+                              f"session's start), not {value!r}\n")
+
+
+def test_export_of_an_empty_session_says_it_holds_no_text(tmp_path: Path) -> None:
+    path = caption_session(tmp_path, ())
+    run = export("last", data_dir=tmp_path)
+    assert (run.returncode, run.stdout, run.stderr) == (
+        1, "", "error: the last session holds no text\n")
+    out = tmp_path / "out.txt"
+    run = export(path.stem, "-o", str(out), data_dir=tmp_path)
+    assert (run.returncode, run.stderr) == (1, f"error: the session {path.stem!r} holds no text\n")
+    assert not out.exists()
+
+
+def test_export_of_a_range_with_nothing_in_it_says_so(tmp_path: Path) -> None:
+    caption_session(tmp_path, ("One line.", "Another line."))  # 0-1 s and 2-3 s
+    run = export("last", "--from", "10", data_dir=tmp_path)
+    assert (run.returncode, run.stdout, run.stderr) == (
+        1, "", "error: nothing was said after 10 s (the session runs from 0.0 to 3.0 s)\n")
+    run = export("last", "--from", "1.5", "--to", "2.5", "--no-timestamps", data_dir=tmp_path)
+    assert (run.returncode, run.stdout) == (0, "Another line.\n"), run
