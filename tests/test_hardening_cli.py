@@ -276,3 +276,53 @@ def test_export_of_a_range_with_nothing_in_it_says_so(tmp_path: Path) -> None:
         1, "", "error: nothing was said after 10 s (the session runs from 0.0 to 3.0 s)\n")
     run = export("last", "--from", "1.5", "--to", "2.5", "--no-timestamps", data_dir=tmp_path)
     assert (run.returncode, run.stdout) == (0, "Another line.\n"), run
+
+
+# -- settings: a huge file, a huge value, one vocabulary entry too many --------------------------
+
+def test_a_35_mb_settings_file_is_not_read_whole_and_its_message_is_short(tmp_path: Path) -> None:
+    from app.settings import Settings, read_settings, set_aside
+
+    path = tmp_path / "settings.toml"
+    with path.open("w", encoding="utf-8") as file:
+        file.write('version = 3\nvocabulary = """\n')
+        for _ in range(35):
+            file.write("Concord\n" * 131_072)  # 1 MiB a time
+        file.write('"""\n')
+    size = path.stat().st_size
+    loaded = read_settings(path)
+    assert loaded.settings == Settings()
+    assert loaded.problems == (f"could not read {path} (the file is {size / 1e6:.1f} MB; a "
+                               "settings file is at most 1 MB); using defaults",)
+    kept = set_aside(loaded, path)  # nothing lost: the file is kept for the user
+    assert kept is not None and kept.stat().st_size == size
+
+
+def test_a_huge_value_of_the_wrong_type_makes_a_short_message(tmp_path: Path) -> None:
+    from app.settings import MAX_QUOTED_CHARS, read_settings
+
+    path = tmp_path / "settings.toml"
+    path.write_text(f'version = 3\ncaption_lines = "{"x" * 900_000}"\n', encoding="utf-8")
+    (problem,) = read_settings(path).problems
+    assert problem.startswith(f"caption_lines = {'x' * 900_000!r}"[:MAX_QUOTED_CHARS + 16])
+    assert "... (900002 characters) is invalid (expected a whole number)" in problem
+    assert len(problem) < 2 * MAX_QUOTED_CHARS + 100
+
+
+def test_a_vocabulary_one_entry_over_the_limit_keeps_the_first_200(tmp_path: Path) -> None:
+    from app.settings import read_settings, set_aside
+    from engine.vocabulary import parse
+
+    terms = [f"Term{n:03d}" for n in range(203)]
+    text = "# people\n" + "\n".join(terms[:150]) + "\n[medical]\n" + "\n".join(terms[150:]) + "\n"
+    path = tmp_path / "settings.toml"
+    original = f'version = 3\nvocabulary = """\n{text}"""\n'
+    path.write_text(original, encoding="utf-8")
+    loaded = read_settings(path)
+    vocabulary = parse(loaded.settings.vocabulary)
+    assert vocabulary.sets == {"": tuple(terms[:150]), "medical": tuple(terms[150:200])}
+    assert loaded.problems == ("vocabulary: more than 200 entries; kept the first 200, dropped "
+                               "'Term200', 'Term201', 'Term202'",)
+    assert set_aside(loaded, path) is not None
+    assert (tmp_path / "settings.toml.bad").read_text(encoding="utf-8") == original
+    assert read_settings(path).problems == ()  # the 200 kept are saved; said once
