@@ -11,14 +11,18 @@ from __future__ import annotations
 import asyncio
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from test_captions_pulse import Sinks, pulse_missing, sinks  # noqa: F401 - sinks: the fixture
 
 from engine.journal import is_caption_session, list_sessions, read_journal
 from engine.wire import protocol as p
@@ -326,3 +330,111 @@ def test_a_vocabulary_one_entry_over_the_limit_keeps_the_first_200(tmp_path: Pat
     assert set_aside(loaded, path) is not None
     assert (tmp_path / "settings.toml.bad").read_text(encoding="utf-8") == original
     assert read_settings(path).problems == ()  # the 200 kept are saved; said once
+
+
+# -- captions: an app that is not playing, "both" without a microphone ----------------------------
+
+JFK = "jfk-inaugural-1961-excerpt.wav"
+
+
+class Looping:
+    """An app playing ``wav`` on ``sink`` again and again until closed (paplay named ``app``)."""
+
+    def __init__(self, wav: Path, sink: str, app: str, env: dict[str, str] | None = None) -> None:
+        self._args = ["paplay", f"--device={sink}", f"--client-name={app}", str(wav)]
+        self._env = env
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._done.is_set():
+            subprocess.run(self._args, env=self._env, timeout=120, check=False)
+
+    def close(self) -> None:
+        self._done.set()
+        self._thread.join(130)
+
+
+@pytest.mark.model
+@pytest.mark.e2e
+def test_an_app_that_is_not_playing_is_named_once_with_those_that_are(
+        sinks: Sinks, shared_audio: Path, tmp_path: Path,  # noqa: F811 - the fixture
+) -> None:
+    speakers = sinks.add("speakers")
+    subprocess.run(["pactl", "set-default-sink", speakers], check=True, timeout=10)
+    wanted, other = f"typoapp{os.getpid()}", f"otherapp{os.getpid()}"
+    child = Child("--source", f"app:{wanted}", data_dir=tmp_path)
+    player = Looping(shared_audio / QUILTER, speakers, other)
+    try:
+        child.wait_for("err", "listening")
+        hint = child.wait_for("err", f"no app named {wanted!r}")
+    finally:
+        player.close()
+    assert hint.startswith(f"error: no app named {wanted!r} is playing sound (playing now: ")
+    assert other in hint and hint.endswith("); still waiting for it"), hint
+    player = Looping(shared_audio / JFK, speakers, wanted)  # ... and it still waits for it
+    try:
+        child.wait_for("out", "country")
+    finally:
+        player.close()
+        child.proc.send_signal(signal.SIGINT)
+    clean(child, 0)
+    assert [line for line in child.lines["err"] if "no app named" in line] == [hint]  # once
+    assert any("country" in text for text in caption_texts(tmp_path))
+
+
+@pytest.fixture
+def no_microphone() -> Iterator[dict[str, str]]:
+    """A sound server of its own with one output and no microphone (its default input is the
+    output's monitor); the environment that reaches it."""
+    if pulse_missing():
+        pytest.skip("needs PulseAudio")
+    runtime = tempfile.mkdtemp(prefix="sv-pa-", dir="/tmp")  # a socket path is short
+    env = dict(os.environ, XDG_RUNTIME_DIR=runtime)
+    env.pop("PULSE_SERVER", None)
+    env.pop("PULSE_SOURCE", None)
+    server = subprocess.Popen(
+        ["pulseaudio", "--daemonize=no", "--exit-idle-time=-1", "-n",
+         "--load=module-native-protocol-unix",
+         "--load=module-null-sink sink_name=speakers rate=16000 channels=1"],
+        # (off the session bus, where the desktop's own server holds PulseAudio's name)
+        env={k: v for k, v in env.items() if k != "DBUS_SESSION_BUS_ADDRESS"},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):  # (the server's readiness, not an outcome)
+            if subprocess.run(["pactl", "info"], env=env, capture_output=True,
+                              timeout=10).returncode == 0:
+                break
+            if server.poll() is not None:
+                pytest.fail("the private sound server did not start")
+            time.sleep(0.1)
+        sources = subprocess.run(["pactl", "list", "short", "sources"], env=env, text=True,
+                                 capture_output=True, timeout=10, check=True).stdout
+        assert sources.split()[1] == "speakers.monitor" and sources.count("\n") == 1, sources
+        yield env
+    finally:
+        server.terminate()
+        server.wait(30)
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+@pytest.mark.model
+@pytest.mark.e2e
+def test_both_without_a_microphone_says_so_and_captions_the_computer(
+        no_microphone: dict[str, str], shared_audio: Path, tmp_path: Path) -> None:
+    env = {k: no_microphone[k] for k in ("XDG_RUNTIME_DIR",)}
+    child = Child("--source", "both", data_dir=tmp_path, **env)
+    child.wait_for("err", "listening")
+    assert child.lines["err"][0] == ("error: there is no microphone: only the computer's sound "
+                                     "is captioned (as 'Them')"), child.lines
+    player = Looping(shared_audio / JFK, "speakers", "paplay", env=no_microphone)
+    try:
+        line = child.wait_for("out", "country")
+    finally:
+        player.close()
+        child.proc.send_signal(signal.SIGINT)
+    clean(child, 0)
+    assert line.startswith("Them: ")
+    assert all(line.startswith("Them: ") for line in child.lines["out"])
+    assert any("country" in text for text in caption_texts(tmp_path))
