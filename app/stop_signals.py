@@ -1,4 +1,5 @@
-"""Ctrl+C, SIGTERM and SIGHUP for a command that runs until stopped (`sottovoce listen`).
+"""Ctrl+C, SIGTERM and SIGHUP for a command that runs until stopped (`sottovoce listen`, the
+app: app.gui_main).
 
 A handler only records the signal; the main thread polls for it between short waits. Raising
 KeyboardInterrupt wherever the main thread happens to be (inside a join, inside an engine's
@@ -34,9 +35,10 @@ class StopSignals:
     """Records SIGINT, SIGTERM and SIGHUP while installed (a context manager); the previous
     handlers come back on exit."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_signal: Callable[[int], None] | None = None) -> None:
         self.received: list[int] = []
         self._previous: dict[int, Any] = {}
+        self._on_signal = on_signal  # called with the count so far (the app's own loop)
 
     def __enter__(self) -> StopSignals:
         for signum in SIGNALS:
@@ -50,6 +52,8 @@ class StopSignals:
 
     def _record(self, signum: int, _frame: FrameType | None) -> None:
         self.received.append(signum)  # list.append is atomic; no lock to deadlock on
+        if self._on_signal is not None:
+            self._on_signal(len(self.received))
 
     def exit_status(self, graceful: int) -> int:
         """``graceful`` after one Ctrl+C (the usual way to end listening); 128 + the last

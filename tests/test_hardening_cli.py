@@ -36,6 +36,20 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+CHILDREN: list[subprocess.Popen[str]] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_child_left() -> Iterator[None]:
+    """A test that failed half-way leaves no `listen` running."""
+    yield
+    while CHILDREN:
+        proc = CHILDREN.pop()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+
+
 class Child:
     """`sottovoce listen ...` in a child process; its stdout and stderr lines awaited."""
 
@@ -45,6 +59,7 @@ class Child:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "app.cli", "listen", *args], cwd=REPO, env=env, text=True,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=_default_sigint)
+        CHILDREN.append(self.proc)
         self.lines: dict[str, list[str]] = {"out": [], "err": []}
         self._new: queue.Queue[None] = queue.Queue()
         for name, stream in (("out", self.proc.stdout), ("err", self.proc.stderr)):
@@ -58,6 +73,7 @@ class Child:
 
     def wait_for(self, name: str, needle: str, timeout: float = 240) -> str:
         """The first line of ``name`` (out, err) holding ``needle``."""
+        deadline = time.monotonic() + timeout
         while True:
             for line in self.lines[name]:
                 if needle in line:
@@ -65,7 +81,7 @@ class Child:
             if self.proc.poll() is not None and self._new.empty():
                 break
             try:
-                self._new.get(timeout=timeout)
+                self._new.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 break
         raise AssertionError(f"no {needle!r} in std{name}: {self.lines}")
@@ -438,3 +454,94 @@ def test_both_without_a_microphone_says_so_and_captions_the_computer(
     assert line.startswith("Them: ")
     assert all(line.startswith("Them: ") for line in child.lines["out"])
     assert any("country" in text for text in caption_texts(tmp_path))
+
+
+# -- the same signals, two at once (a Ctrl+C to `timeout` and its child), and the app -----------
+
+def two_signals_at_once(proc: subprocess.Popen[str], first: int, second: int) -> None:
+    """``first`` then ``second`` delivered together: the process is held stopped while both are
+    sent (two of one kind would merge into one), so the second lands while the first is
+    being handled, whatever the machine's load."""
+    proc.send_signal(signal.SIGSTOP)
+    proc.send_signal(first)
+    proc.send_signal(second)
+    proc.send_signal(signal.SIGCONT)
+
+
+@pytest.mark.model
+def test_listen_given_two_signals_at_once_stops_at_once_and_keeps_what_was_heard(
+        shared_audio: Path, tmp_path: Path) -> None:
+    child = Child("--input", str(shared_audio / QUILTER), data_dir=tmp_path)
+    child.wait_for("out", "Quilter")
+    two_signals_at_once(child.proc, signal.SIGINT, signal.SIGTERM)
+    clean(child, 143)
+    assert "stopping now; what was heard is kept" in child.err
+    heard = [line.split("] ", 1)[1].split("   (")[0] for line in child.lines["out"]]
+    assert session_texts(tmp_path) == heard and heard, child.lines
+
+
+def app_process(data_dir: Path, wav: Path) -> object:
+    from desktop_driver import start_app
+
+    env = dict(os.environ, SOTTOVOCE_CONTROL_SOCKET=str(data_dir / "control.sock"),
+               SOTTOVOCE_DATA_DIR=str(data_dir), PYTHONUNBUFFERED="1")
+    return start_app(env, "--input", str(wav))
+
+
+@pytest.mark.model
+@pytest.mark.e2e
+@pytest.mark.parametrize(("signals", "code"), [
+    ((signal.SIGHUP,), 0),
+    ((signal.SIGINT, signal.SIGTERM), 143),
+])
+def test_the_app_quits_on_signals_and_keeps_what_was_heard(
+        shared_audio: Path, tmp_path: Path, signals: tuple[int, ...], code: int) -> None:
+    if not os.environ.get("DISPLAY"):
+        pytest.skip("needs an X display (source .ci/desktop.sh)")
+    app = app_process(tmp_path, shared_audio / JFK)
+    try:
+        final = app.wait_for("app.controller: final 1", 240)  # type: ignore[attr-defined]
+        proc = app.proc  # type: ignore[attr-defined]
+        if len(signals) == 1:
+            proc.send_signal(signals[0])
+        else:
+            two_signals_at_once(proc, *signals)
+        assert proc.wait(120) == code, "\n".join(app.log)  # type: ignore[attr-defined]
+    finally:
+        app.stop()  # type: ignore[attr-defined]
+    log = "\n".join(app.log)  # type: ignore[attr-defined]
+    assert "Traceback" not in log and "terminate called" not in log, log
+    assert "still busy" not in log, log  # the engines' threads ended before the app did
+    first = final.split(": ", 2)[-1]
+    assert any(first in text for text in session_texts(tmp_path)), (first, log)
+
+
+@pytest.mark.model
+@pytest.mark.e2e
+@pytest.mark.parametrize(("source", "signals", "code"), [
+    ("system", (signal.SIGTERM,), 143),
+    ("app:captionedapp", (signal.SIGHUP,), 129),
+    ("both", (signal.SIGINT, signal.SIGTERM), 143),
+])
+def test_listen_to_what_the_computer_plays_stops_on_signals_and_keeps_what_was_heard(
+        sinks: Sinks, shared_audio: Path, tmp_path: Path,  # noqa: F811 - the fixture
+        source: str, signals: tuple[int, ...], code: int) -> None:
+    speakers, mic = sinks.add("speakers"), sinks.add("mic")
+    subprocess.run(["pactl", "set-default-sink", speakers], check=True, timeout=10)
+    # (the microphone of "both"; set for the others too: their capture must not heed it)
+    child = Child("--source", source, data_dir=tmp_path, PULSE_SOURCE=f"{mic}.monitor")
+    child.wait_for("err", "listening")
+    player = Looping(shared_audio / JFK, speakers, "captionedapp")
+    try:
+        child.wait_for("out", "country")
+        if len(signals) == 1:
+            child.proc.send_signal(signals[0])
+        else:
+            two_signals_at_once(child.proc, *signals)
+        clean(child, code)
+    finally:
+        player.close()
+    printed = [line.removeprefix("Them: ") for line in child.lines["out"]]
+    saved = caption_texts(tmp_path)
+    assert any("country" in text for text in saved), (saved, printed)
+    assert " ".join(saved) in " ".join(printed), (saved, printed)  # what was shown is saved

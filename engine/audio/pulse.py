@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import queue
 import shutil
 import subprocess
@@ -302,10 +303,12 @@ class PulseCapture:
 
     @staticmethod
     def _parec(where: list[str], stdout: int) -> subprocess.Popen[bytes]:
+        # PULSE_SOURCE (a microphone chosen for this process) would win over --monitor-stream.
+        env = {k: v for k, v in os.environ.items() if k != "PULSE_SOURCE"}
         return subprocess.Popen(
             ["parec", "--raw", "--format=float32le", f"--rate={SAMPLE_RATE}", "--channels=1",
              "--latency-msec=20", f"--client-name={CLIENT_NAME}", *where],
-            stdout=stdout, stderr=subprocess.PIPE)
+            stdout=stdout, stderr=subprocess.PIPE, env=env)
 
     def _pump(self, stdout: IO[bytes]) -> None:
         pending = b""
