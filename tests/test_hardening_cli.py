@@ -545,3 +545,31 @@ def test_listen_to_what_the_computer_plays_stops_on_signals_and_keeps_what_was_h
     saved = caption_texts(tmp_path)
     assert any("country" in text for text in saved), (saved, printed)
     assert " ".join(saved) in " ".join(printed), (saved, printed)  # what was shown is saved
+
+
+@pytest.mark.model
+@pytest.mark.e2e
+@pytest.mark.parametrize(("args", "signals", "code"), [
+    ((), (signal.SIGINT, signal.SIGTERM), 143),
+    (("--source", "mic"), (signal.SIGINT,), 0),
+])
+def test_listen_to_a_real_microphone_stops_on_signals_and_keeps_what_was_heard(
+        sinks: Sinks, shared_audio: Path, tmp_path: Path,  # noqa: F811 - the fixture
+        args: tuple[str, ...], signals: tuple[int, ...], code: int) -> None:
+    mic = sinks.add("mic")  # PortAudio records its monitor: the microphone hears what plays
+    child = Child(*args, data_dir=tmp_path, PULSE_SOURCE=f"{mic}.monitor")
+    child.wait_for("err", "listening")
+    player = Looping(shared_audio / JFK, mic, "speaker")
+    try:
+        child.wait_for("out", "country")
+        if len(signals) == 1:
+            child.proc.send_signal(signals[0])
+        else:
+            two_signals_at_once(child.proc, *signals)
+        clean(child, code)
+    finally:
+        player.close()
+    printed = " ".join(child.lines["out"])
+    saved = session_texts(tmp_path)
+    assert any("country" in text for text in saved), (saved, printed)
+    assert all(text in printed for text in saved), (saved, printed)  # what was shown is saved
