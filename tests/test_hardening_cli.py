@@ -516,6 +516,21 @@ def test_the_app_quits_on_signals_and_keeps_what_was_heard(
     assert any(first in text for text in session_texts(tmp_path)), (first, log)
 
 
+def stop_after_country(child: Child, player: Looping, signals: tuple[int, ...],
+                       code: int) -> None:
+    """Once JFK's "country" is printed, send ``signals`` (two: at once) and expect ``code``;
+    ``player`` (started once the child listens) is closed after."""
+    try:
+        child.wait_for("out", "country")
+        if len(signals) == 1:
+            child.proc.send_signal(signals[0])
+        else:
+            two_signals_at_once(child.proc, *signals)
+        clean(child, code)
+    finally:
+        player.close()
+
+
 @pytest.mark.model
 @pytest.mark.e2e
 @pytest.mark.parametrize(("source", "signals", "code"), [
@@ -531,16 +546,8 @@ def test_listen_to_what_the_computer_plays_stops_on_signals_and_keeps_what_was_h
     # (the microphone of "both"; set for the others too: their capture must not heed it)
     child = Child("--source", source, data_dir=tmp_path, PULSE_SOURCE=f"{mic}.monitor")
     child.wait_for("err", "listening")
-    player = Looping(shared_audio / JFK, speakers, "captionedapp")
-    try:
-        child.wait_for("out", "country")
-        if len(signals) == 1:
-            child.proc.send_signal(signals[0])
-        else:
-            two_signals_at_once(child.proc, *signals)
-        clean(child, code)
-    finally:
-        player.close()
+    stop_after_country(child, Looping(shared_audio / JFK, speakers, "captionedapp"), signals,
+                       code)
     printed = [line.removeprefix("Them: ") for line in child.lines["out"]]
     saved = caption_texts(tmp_path)
     assert any("country" in text for text in saved), (saved, printed)
@@ -559,16 +566,7 @@ def test_listen_to_a_real_microphone_stops_on_signals_and_keeps_what_was_heard(
     mic = sinks.add("mic")  # PortAudio records its monitor: the microphone hears what plays
     child = Child(*args, data_dir=tmp_path, PULSE_SOURCE=f"{mic}.monitor")
     child.wait_for("err", "listening")
-    player = Looping(shared_audio / JFK, mic, "speaker")
-    try:
-        child.wait_for("out", "country")
-        if len(signals) == 1:
-            child.proc.send_signal(signals[0])
-        else:
-            two_signals_at_once(child.proc, *signals)
-        clean(child, code)
-    finally:
-        player.close()
+    stop_after_country(child, Looping(shared_audio / JFK, mic, "speaker"), signals, code)
     printed = " ".join(child.lines["out"])
     saved = session_texts(tmp_path)
     assert any("country" in text for text in saved), (saved, printed)
