@@ -29,6 +29,7 @@ from engine.wire import protocol as p
 
 REPO = Path(__file__).resolve().parents[1]
 QUILTER = "ls-dc-1272-128104-0000.wav"  # 5.9 s, one long sentence
+JFK = "jfk-inaugural-1961-excerpt.wav"
 STALLED_LINE = "The stalled server heard this."
 
 
@@ -95,6 +96,27 @@ class Child:
     @property
     def err(self) -> str:
         return "\n".join(self.lines["err"])
+
+
+def long_speech(shared_audio: Path, folder: Path) -> Path:
+    """JFK three times, 2 s of silence after each, as one WAV: its first final comes at the
+    first silence, 25 s of audio before the file ends (a signal then lands mid-run)."""
+    import wave
+
+    import numpy as np
+
+    from engine.audio.decode import load_audio
+    from engine.wire.protocol import float_to_pcm16
+
+    speech = load_audio(shared_audio / JFK)
+    silence = np.zeros(32_000, dtype=np.float32)
+    path = folder / "jfk-three-times.wav"
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(16_000)
+        out.writeframes(float_to_pcm16(np.concatenate([speech, silence] * 3)))
+    return path
 
 
 def caption_texts(data_dir: Path) -> list[str]:
@@ -232,9 +254,9 @@ def test_abort_before_the_connection_and_after_it_ends_promptly(stalled: Stalled
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
 def test_listen_from_a_file_as_the_microphone_stops_on_sigterm_and_sighup(
         shared_audio: Path, tmp_path: Path, signum: int, code: int) -> None:
-    child = Child("--input", str(shared_audio / QUILTER), data_dir=tmp_path)
+    child = Child("--input", str(long_speech(shared_audio, tmp_path)), data_dir=tmp_path)
     child.wait_for("err", "listening")
-    child.wait_for("out", "Quilter")  # a first final is in (the sentence is committed in pieces)
+    child.wait_for("out", "ms after speech end")  # a first final is in
     child.proc.send_signal(signum)
     clean(child, code)
     assert "stopping (finishing the last utterance" in child.err
@@ -349,8 +371,6 @@ def test_a_vocabulary_one_entry_over_the_limit_keeps_the_first_200(tmp_path: Pat
 
 
 # -- captions: an app that is not playing, "both" without a microphone ----------------------------
-
-JFK = "jfk-inaugural-1961-excerpt.wav"
 
 
 class Looping:
@@ -471,8 +491,8 @@ def two_signals_at_once(proc: subprocess.Popen[str], first: int, second: int) ->
 @pytest.mark.model
 def test_listen_given_two_signals_at_once_stops_at_once_and_keeps_what_was_heard(
         shared_audio: Path, tmp_path: Path) -> None:
-    child = Child("--input", str(shared_audio / QUILTER), data_dir=tmp_path)
-    child.wait_for("out", "Quilter")
+    child = Child("--input", str(long_speech(shared_audio, tmp_path)), data_dir=tmp_path)
+    child.wait_for("out", "ms after speech end")  # a first final is in
     two_signals_at_once(child.proc, signal.SIGINT, signal.SIGTERM)
     clean(child, 143)
     assert "stopping now; what was heard is kept" in child.err
