@@ -12,7 +12,7 @@ from pathlib import Path
 from engine.audio.sources import AudioSource
 from engine.captions import CaptionEngine, EngineBuilder, Feed, SharedRunner
 from engine.errors import EngineError
-from engine.events import EventSink, LiveEngine
+from engine.events import EngineFailed, EventSink, LiveEngine
 from engine.models import DEFAULT_MODEL
 from engine.types import Runner
 
@@ -80,17 +80,32 @@ def _output(spec: str) -> AudioSource:
 
 
 def feeds(config: CaptionConfig) -> list[Feed]:
+    """The sources to caption; "both" without any microphone is the computer's sound alone
+    (`caption_engine` says so)."""
     if config.source == "both":
-        return [Feed(config.you.strip(), _microphone(config)),
-                Feed(config.them.strip(), _output("system"))]
+        them = Feed(config.them.strip(), _output("system"))
+        if config.input_path is None and config.mic is None and not _has_microphone():
+            return [them]
+        return [Feed(config.you.strip(), _microphone(config)), them]
     if config.source == "mic":
         return [Feed("", _microphone(config))]
     return [Feed("", _output(config.source))]
 
 
+def _has_microphone() -> bool:
+    from engine.audio.devices import has_microphone
+
+    return has_microphone()
+
+
 def caption_engine(config: CaptionConfig, sink: EventSink) -> tuple[CaptionEngine, SharedRunner | None]:
     """The caption engine for ``config`` (not started) and its shared local runner (None with
     a server). Raises EngineError (no sound server, no model...) with a message to show."""
+    sources = feeds(config)
+    if config.source == "both" and len(sources) == 1:
+        # Else the sound server's default input, a monitor, would be "you" hearing "them".
+        sink(EngineFailed(f"there is no microphone: only the computer's sound is captioned "
+                          f"(as {config.them.strip()!r})", recoverable=True))
     mask = None
     if config.mask:
         from engine.profanity import profanity_mask
@@ -98,10 +113,10 @@ def caption_engine(config: CaptionConfig, sink: EventSink) -> tuple[CaptionEngin
         mask = profanity_mask()
     journal = CaptionEngine.new_journal() if config.journal else None
     if config.server:
-        return CaptionEngine(sink, feeds(config), _remote_builder(config), mask=mask,
+        return CaptionEngine(sink, sources, _remote_builder(config), mask=mask,
                              journal=journal), None
     runner = SharedRunner(_local_runner(config))
-    return CaptionEngine(sink, feeds(config), _local_builder(config, runner),
+    return CaptionEngine(sink, sources, _local_builder(config, runner),
                          translate_with=runner if config.translate == "below" else None,
                          mask=mask, journal=journal), runner
 

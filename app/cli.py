@@ -50,6 +50,14 @@ def build_parser(modules: Sequence[str] = SUBCOMMAND_MODULES) -> argparse.Argume
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # Ctrl+C before a command handles it (loading): no traceback
+        print(file=sys.stderr)
+        return 130
+
+
+def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     control = bool(argv) and argv[0] in CONTROL_COMMANDS
     parser = build_parser(("app.commands.control",) if control else SUBCOMMAND_MODULES)

@@ -647,6 +647,15 @@ class Controller(ImportHost):
         except (OSError, OutputWriteError) as exc:
             self.window.show_message(f"Could not save settings: {exc}", 10000)
 
+    def abort_engines(self) -> None:
+        """A second Ctrl+C while quitting: the engines stop at once (no utterance flushed, no
+        server's last final awaited); what they delivered before is kept."""
+        for engine in [self.engine, *self._stopping]:
+            inner = getattr(engine, "engine", engine)
+            abort = getattr(inner, "abort", None)
+            if abort is not None:
+                abort()
+
     @Slot()
     def quit(self) -> None:
         self.text.drain()  # finals still in the text pipeline are shown and kept first

@@ -11,8 +11,11 @@ import argparse
 import contextlib
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
+
+from app.stop_signals import StopSignals
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +94,7 @@ def run_gui(args: argparse.Namespace) -> int:
             problems = (*problems, f"the file was kept as {kept.name}; the settings in use "
                                    "were saved in its place")
     controller = Controller(loaded.settings, options)
+    signals = _quit_on_signals(controller)  # from here on a signal quits through the controller
     DialogActions(controller).connect_window()
     control = ControlServer(controller.control_command, controller)
     try:
@@ -110,21 +114,24 @@ def run_gui(args: argparse.Namespace) -> int:
         controller.window.show_message(settings_problem_message(problems), 30000)
     controller.start_engine()
     controller.start_hotkey()
-    _quit_on_signals(controller)
     try:
-        return int(qt_app.exec())
+        code = int(qt_app.exec())
     finally:
         control.stop()
+    # Quitting on a signal is the app's normal end; a second one cut the quit short.
+    return 128 + signals.received[-1] if len(signals.received) >= 2 else code
 
 
-def _quit_on_signals(controller: object) -> None:
-    """Ctrl+C in the terminal or SIGTERM from a session manager quits like File > Quit (the
-    utterance in flight is flushed). Python only runs signal handlers when it gets control, which
-    Qt's event loop doesn't give it, so the signal wakes the loop through a socket pair."""
-    import signal
+def _quit_on_signals(controller: object) -> StopSignals:
+    """Ctrl+C in the terminal, SIGTERM from a session manager or SIGHUP from a closed terminal
+    quits like File > Quit (the utterance in flight is flushed); a second one while quitting
+    stops the engines at once, keeping what was heard. Python only runs signal handlers when it
+    gets control, which Qt's event loop doesn't give it, so the signal wakes the loop through a
+    socket pair. The handler only schedules: run inside whatever slot was running, quit() would
+    tear the app down under it."""
     import socket
 
-    from PySide6.QtCore import QSocketNotifier
+    from PySide6.QtCore import QSocketNotifier, QTimer
 
     from app.controller import Controller
 
@@ -139,11 +146,16 @@ def _quit_on_signals(controller: object) -> None:
         with contextlib.suppress(BlockingIOError):
             reader.recv(64)
 
+    def on_signal(count: int) -> None:
+        if count == 1:
+            QTimer.singleShot(0, controller.quit)
+        elif count == 2:
+            controller.abort_engines()
+
     notifier.activated.connect(on_wakeup)
-    # The handlers run in Python once the wakeup has handed control back to the interpreter.
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: controller.quit())
-    _signal_wakeup[:] = [reader, writer, notifier]  # alive as long as the app runs
+    signals = StopSignals(on_signal).__enter__()  # for the app's life: never restored
+    _signal_wakeup[:] = [reader, writer, notifier, signals]  # alive as long as the app runs
+    return signals
 
 
 def _connect_tray(tray: object, controller: object) -> None:

@@ -18,16 +18,19 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 from app.profiles import check_profiles
 from engine.atomic import OutputWriteError, atomic_write_text, private_dir
+from engine.core.hotwords import MAX_TERMS
 from engine.dictation.rules import parse_rules
 from engine.languages import LANGUAGES, parse_languages
 from engine.paths import config_dir
 from engine.polish.guard import PRESET_NAMES
+from engine.vocabulary import keep_first as keep_first_terms
 from engine.vocabulary import parse as parse_vocabulary
 
 log = logging.getLogger(__name__)
@@ -52,6 +55,8 @@ CAPTION_TRANSLATE = ("off", "below", "alone")
 CAPTION_BACKGROUNDS = ("box", "outline")
 CAPTION_DOCKS = ("bottom", "top", "floating")
 MAX_CAPTION_LINES = 10
+MAX_SETTINGS_BYTES = 1_000_000  # the largest vocabulary, rules and profiles fit many times over
+MAX_QUOTED_CHARS = 120  # of a value quoted in a message
 
 
 @dataclass(frozen=True)
@@ -297,12 +302,18 @@ def from_mapping_report(data: dict[str, Any]) -> tuple[Settings, list[str]]:
     problems = []
     unknown = sorted(set(data) - set(known))
     if unknown:
-        problems.append(f"ignoring unknown settings: {', '.join(unknown)}")
+        more = f" and {len(unknown) - 10} more" if len(unknown) > 10 else ""
+        names = ", ".join(quoted(name, str, 40) for name in unknown[:10])
+        problems.append(f"ignoring unknown settings: {names}{more}")
     settings = Settings()
     # remote_url before backend: "remote" is only valid once the URL is in.
     for name in sorted((k for k in data if k in known), key=lambda k: k != "remote_url"):
         value = data[name]
         default = known[name].default
+        if name == "vocabulary" and isinstance(value, str):
+            value, dropped = keep_first_terms(value)
+            if dropped:
+                problems.append(_dropped_terms(dropped))
         problem = _type_problem(value, default)
         if problem is None:
             try:
@@ -310,8 +321,26 @@ def from_mapping_report(data: dict[str, Any]) -> tuple[Settings, list[str]]:
                 continue
             except (ValueError, TypeError, OverflowError, RecursionError) as exc:
                 problem = str(exc) or type(exc).__name__  # a value the app cannot use
-        problems.append(f"{name} = {value!r} is invalid ({problem}); using {default!r}")
+        problems.append(f"{name} = {quoted(value)} is invalid ({quoted(problem, str)}); "
+                        f"using {default!r}")
     return settings, problems
+
+
+def _dropped_terms(dropped: tuple[str, ...]) -> str:
+    named = ", ".join(quoted(term) for term in dropped[:5])
+    more = f" and {len(dropped) - 5} more" if len(dropped) > 5 else ""
+    return (f"vocabulary: more than {MAX_TERMS} entries; kept the first {MAX_TERMS}, dropped "
+            f"{named}{more}")
+
+
+def quoted(value: object, show: Callable[[object], str] = repr,
+           limit: int = MAX_QUOTED_CHARS) -> str:
+    """``value`` as a message shows it, cut to about ``limit`` characters: a huge value in a
+    settings file must not make a huge message."""
+    text = show(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text)} characters)"
 
 
 def _type_problem(value: object, default: object) -> str | None:
@@ -333,10 +362,11 @@ def read_settings(path: Path | None = None) -> SettingsLoad:
     if not path.is_file():
         return SettingsLoad(Settings())
     try:
-        data = _toml_loads(path.read_text(encoding="utf-8"))
+        data = _toml_loads(_read_capped(path))
     except (OSError, ValueError, RecursionError) as exc:  # a UnicodeDecodeError is a ValueError;
         # tomllib recurses into nested arrays and tables
-        return SettingsLoad(Settings(), (f"could not read {path} ({exc}); using defaults",))
+        return SettingsLoad(Settings(), (f"could not read {path} ({quoted(exc, str)}); "
+                                         "using defaults",))
     try:
         settings, problems = from_mapping_report(data)
     except (ValueError, TypeError, OverflowError) as exc:  # a newer version, or a version
@@ -344,6 +374,18 @@ def read_settings(path: Path | None = None) -> SettingsLoad:
         return SettingsLoad(Settings(), (f"{path}: {exc}; using defaults",),
                             newer=_is_newer(data))
     return SettingsLoad(settings, tuple(problems))
+
+
+def _read_capped(path: Path) -> str:
+    """The file's text; ValueError past MAX_SETTINGS_BYTES (no settings file is that big, and
+    reading one whole would hold the app up and its messages would quote it)."""
+    with path.open("rb") as file:
+        data = file.read(MAX_SETTINGS_BYTES + 1)
+    if len(data) > MAX_SETTINGS_BYTES:
+        size = path.stat().st_size
+        raise ValueError(f"the file is {size / 1e6:.1f} MB; a settings file is at most "
+                         f"{MAX_SETTINGS_BYTES // 1_000_000} MB")
+    return data.decode("utf-8")
 
 
 def _is_newer(data: dict[str, Any]) -> bool:

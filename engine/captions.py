@@ -13,6 +13,7 @@ time, in order; it must return quickly (as `LocalLiveEngine`'s sink).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
@@ -163,6 +164,15 @@ class CaptionEngine:
     def stop(self) -> None:
         for engine in self._engines:
             engine.stop()
+
+    def abort(self) -> None:
+        """Stop at once (a second Ctrl+C): each source's engine drops what it has not decoded
+        yet and translations not started are skipped; the lines shown so far stay saved."""
+        if self._translator is not None:
+            self._translator.abort()
+        for engine in self._engines:
+            abort = getattr(engine, "abort", None)
+            (abort or engine.stop)()
 
     def begin_utterance(self) -> int | None:
         return None  # captions follow voice activity, not a key
@@ -360,6 +370,13 @@ class _Translator:
     def submit(self, final: FinalText, audio: Audio) -> None:
         if len(audio):
             self._jobs.put((final, audio.astype(np.float32, copy=False)))
+
+    def abort(self) -> None:
+        """Drop the finals waiting for a translation (the one being translated finishes)."""
+        with contextlib.suppress(queue.Empty):
+            while True:
+                self._jobs.get_nowait()
+        self._jobs.put(None)  # (in place of a finish() sentinel the loop above took)
 
     def finish(self, timeout: float = 120.0) -> None:
         self._jobs.put(None)

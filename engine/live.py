@@ -28,6 +28,7 @@ match a real-time run on this machine without waiting for it (tests, benchmarks)
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
@@ -122,6 +123,7 @@ class LocalLiveEngine:
         self._reload_to: queue.Queue[Runner] = queue.Queue()  # reload(): for the pipeline
         self._retiring = False  # a reload is swapping the inference threads
         self._stop = threading.Event()
+        self._aborted = threading.Event()
         self._finished = threading.Event()
         self._pipeline: threading.Thread | None = None
         self._workers: list[threading.Thread] = []
@@ -142,6 +144,15 @@ class LocalLiveEngine:
         """Stop capturing; the utterance in flight is flushed and its final emitted."""
         self._stop.set()
         self._source.stop()
+
+    def abort(self) -> None:
+        """Stop at once (a second Ctrl+C): the utterance in flight is not decoded and queued
+        decodes are dropped; a decode already running finishes (native code cannot be
+        interrupted) and its final is kept, as are the finals before it."""
+        self._aborted.set()
+        self.stop()
+        with self._lock:
+            self._lock.notify_all()
 
     def begin_utterance(self, at: int | None = None) -> int:
         """Push-to-talk press. ``at``: the sample it applies to (default: captured so far);
@@ -307,6 +318,8 @@ class LocalLiveEngine:
                 for kind, at, released in self._early:
                     self._apply(kind, at, released)
             self._emit_one(StateChanged("ready", self._runner.info.name))
+            if self._stop.is_set():
+                return  # stopped while the model loaded: the source is never opened
             self._source.start()
             self._emit_one(StateChanged("listening"))
             failure = self._capture()
@@ -362,6 +375,8 @@ class LocalLiveEngine:
 
     def _drain(self) -> None:
         """Flush the utterance in flight and wait until its final has been emitted."""
+        if self._aborted.is_set():
+            return
         with self._lock:
             now = self.now()
             self._emit(self._stream.flush(now))
@@ -370,12 +385,17 @@ class LocalLiveEngine:
             self._sim_deliver(until=float("inf"))
             return
         with self._lock:
-            if not self._lock.wait_for(lambda: self._stream.policy.idle,
-                                       self.options.drain_timeout_s):
+            if not self._lock.wait_for(
+                    lambda: self._stream.policy.idle or self._aborted.is_set(),
+                    self.options.drain_timeout_s):
                 self._emit_one(EngineFailed("gave up waiting for the last decode", True))
 
     def _shutdown(self, failure: EngineFailed | None) -> None:
         self._source.stop()
+        if self._aborted.is_set():
+            with contextlib.suppress(queue.Empty):
+                while True:  # decodes not started yet are dropped
+                    self._jobs.get_nowait()
         for _ in self._workers:
             self._jobs.put(None)
         for worker in self._workers:

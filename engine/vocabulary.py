@@ -70,18 +70,19 @@ def parse(text: str) -> Vocabulary:
         line = " ".join(raw.split())
         if not line or line.startswith("#"):
             continue
+        shown = repr(line) if len(line) <= 80 else f"{line[:80]!r}..."  # a message stays short
         header = _HEADER.match(line)
         if header:
             name = header.group(1).strip()
             if not _NAME.match(name):
                 raise VocabularyError(
-                    f"vocabulary line {number}: {line!r} is not a set name (use letters, "
+                    f"vocabulary line {number}: {shown} is not a set name (use letters, "
                     "digits, '-', '_' or '.' between the brackets)")
             current = name
             sets.setdefault(current, [])
             continue
         if line.startswith("[") or line.endswith("]"):
-            raise VocabularyError(f"vocabulary line {number}: {line!r} looks like a set "
+            raise VocabularyError(f"vocabulary line {number}: {shown} looks like a set "
                                   "header but is not one ([name] alone on its line)")
         if len(line) > MAX_TERM_CHARS:
             raise VocabularyError(f"vocabulary line {number}: an entry is at most "
@@ -93,6 +94,30 @@ def parse(text: str) -> Vocabulary:
         if count > MAX_TERMS:
             raise VocabularyError(f"vocabulary line {number}: more than {MAX_TERMS} entries")
     return Vocabulary({name: tuple(terms) for name, terms in sets.items()})
+
+
+def keep_first(text: str, limit: int = MAX_TERMS) -> tuple[str, tuple[str, ...]]:
+    """``text`` without the entries past the first ``limit`` (their lines removed; headers and
+    comments kept), and the entries removed, in order: a vocabulary one entry too long keeps
+    its first ``limit`` rather than failing whole."""
+    kept: list[str] = []
+    dropped: list[str] = []
+    seen: set[tuple[str, str]] = set()
+    current = DEFAULT_SET
+    for raw in text.splitlines():
+        line = " ".join(raw.split())
+        header = _HEADER.match(line)
+        if header:
+            current = header.group(1).strip()
+        elif line and not line.startswith("#") and (current, line) not in seen:
+            seen.add((current, line))
+            if len(seen) > limit:
+                dropped.append(line)
+                continue
+        kept.append(raw)
+    if not dropped:
+        return text, ()
+    return "\n".join(kept) + ("\n" if text.endswith("\n") else ""), tuple(dropped)
 
 
 def load(path: str | Path) -> Vocabulary:

@@ -3,11 +3,15 @@
 
 Partial text is shown on one updating line (committed words plain, tentative ones dim); each
 final line shows when it was spoken and its latency; a summary follows at the end. Ctrl+C stops
-cleanly: the utterance in flight is decoded and printed (and journaled) before exit.
+cleanly: the utterance in flight is decoded and printed (and journaled) before exit; a second
+Ctrl+C stops at once, keeping what was already heard (app.stop_signals). SIGTERM and SIGHUP
+stop the same way.
 In ``--mode ptt`` the Enter key toggles talking (press Enter, speak, press Enter).
 Captions (``--source``, ``--translate``, ``--server``) print one plain line per final, labelled
 ("You: ...", "Them: ...") when there are two sources, its translation on the next line.
-Exit status: 0 done, 1 the engine failed (no microphone, model missing...), 2 usage error.
+Exit status: 0 done (or stopped with one Ctrl+C), 1 the engine failed (no microphone, model
+missing...), 2 usage error, 128 + the signal's number when SIGTERM or SIGHUP stopped it or a
+second signal cut the stop short (130 for Ctrl+C twice, 143 for SIGTERM).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
+from app.stop_signals import StopSignals, run_until_stopped
 from engine.asr import local_runner
 from engine.audio.sources import AudioSource, FileSource, MicrophoneSource
 from engine.captions import final_line
@@ -48,7 +53,9 @@ def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "listen", help="live transcription from the microphone (or a file) in the terminal",
         description="Live transcription: partial text as you speak, final lines with latency.",
-        epilog="Exit status: 0 done, 1 engine failure, 2 usage error.",
+        epilog="Ctrl+C stops after the last line; twice, at once (what was heard is saved). "
+               "Exit status: 0 done, 1 engine failure, 2 usage error, 128 + N when signal N "
+               "(SIGTERM, SIGHUP, a second Ctrl+C) ended it.",
     )
     source = p.add_mutually_exclusive_group()
     source.add_argument("--input", metavar="FILE", help="play this audio file as the microphone")
@@ -264,7 +271,7 @@ def _list_apps() -> int:
     return 0
 
 
-def _run_captions(args: argparse.Namespace) -> int:
+def _run_captions(args: argparse.Namespace, signals: StopSignals) -> int:
     from app.captions import CaptionConfig, caption_engine
 
     try:
@@ -286,17 +293,18 @@ def _run_captions(args: argparse.Namespace) -> int:
     except EngineError as exc:
         print(f"error: {one_line(str(exc))}", file=sys.stderr)
         return 1
+    if signals.received:  # stopped before anything was heard
+        return signals.exit_status(0)
     engine.start()
-    try:
-        engine.wait()
-    except KeyboardInterrupt:
-        print("\nstopping (finishing the last line)...", file=sys.stderr, flush=True)
-        engine.stop()
-        engine.wait()
+    run_until_stopped(engine, signals, abort=engine.abort, finishing="finishing the last line")
+    return _finish(printer, engine.journal_path, signals)
+
+
+def _finish(printer: Printer, journal_path: str | None, signals: StopSignals) -> int:
     print(printer.summary(), file=sys.stderr)
-    if engine.journal_path and printer.finals:
-        print(f"saved to {engine.journal_path}", file=sys.stderr)
-    return 1 if printer.failure is not None else 0
+    if journal_path and printer.finals:
+        print(f"saved to {journal_path}", file=sys.stderr)
+    return signals.exit_status(1 if printer.failure is not None else 0)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -307,10 +315,16 @@ def run(args: argparse.Namespace) -> int:
             print("error: captions listen by voice activity in real time (no --mode ptt, "
                   "--fast or --padded)", file=sys.stderr)
             return 2
-        return _run_captions(args)
+        with StopSignals() as signals:
+            return _run_captions(args, signals)
     if args.fast and not args.input:
         print("error: --fast needs --input", file=sys.stderr)
         return 2
+    with StopSignals() as signals:
+        return _run_live(args, signals)
+
+
+def _run_live(args: argparse.Namespace, signals: StopSignals) -> int:
     policy = PolicyOptions(language=args.language, partials=not args.no_partials,
                            short_context=not args.padded)
     options = LiveOptions(mode=args.mode, policy=policy, journal=not args.no_journal)
@@ -318,16 +332,11 @@ def run(args: argparse.Namespace) -> int:
     engine = LocalLiveEngine(printer, source=_source(args),
                              runner=local_runner(args.model, fast=not args.padded),
                              options=options)
+    if signals.received:  # stopped before anything was heard
+        return signals.exit_status(0)
     engine.start()
     if args.mode == "ptt":
         threading.Thread(target=_toggle_on_enter, args=(engine, printer), daemon=True).start()
-    try:
-        engine.wait()
-    except KeyboardInterrupt:
-        print("\nstopping (finishing the last utterance)...", file=sys.stderr, flush=True)
-        engine.stop()
-        engine.wait()
-    print(printer.summary(), file=sys.stderr)
-    if engine.journal_path and printer.finals:
-        print(f"saved to {engine.journal_path}", file=sys.stderr)
-    return 1 if printer.failure is not None else 0
+    run_until_stopped(engine, signals, abort=engine.abort,
+                      finishing="finishing the last utterance")
+    return _finish(printer, engine.journal_path, signals)

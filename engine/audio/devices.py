@@ -92,6 +92,19 @@ def list_inputs() -> list[InputDevice]:
     return sorted(portaudio_inputs(), key=lambda d: not d.is_default)
 
 
+def has_microphone() -> bool:
+    """Whether there is a microphone at all. With a sound server, its own list decides:
+    without a microphone it makes a monitor the default input, and PortAudio's "default"
+    would record what the computer plays as if it were the microphone."""
+    pulse = pulse_sources()
+    if pulse is not None:
+        return bool(pulse)
+    try:
+        return bool(portaudio_inputs())
+    except AudioDeviceError:
+        return False
+
+
 def find_input(wanted: str | int, devices: list[InputDevice] | None = None) -> InputDevice | None:
     """The device ``wanted`` names: a PortAudio index (a number), an exact name, or a
     case-insensitive fragment of one; the sound server's microphones first, then PortAudio's

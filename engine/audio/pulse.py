@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import queue
 import shutil
 import subprocess
@@ -46,6 +47,9 @@ from engine.types import SAMPLE_RATE, Audio
 log = logging.getLogger(__name__)
 
 CLIENT_NAME = "Sottovoce captions"
+# An app that has not played this long after the start is named as missing (a typo waits
+# silently forever otherwise), once; the capture keeps waiting for it.
+ABSENT_APP_NOTICE_S = 3.0
 _APP_KEYS = ("application.name", "application.process.binary", "media.name")
 
 
@@ -129,6 +133,7 @@ class PulseCapture:
         self._threads: list[threading.Thread] = []
         self._watching: Any = None  # the watcher's connection, to wake it up on stop
         self.recording = ""  # what is being recorded now, for logs and tests
+        self._absent_since: float | None = None  # an app target not found since (monotonic)
 
     # -- AudioSource ---------------------------------------------------------------------------
     @property
@@ -157,6 +162,8 @@ class PulseCapture:
             raise AudioDeviceError(f"no audio device {self.target.name!r}")
         if self._want is None:
             log.info("%s: nothing playing yet; waiting for it", self.target.describe())
+            if self.target.kind == "app":
+                self._absent_since = time.monotonic()
         self._stopped.clear()
         if self.target.kind == "app":
             self._anchor = self._parec(["--device=@DEFAULT_MONITOR@"], subprocess.DEVNULL)
@@ -206,6 +213,25 @@ class PulseCapture:
         silence = np.zeros(round(gap * SAMPLE_RATE), dtype=np.float32)
         self._position += len(silence)
         return silence
+
+    def take_notice(self) -> str | None:
+        """Once, when an app target has not been found for ``ABSENT_APP_NOTICE_S``: that no
+        app of that name plays, and which do (`engine.audio.sources.device_notice`)."""
+        since = self._absent_since
+        if since is None or time.monotonic() - since < ABSENT_APP_NOTICE_S:
+            return None
+        self._absent_since = None
+        with self._lock:
+            if self._want is not None:
+                return None  # it has started playing meanwhile
+        try:
+            names = sorted({app.name for app in list_playing_apps()}, key=str.lower)
+        except AudioDeviceError:
+            names = []
+        playing = (f"playing now: {', '.join(names)}" if names
+                   else "no app is playing sound now")
+        return (f"no app named {self.target.name!r} is playing sound ({playing}); still "
+                "waiting for it")
 
     # -- watcher: follows the default output, the app's streams, the device ------------------
     def _watch(self) -> None:
@@ -277,10 +303,12 @@ class PulseCapture:
 
     @staticmethod
     def _parec(where: list[str], stdout: int) -> subprocess.Popen[bytes]:
+        # PULSE_SOURCE (a microphone chosen for this process) would win over --monitor-stream.
+        env = {k: v for k, v in os.environ.items() if k != "PULSE_SOURCE"}
         return subprocess.Popen(
             ["parec", "--raw", "--format=float32le", f"--rate={SAMPLE_RATE}", "--channels=1",
              "--latency-msec=20", f"--client-name={CLIENT_NAME}", *where],
-            stdout=stdout, stderr=subprocess.PIPE)
+            stdout=stdout, stderr=subprocess.PIPE, env=env)
 
     def _pump(self, stdout: IO[bytes]) -> None:
         pending = b""

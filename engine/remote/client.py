@@ -78,6 +78,8 @@ class RemoteLiveEngine:
         self.send_log = SendLog()
         self.vocabulary = base.vocabulary
         self._stop = threading.Event()
+        self._aborted = threading.Event()
+        self._main: asyncio.Task[EngineFailed | None] | None = None
         self._meter = LevelMeter(base.level_interval_ms)
         self._gate_lock = threading.Lock()
         self._gate = Segmentation(
@@ -116,6 +118,20 @@ class RemoteLiveEngine:
         self._stop.set()
         if self._source is not None:
             self._source.stop()
+
+    def abort(self) -> None:
+        """Stop at once (a second Ctrl+C): the connection is closed without waiting for the
+        server's last final; the finals received so far have been emitted already."""
+        self._aborted.set()
+        self.stop()
+        loop = self._loop
+        if loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has finished already
+                loop.call_soon_threadsafe(self._cancel_main)
+
+    def _cancel_main(self) -> None:
+        if self._main is not None:
+            self._main.cancel()
 
     def begin_utterance(self) -> int | None:
         """Push-to-talk press (push-to-talk mode): send from here, with the pre-roll. Returns
@@ -218,6 +234,8 @@ class RemoteLiveEngine:
     def _network_main(self) -> None:
         try:
             failure = asyncio.run(self._network())
+        except asyncio.CancelledError:
+            failure = None  # abort(): what the server sent so far was emitted
         except Exception as exc:  # noqa: BLE001 - the thread's top
             log.exception("network loop crashed")
             failure = EngineFailed(f"internal error: {exc}", recoverable=False)
@@ -229,8 +247,11 @@ class RemoteLiveEngine:
         self._emit(StateChanged("stopped"))
 
     async def _network(self) -> EngineFailed | None:
-        self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
+        self._main = asyncio.current_task()
+        self._loop = asyncio.get_running_loop()
+        if self._aborted.is_set():  # (abort() before the loop ran: it could not cancel it)
+            return None
         if self.endpoint.kind == "whisperlive":
             from engine.remote.whisperlive_link import WhisperLiveLink
 

@@ -110,6 +110,9 @@ class _Session:
         self.index = index
         self.protocol = p.ClientConnection()
         self.vocabulary: tuple[str, ...] = ()  # the last one sent on this connection
+        self.gave_up = False  # the server did not answer ``end`` in time
+        self._deadline: asyncio.TimerHandle | None = None
+        self._closing: asyncio.Future[None] | None = None
 
     async def run(self) -> bool:
         """True when the stream finished with bye; False when the connection dropped."""
@@ -128,9 +131,14 @@ class _Session:
                 for message in messages:
                     if self._handle(message):
                         return True
+            if self.gave_up:
+                raise FatalLinkError("the server did not finish in time; the end of the "
+                                     "recording was not transcribed")
             return False
         finally:
             sender.cancel()
+            if self._deadline is not None:
+                self._deadline.cancel()
 
     async def _send_loop(self, position: int) -> None:
         buffer = self.engine.buffer
@@ -155,12 +163,19 @@ class _Session:
             if buffer.closed and position >= buffer.end and not end_sent:
                 end_sent = True
                 await self.ws.send(self.protocol.end())
+                # A server that never answers must not hold the stop forever.
+                self._deadline = asyncio.get_running_loop().call_later(
+                    self.engine.options.end_timeout_s, self._give_up)
             try:
                 await asyncio.wait_for(self.engine.wait_for_audio(), KEEPALIVE_S)
             except asyncio.TimeoutError:
                 # Push-to-talk sends nothing between presses; keep the server's idle timer
                 # from closing a session the user still holds.
                 await self.ws.send(self.protocol.keepalive())
+
+    def _give_up(self) -> None:
+        self.gave_up = True
+        self._closing = asyncio.ensure_future(self.ws.close())  # ends the receive loop
 
     def _handle(self, message: p.ServerMessage | p.ProtocolViolation) -> bool:
         engine = self.engine
