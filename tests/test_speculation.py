@@ -6,6 +6,7 @@ runner; that speculation changes nothing in the text runs the real model on real
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -30,8 +31,8 @@ from engine.core.segmenter import (
     SpeechSegmenter,
 )
 from engine.core.stream import Segmentation, StreamCore, StreamOptions
-from engine.events import EngineFailed, Event, FinalText, Metrics
-from engine.live import LiveOptions, LocalLiveEngine
+from engine.events import EngineFailed, Event, FinalText, Metrics, PartialText
+from engine.live import DecodeCost, LiveOptions, LocalLiveEngine, ReportedCost
 from engine.types import SAMPLE_RATE, VAD_WINDOW, DecodeRequest, Runner, Transcript
 from tests.test_policy import audio, transcript
 
@@ -268,6 +269,24 @@ def test_a_release_while_speaking_waits_for_the_tail() -> None:
     assert ended.end >= tail_end - VAD_WINDOW  # the last syllable may still sound
     assert [e.at for e in events if isinstance(e, SegmentPaused)] == [
         pytest.approx(release, abs=VAD_WINDOW)]  # decoded from the release meanwhile
+
+
+def test_a_release_in_a_word_is_decoded_from_where_the_word_ends() -> None:
+    # Let go 0.1 s before the speech stops: a decode from the release would be thrown away
+    # (speech went on past it) after holding a decode stream; the pause is reported once a
+    # window past the release is silent instead.
+    segmentation = Segmentation(SegmenterOptions(mode="ptt"), FixedScorer())
+    tail = int(0.15 * SR)
+    speech = np.full(2 * SR, 0.9, np.float32)
+    release = len(speech) - SR // 10
+    segmentation.begin(0)
+    segmentation.end(release + tail)
+    segmentation.pause(release)
+    events = segmentation.feed(np.concatenate([speech, np.zeros(tail + VAD_WINDOW, np.float32)]))
+    paused = [e.at for e in events if isinstance(e, SegmentPaused)]
+    assert len(paused) == 1 and len(speech) < paused[0] <= len(speech) + 2 * VAD_WINDOW, paused
+    [ended] = [e for e in events if isinstance(e, SegmentEnded)]
+    assert paused[0] <= ended.end  # within what the utterance keeps: the decode can stand
 
 
 WINDOW = np.full(VAD_WINDOW, 0.1, dtype=np.float32)
@@ -563,9 +582,12 @@ def test_a_final_that_skips_a_sentence_its_partials_heard_is_decoded_again(
 class Recorder:
     def __init__(self) -> None:
         self.events: list[Event] = []
+        self.times: list[float] = []  # ``clock()`` at each event (the engine's, once set)
+        self.clock: Callable[[], float] = lambda: 0.0
 
     def __call__(self, event: Event) -> None:
         self.events.append(event)
+        self.times.append(self.clock())
 
     def finals(self) -> list[FinalText]:
         return [e for e in self.events if isinstance(e, FinalText)]
@@ -589,7 +611,8 @@ class CountingRunner:
 def live(audio_data: np.ndarray, runner: object, policy: PolicyOptions,
          mode: str = "vad", segmenter: SegmenterOptions | None = None) -> Recorder:
     rec = Recorder()
-    options = LiveOptions(journal=False, mode=mode, policy=policy)
+    # A modelled processor: what is decoded when does not depend on this one's speed.
+    options = LiveOptions(journal=False, mode=mode, policy=policy, decode_cost=DecodeCost())
     if segmenter is not None:
         options = replace(options, segmenter=segmenter)
     engine = LocalLiveEngine(rec, source=FileSource(audio=audio_data, tail_silence_s=1.5),
@@ -660,7 +683,8 @@ def test_push_to_talk_final_is_decoded_before_the_release_and_stands(jfk_wav: Pa
     jfk = load_audio(jfk_wav)
     source = FileSource(audio=np.concatenate([jfk, np.zeros(SR, np.float32)]))
     engine = LocalLiveEngine(rec, source=source, runner=runner,  # type: ignore[arg-type]
-                             options=LiveOptions(journal=False, mode="ptt", policy=NO_PARTIALS))
+                             options=LiveOptions(journal=False, mode="ptt", policy=NO_PARTIALS,
+                                                 decode_cost=ReportedCost()))
     tail_s = engine.options.ptt_tail_ms / 1000
     release_s = (len(jfk) + SR // 2) / SR  # let go half a second after the last word
     engine.begin_utterance(at=0)
@@ -854,3 +878,59 @@ def test_a_pause_over_before_its_speculation_could_start_is_not_decoded() -> Non
     policy.handle(SegmentAudio(audio(0.5), speech=True), 13.5)  # the speaker goes on
     policy.on_result(first.request_id, heard(first, "Before."), 13.6)
     assert policy.next_request(13.6) is None
+
+
+JFK = "And so my fellow Americans, ask not what your country can do for you."
+PHIL = "Lord, but I'm glad to see you again, Phil."
+
+
+class TwoStreams(ScriptedRunner):
+    """Two decode streams, as the app's CPU runner; the JFK clip reads `JFK`, a shorter one
+    `PHIL` (distinct texts: a final that recited the one before it would be retried)."""
+
+    @property
+    def streams(self) -> int:
+        return 2
+
+    def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]:
+        out = []
+        for request in requests:
+            self._script, self._index = [JFK if len(request.audio) > 6 * SR else PHIL], 0
+            out.append(self._decode(request.audio, request.options))
+        return out
+
+
+def test_push_to_talk_right_after_another_shows_partials_while_held(
+        jfk_wav: Path, shared_audio: Path) -> None:
+    # Every decode 3x slower than the test machine (modelled). The JFK sentence is let go
+    # 150 ms before its clip ends, while its last word still sounds, and "Lord, but I'm glad
+    # to see you again, Phil." (2.8 s) is pressed 0.25 s later: before, the first utterance's
+    # release speculation (thrown away: speech went on past it) and its final held both decode
+    # streams for the whole second press, which showed no partial at all.
+    jfk = load_audio(jfk_wav)
+    phil = load_audio(shared_audio / "arctic-axb-a0004.wav")
+    tail = LiveOptions().ptt_tail_ms * SR // 1000
+    release1 = SR // 2 + len(jfk) - tail
+    speech2 = SR // 2 + len(jfk) + int(0.3 * SR)
+    release2 = speech2 + len(phil) + SR // 2  # let go half a second after the last word
+    data = np.concatenate([np.zeros(SR // 2, np.float32), jfk, np.zeros(int(0.3 * SR),
+                          np.float32), phil, np.zeros(2 * SR, np.float32)])
+    rec = Recorder()
+    engine = LocalLiveEngine(rec, source=FileSource(audio=data), runner=TwoStreams(),
+                             options=LiveOptions(journal=False, mode="ptt",
+                                                 decode_cost=DecodeCost().scaled(3)))
+    rec.clock = engine.now
+    engine.begin_utterance(at=0)
+    engine.end_utterance(at=release1 + tail)
+    engine.begin_utterance(at=speech2 - SR // 5)
+    engine.end_utterance(at=release2 + tail)
+    engine.start()
+    assert engine.wait(timeout=60)
+    first, second = rec.finals()
+    assert (first.text, second.text) == (JFK, PHIL)
+    shown = [t for t, e in zip(rec.times, rec.events, strict=True) if isinstance(e, PartialText)
+             and e.utterance_id == second.utterance_id and (e.committed + e.tentative).strip()]
+    assert shown and min(shown) < release2 / SR, shown  # words while the key is held
+    stages = dict(second.stages)
+    # Its final was decoded from the pause before the release, and is out right after it.
+    assert stages["queued"] < release2 / SR <= stages["emitted"] < release2 / SR + 0.5, stages
