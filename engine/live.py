@@ -75,25 +75,30 @@ class Measured:
 @dataclass(frozen=True)
 class DecodeCost:
     """A modelled processor: ``fixed_s`` + ``per_audio_s`` x the request's seconds of audio,
-    + ``padded_s`` for a request that takes the padded 30 s window (no short context), whatever
-    the decode took here. The defaults are tiny.en int8 greedy on one stream of the 2-core test
-    machine, idle; ``scaled(k)``: that machine k times slower."""
+    + ``padded_s`` for a request that takes the padded 30 s window (no short context), all x
+    ``beam_x`` for a beam search, whatever the decode took here. The defaults are tiny.en int8
+    on one stream of the 2-core test machine, idle (a greedy final takes 0.58x the time of a
+    beam-5 one there: `PolicyOptions.final_beam_size`); ``scaled(k)``: that machine k times
+    slower."""
 
     fixed_s: float = 0.05
     per_audio_s: float = 0.02
     padded_s: float = 0.4
+    beam_x: float = 1.7
 
     def __post_init__(self) -> None:
-        if min(self.fixed_s, self.per_audio_s, self.padded_s) < 0:
-            raise ValueError("decode costs must be >= 0")
+        if min(self.fixed_s, self.per_audio_s, self.padded_s) < 0 or self.beam_x < 1:
+            raise ValueError("decode costs must be >= 0 and beam_x >= 1")
 
     def __call__(self, request: DecodeRequest, result: Transcript | None,
                  measured: float) -> float:
         padded = 0.0 if request.options.short_context else self.padded_s
-        return self.fixed_s + padded + self.per_audio_s * len(request.audio) / SAMPLE_RATE
+        beam = self.beam_x if request.options.beam_size > 1 else 1.0
+        return beam * (self.fixed_s + padded + self.per_audio_s * len(request.audio) / SAMPLE_RATE)
 
     def scaled(self, k: float) -> DecodeCost:
-        return DecodeCost(self.fixed_s * k, self.per_audio_s * k, self.padded_s * k)
+        return replace(self, fixed_s=self.fixed_s * k, per_audio_s=self.per_audio_s * k,
+                       padded_s=self.padded_s * k)
 
 
 @dataclass(frozen=True)
