@@ -18,7 +18,7 @@ from bench.evaluation import ManifestEntry, error_rate, formatted_error_rate, no
 from engine.asr.fake import ScriptedRunner
 from engine.audio.decode import load_audio
 from engine.audio.sources import FileSource
-from engine.core.form import reads_open
+from engine.core.form import reads_finished, reads_open
 from engine.core.policy import CutAt, Job, PolicyOptions, StreamingPolicy
 from engine.core.policy.speculation import usable
 from engine.core.segmenter import (
@@ -33,7 +33,14 @@ from engine.core.segmenter import (
 from engine.core.stream import Segmentation, StreamCore, StreamOptions
 from engine.events import EngineFailed, Event, FinalText, Metrics, PartialText
 from engine.live import DecodeCost, LiveOptions, LocalLiveEngine, ReportedCost
-from engine.types import SAMPLE_RATE, VAD_WINDOW, DecodeRequest, Runner, Transcript
+from engine.types import (
+    SAMPLE_RATE,
+    VAD_WINDOW,
+    DecodeOptions,
+    DecodeRequest,
+    Runner,
+    Transcript,
+)
 from tests.test_policy import audio, transcript
 
 SR = SAMPLE_RATE
@@ -465,6 +472,15 @@ def test_a_speculation_thrown_away_does_not_end_the_next_pause() -> None:
     assert finals == [WHOLE]
 
 
+def plain_words(runner: Any, data: np.ndarray) -> list[str]:
+    """The normalised words of one plain greedy decode of ``data`` (no prompt): what this model
+    reads there on this processor, the oracle in place of literal words."""
+    result = runner.decode_batch([DecodeRequest(audio=data, options=DecodeOptions(
+        language="en", word_timestamps=False, beam_size=1, temperatures=(0.0,),
+        short_context=len(data) <= 10 * SR))])[0]
+    return normalize(result.text).split()
+
+
 def trimmed(audio_data: np.ndarray, level: float = 0.02) -> np.ndarray:
     """The clip without its leading and trailing silence (50 ms kept either side)."""
     loud = np.nonzero(np.abs(audio_data) > level)[0]
@@ -535,17 +551,17 @@ def test_a_sentence_cut_at_a_long_pause_goes_on_in_lower_case(
     data = np.concatenate([reading[12 * SR:pause], np.zeros(2 * SR, np.float32),
                            reading[pause:int(27.5 * SR)], np.zeros(int(1.5 * SR), np.float32)])
     first, second = vad_finals(runner, data, SegmenterOptions())
-    assert first.startswith("For although"), (first, second)
-    assert second.lower().startswith("which were the immediate predecessors"), (first, second)
     assert not second.endswith("?"), (first, second)
     # The second's case follows the first's ending. Where the first was left open (tiny.en int8
     # on the machine of earlier sessions), the second goes on in lower case; on an AVX2
     # processor (an AMD EPYC, 4 December 2026) the same model closes the first, "... the block
     # books.", and the second then starts a sentence.
-    if reads_open(first):
-        assert second.startswith("which were"), (first, second)
-    else:
-        assert second.startswith("Which were"), (first, second)
+    assert second[:1].islower() == reads_open(first), (first, second)
+    # The words are the two pieces' own: within 2 words of a plain decode of each.
+    pieces = (reading[12 * SR:pause], reading[pause:int(27.5 * SR)])
+    for text, piece in zip((first, second), pieces, strict=True):
+        oracle = plain_words(runner, piece)
+        assert error_rate([" ".join(oracle)], [text]) * len(oracle) <= 2, (text, oracle)
 
 
 @pytest.mark.model
@@ -572,7 +588,12 @@ def test_a_final_that_skips_a_sentence_its_partials_heard_is_decoded_again(
         texts = stream_finals(core, runner, data)
     assert any("retry replay" in r.getMessage() for r in caplog.records), texts
     reference = " ".join(next(e.text for e in manifest if e.path.name == n) for n in names)
-    assert "greasy wash" in normalize(" ".join(texts)), texts
+    # The middle sentence is in the text: a third of the words a plain decode of it reads, at
+    # least (none of them is in the other two; in context tiny.en reads it otherwise: "We had
+    # your dog suit and greasy wash for all year", 6 of 11 here).
+    words = set(normalize(" ".join(texts)).split())
+    middle = plain_words(runner, trimmed(load_audio(shared_audio / names[1])))
+    assert 3 * sum(w in words for w in middle) >= len(middle), (texts, middle)
     assert error_rate([reference], [" ".join(texts)]) <= 0.3, texts
 
 
@@ -662,8 +683,9 @@ def test_speculation_changes_no_word_of_the_text(jfk_wav: Path, tiny_transcriber
     # decode is not bit-identical, issue 14 notes it). Normally the texts are equal.
     assert len(texts[True]) == len(texts[False]), texts
     assert error_rate([" ".join(texts[False])], [" ".join(texts[True])]) <= 0.1, texts
-    # (VAD pieces are capitalised and punctuated: "... ask not..." / "What your country ...")
-    assert "ask not what your country can do for you" in normalize(" ".join(texts[True]))
+    # Both utterances' words, within 2 words each of a plain decode of the clip.
+    oracle = plain_words(Ct2Runner(tiny_transcriber.model), jfk)  # type: ignore[attr-defined]
+    assert error_rate([" ".join(oracle * 2)], [" ".join(texts[True])]) * len(oracle) <= 4, texts
 
 
 def test_a_discarded_speculation_can_be_taken_back() -> None:
@@ -721,7 +743,8 @@ def test_a_pause_inside_a_sentence_is_not_taken_for_the_end(
     assert formatted_error_rate([reference], [joined[1200]]) < formatted_error_rate(
         [reference], [joined[0]]), texts
     assert error_rate([reference], [joined[1200]]) <= error_rate([reference], [joined[0]]), texts
-    assert "ask not what your country can do for you" in normalize(joined[1200]), texts
+    oracle = plain_words(runner, load_audio(jfk_wav))
+    assert error_rate([" ".join(oracle)], [joined[1200]]) * len(oracle) <= 2, (texts, oracle)
 
 
 # -- sentence cuts in long utterances (PolicyOptions.sentence_cut_s) ------------------------
@@ -823,7 +846,7 @@ def test_a_fluent_reading_is_cut_at_its_sentence_ends(
     first = cut[0]
     # The first sentence ("Printing, in the only sense ... in being comparatively modern.",
     # 12 s) is final once the next has begun, not when the reading stops.
-    assert 8 * SR <= first.end - first.start <= 14 * SR and first.text.endswith("modern."), \
+    assert 8 * SR <= first.end - first.start <= 14 * SR and reads_finished(first.text), \
         first.text
     assert dict(first.stages)["emitted"] < 14.5
     assert all(a.end == b.start for a, b in zip(cut, cut[1:], strict=False))  # nothing lost
