@@ -43,8 +43,11 @@ finals that end an utterance, not of the pieces committed early: ``--commit`` tu
 ``--streams`` decode streams of the fast runner (default 2, as the app: two one-thread
 replicas), ``--no-speculative`` turns speculative finals off, ``--runs N`` repeats the whole set
 N times (latency figures pooled, WER from the first run). ``--busy K``: each decode comes back K
-times later than measured, as on a busy machine, where a speculative final may outlast the
-silence wait (the timing rules are ablated with it: docs/streaming-rules.md, "Under load").
+times later than measured on the simulated clock (`engine.live.Measured`; nothing sleeps), as on
+a busy machine, where a speculative final may outlast the silence wait (the timing rules are
+ablated with it: docs/streaming-rules.md, "Under load"); with ``--modelled`` each decode costs
+the modelled test machine's time x K instead (`engine.live.DecodeCost`), the same on any
+processor and under any load.
 Paired comparisons (common: 95 % bootstrap interval over files): ``--ablate RULE`` runs
 the full system and the system without the streaming rule (`engine.core.policy.RULES`,
 docs/streaming-rules.md; ``RULE,RULE``: both off) on the same files, interleaved file by file;
@@ -102,7 +105,7 @@ from engine.audio.sources import FileSource  # noqa: E402
 from engine.core.policy import PolicyOptions  # noqa: E402
 from engine.dictation.format import join  # noqa: E402
 from engine.events import Event, FinalText, Metrics, PartialText, SpeechStarted  # noqa: E402
-from engine.live import LiveOptions, LocalLiveEngine  # noqa: E402
+from engine.live import DecodeCost, LiveOptions, LocalLiveEngine, Measured  # noqa: E402
 from engine.types import (  # noqa: E402
     SAMPLE_RATE,
     Audio,
@@ -121,7 +124,7 @@ class Recording:
 
     def __init__(self, inner: Ct2Runner, busy: float = 1.0) -> None:
         self.inner = inner
-        self.busy = busy  # each decode takes this many times its measured time (``--busy``)
+        self.busy = busy  # ``--busy``, for the record (the engine's decode_cost charges it)
         self.finals: list[tuple[Audio, DecodeOptions]] = []
         self.paths: dict[str, int] = {}
 
@@ -141,10 +144,7 @@ class Recording:
         self.inner.load()
 
     def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]:
-        started = time.perf_counter()
         results = self.inner.decode_batch(requests)
-        if self.busy > 1:  # a busy machine: the decode is back later (its CPU use is the same)
-            time.sleep((self.busy - 1) * (time.perf_counter() - started))
         for request, result in zip(requests, results, strict=True):
             # Finals ask for word times and may fall back to the padded window; partials
             # never fall back (they ask for word times only to commit early).
@@ -508,6 +508,9 @@ def main() -> int:
                         help="CTranslate2 threads per stream (0: cores / streams)")
     parser.add_argument("--busy", type=float, default=1.0, metavar="K",
                         help="each decode takes K times its measured time (a busy machine)")
+    parser.add_argument("--modelled", action="store_true",
+                        help="charge each decode the modelled test machine's time (x --busy), "
+                             "not the measured one")
     parser.add_argument("--no-speculative", action="store_true", help="no speculative finals")
     parser.add_argument("--runs", type=int, default=1, help="repeat the set (latency pooled)")
     parser.add_argument("--min-silence-ms", type=int, help="the segmenter's hangover (tuning)")
@@ -548,7 +551,8 @@ def main() -> int:
         policy = replace(policy, padding=args.padding)
     if args.sentence_cut_s is not None:
         policy = replace(policy, sentence_cut_s=args.sentence_cut_s)
-    OPTIONS = LiveOptions(journal=False, policy=policy)
+    OPTIONS = LiveOptions(journal=False, policy=policy, decode_cost=(
+        DecodeCost().scaled(args.busy) if args.modelled else Measured(args.busy)))
     if args.min_silence_ms is not None:
         OPTIONS = replace(OPTIONS, segmenter=replace(OPTIONS.segmenter,
                                                      min_silence_ms=args.min_silence_ms))
@@ -629,7 +633,7 @@ def main() -> int:
         "setup": {"model": padded.info.name, "device": padded.info.device,
                   "compute_type": padded.info.compute_type, "realtime": args.realtime,
                   "files": len(entries), "manifest": str(args.manifest),
-                  "per_speaker": args.per_speaker, "busy": args.busy,
+                  "per_speaker": args.per_speaker, "busy": args.busy, "modelled": args.modelled,
                   "cpu_count": os.cpu_count(),
                   "load_average_start": round(load_start, 2),
                   "load_average_end": round(os.getloadavg()[0], 2)},

@@ -20,10 +20,12 @@ The first worker thread also loads the runner, and all stay alive for the engine
 CTranslate2 model first used on a thread that has exited decodes 4-6x slower.
 
 Simulated time: with a simulated source (`FileSource(realtime=False)`) the clock is the audio
-position, and each decode "takes" its measured wall time on that clock: the pipeline feeds no
-audio past the moment a result would have arrived before delivering it (results in the order
-they would have arrived). Latency figures thus
-match a real-time run on this machine without waiting for it (tests, benchmarks).
+position, and each decode "takes" what ``LiveOptions.decode_cost`` charges it on that clock:
+the pipeline feeds no audio past the moment a result would have arrived before delivering it
+(results in the order they would have arrived). The default charges the measured wall time, so
+latency figures match a real-time run on this machine without waiting for it (benchmarks);
+tests charge a modelled cost (`DecodeCost`, `ReportedCost`), so what is decoded when, and hence
+every partial, speculation, cut and final, is the same on any processor and under any load.
 """
 
 from __future__ import annotations
@@ -50,9 +52,67 @@ from engine.events import (
     StateChanged,
 )
 from engine.journal import Journal, JournalError
-from engine.types import SAMPLE_RATE, Audio, Runner, SpeechScorer, Transcript
+from engine.types import SAMPLE_RATE, Audio, DecodeRequest, Runner, SpeechScorer, Transcript
 
 log = logging.getLogger(__name__)
+
+# What a decode costs on the simulated clock: (the request, its result or None when it failed,
+# the measured wall time in seconds) -> seconds.
+CostModel = Callable[[DecodeRequest, "Transcript | None", float], float]
+
+
+@dataclass(frozen=True)
+class Measured:
+    """The measured wall time x ``scale`` (the default; ``scale`` K: a machine K times slower,
+    as `bench/streaming.py --busy K`)."""
+
+    scale: float = 1.0
+
+    def __call__(self, request: DecodeRequest, result: Transcript | None,
+                 measured: float) -> float:
+        return measured * self.scale
+
+
+@dataclass(frozen=True)
+class DecodeCost:
+    """A modelled processor: ``fixed_s`` + ``per_audio_s`` x the request's seconds of audio,
+    + ``padded_s`` for a request that takes the padded 30 s window (no short context), all x
+    ``beam_x`` for a beam search, whatever the decode took here. The defaults are tiny.en int8
+    on one stream of the 2-core test machine, idle (a greedy final takes 0.58x the time of a
+    beam-5 one there: `PolicyOptions.final_beam_size`); ``scaled(k)``: that machine k times
+    slower."""
+
+    fixed_s: float = 0.05
+    per_audio_s: float = 0.02
+    padded_s: float = 0.4
+    beam_x: float = 1.7
+
+    def __post_init__(self) -> None:
+        if min(self.fixed_s, self.per_audio_s, self.padded_s) < 0 or self.beam_x < 1:
+            raise ValueError("decode costs must be >= 0 and beam_x >= 1")
+
+    def __call__(self, request: DecodeRequest, result: Transcript | None,
+                 measured: float) -> float:
+        padded = 0.0 if request.options.short_context else self.padded_s
+        beam = self.beam_x if request.options.beam_size > 1 else 1.0
+        return beam * (self.fixed_s + padded + self.per_audio_s * len(request.audio) / SAMPLE_RATE)
+
+    def scaled(self, k: float) -> DecodeCost:
+        return replace(self, fixed_s=self.fixed_s * k, per_audio_s=self.per_audio_s * k,
+                       padded_s=self.padded_s * k)
+
+
+@dataclass(frozen=True)
+class ReportedCost:
+    """The runner's own figure (``Transcript.decode_ms``: a recording's, a scripted runner's)
+    x ``scale``; a failed decode costs ``failed_s``."""
+
+    scale: float = 1.0
+    failed_s: float = 0.0
+
+    def __call__(self, request: DecodeRequest, result: Transcript | None,
+                 measured: float) -> float:
+        return self.failed_s if result is None else result.decode_ms / 1000 * self.scale
 
 
 @dataclass(frozen=True)
@@ -68,6 +128,9 @@ class LiveOptions:
     level_interval_ms: int = 100
     read_timeout_s: float = 0.1
     drain_timeout_s: float = 120.0
+    # Simulated time only: what each decode costs on the clock (module docstring). Tests pass
+    # a model (`DecodeCost`, `ReportedCost`) so no outcome depends on this processor's speed.
+    decode_cost: CostModel = field(default_factory=Measured)
 
     def __post_init__(self) -> None:
         if self.mode not in ("vad", "ptt"):
@@ -87,7 +150,7 @@ class _Outcome:
     job: Job
     transcript: Transcript | None
     error: str
-    seconds: float  # wall time the decode took
+    seconds: float  # what the decode took on the engine's clock (simulated: decode_cost's)
 
 
 class LocalLiveEngine:
@@ -453,7 +516,12 @@ class LocalLiveEngine:
         except Exception as exc:  # noqa: BLE001 - the worker's top: any failure becomes an event
             log.exception("decode of job %d failed", job.request_id)
             transcript, error = None, str(exc) or type(exc).__name__
-        return _Outcome(job, transcript, error, time.perf_counter() - started)
+        seconds = time.perf_counter() - started
+        if self._simulated:
+            seconds = max(0.0, self.options.decode_cost(job.request, transcript, seconds))
+            if transcript is not None:  # the result says what the clock charged
+                transcript = replace(transcript, decode_ms=seconds * 1000)
+        return _Outcome(job, transcript, error, seconds)
 
     def _deliver(self, outcome: _Outcome, now: float) -> None:
         if outcome.transcript is None:
@@ -471,7 +539,9 @@ class LocalLiveEngine:
                 self._held.append(self._outcomes.get())
             if not self._held:
                 return
-            outcome = min(self._held, key=lambda o: o.job.issued_at + o.seconds)
+            # (Ties go to the job issued first, not to the thread that happened to finish.)
+            outcome = min(self._held,
+                          key=lambda o: (o.job.issued_at + o.seconds, o.job.request_id))
             ready_at = outcome.job.issued_at + outcome.seconds
             if ready_at > until:
                 return

@@ -41,7 +41,7 @@ from engine.events import (
     SpeechStarted,
     StateChanged,
 )
-from engine.live import LiveOptions, LocalLiveEngine
+from engine.live import LiveOptions, LocalLiveEngine, ReportedCost
 from engine.types import SAMPLE_RATE, Audio, DecodeRequest, Transcript
 
 
@@ -84,7 +84,8 @@ def test_mute_input_silences_exactly_the_range_given(jfk_wav: Path) -> None:
     speech = load_audio(jfk_wav)[: 6 * SAMPLE_RATE]
     runner = KeepingRunner()
     events: list[Event] = []
-    options = LiveOptions(mode="ptt", journal=False, policy=PolicyOptions(partials=False))
+    options = LiveOptions(mode="ptt", journal=False, policy=PolicyOptions(partials=False),
+                          decode_cost=ReportedCost())  # (simulated time: the script's cost)
     engine = LocalLiveEngine(events.append, source=FileSource(audio=speech), runner=runner,
                              options=options)
     press, release = SAMPLE_RATE, 5 * SAMPLE_RATE

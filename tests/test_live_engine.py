@@ -1,9 +1,14 @@
 """LocalLiveEngine end to end: FileSource (simulated time, one real-time run) -> real Silero VAD
--> real tiny.en model. Text is checked against the manifest; silence and noise give nothing."""
+-> real tiny.en model. Simulated time charges each decode a modelled cost (`DecodeCost`), so
+what is decoded when does not depend on this processor's speed or load. The words are checked
+against this run's plain decode of the same file (the same model on the same processor: no
+literal words that another processor's kernels could read otherwise) and the manifest's
+reference with a margin; silence and noise give nothing."""
 
 from __future__ import annotations
 
 import os
+import re
 import threading
 from pathlib import Path
 
@@ -26,12 +31,14 @@ from engine.events import (
     StateChanged,
 )
 from engine.journal import Journal, read_journal
-from engine.live import LiveOptions, LocalLiveEngine
-from engine.types import SAMPLE_RATE, Runner
+from engine.live import DecodeCost, LiveOptions, LocalLiveEngine
+from engine.types import SAMPLE_RATE, DecodeOptions, DecodeRequest, Runner
 
 pytestmark = pytest.mark.model
 
 FILES = ("arctic-axb-a0004.wav", "cmusphinx-goforward.wav", "ls-dc-1272-128104-0000.wav")
+COST = DecodeCost()  # a modelled processor (simulated time)
+OPTIONS = LiveOptions(journal=False, decode_cost=COST)
 
 
 @pytest.fixture(scope="module")
@@ -65,11 +72,11 @@ class Recorder:
         return " ".join(f.text for f in self.of(FinalText) if f.text)
 
 
-def run(source: FileSource, transcriber: Runner, options: LiveOptions | None = None,
+def run(source: FileSource, transcriber: Runner, options: LiveOptions = OPTIONS,
         journal: Journal | None = None, before_start=None) -> Recorder:  # type: ignore[no-untyped-def]
     rec = Recorder()
-    engine = LocalLiveEngine(rec, source=source, runner=transcriber,
-                             options=options or LiveOptions(journal=False), journal=journal)
+    engine = LocalLiveEngine(rec, source=source, runner=transcriber, options=options,
+                             journal=journal)
     rec.engine = engine
     if before_start is not None:
         before_start(engine)
@@ -82,6 +89,22 @@ def entry(manifest: list[ManifestEntry], name: str) -> ManifestEntry:
     return next(e for e in manifest if e.path.name == name)
 
 
+def speech_span(audio: np.ndarray, lead: int) -> tuple[int, int]:
+    """The first and last loud sample of a clip played after ``lead`` samples of silence."""
+    loud = np.nonzero(np.abs(audio) > 0.05)[0]
+    return lead + int(loud[0]), lead + int(loud[-1])
+
+
+def plain(runner: Runner, audio: np.ndarray | Path) -> list[str]:
+    """The normalised words of one plain decode of the whole clip (greedy, no prompt, as the
+    engine decodes a short final): the oracle of what this model reads on this processor."""
+    data = load_audio(audio) if isinstance(audio, Path) else audio
+    result = runner.decode_batch([DecodeRequest(audio=data, options=DecodeOptions(
+        language="en", word_timestamps=False, beam_size=1, temperatures=(0.0,),
+        short_context=len(data) <= 10 * SAMPLE_RATE))])[0]
+    return normalize(result.text).split()
+
+
 def test_streaming_finals_match_the_reference(manifest: list[ManifestEntry],
                                               fast_transcriber: Runner) -> None:
     refs, hyps = [], []
@@ -90,10 +113,11 @@ def test_streaming_finals_match_the_reference(manifest: list[ManifestEntry],
         rec = run(FileSource(item.path, lead_silence_s=0.5, tail_silence_s=1.0), fast_transcriber)
         refs.append(item.text)
         hyps.append(rec.text)
-        ref_words, hyp_words = normalize(item.text).split(), normalize(rec.text).split()
-        # no first or last word lost
-        assert hyp_words[:1] == ref_words[:1], (name, rec.text)
-        assert hyp_words[-1:] == ref_words[-1:], (name, rec.text)
+        # No first or last word lost: the finals' audio covers the speech (what the words are
+        # is the model's, and its kernels': the WER bound below).
+        onset, offset = speech_span(load_audio(item.path), lead=SAMPLE_RATE // 2)
+        finals = [f for f in rec.of(FinalText) if f.text]
+        assert finals[0].start <= onset and finals[-1].end >= offset, (name, rec.text)
         # every utterance: started, ended, one final, in that order
         kinds = [type(e) for e in rec.events if isinstance(e, (SpeechStarted, SpeechEnded,
                                                                FinalText))]
@@ -125,8 +149,9 @@ def test_a_voice_silero_scores_low_is_still_transcribed(manifest: list[ManifestE
     the segmenter's soft path (loud above the noise floor, a weak VAD hint) keeps them."""
     item = entry(manifest, "mfa-falsetto2.wav")
     rec = run(FileSource(item.path, lead_silence_s=0.5, tail_silence_s=1.5), fast_transcriber)
-    ref, hyp = normalize(item.text).split(), normalize(rec.text).split()
-    assert hyp[:1] == ref[:1] and hyp[-1:] == ref[-1:], rec.text
+    onset, offset = speech_span(load_audio(item.path), lead=SAMPLE_RATE // 2)
+    finals = [f for f in rec.of(FinalText) if f.text]
+    assert finals and finals[0].start <= onset and finals[-1].end >= offset, rec.text
     assert error_rate([item.text], [rec.text]) <= 0.5, rec.text
 
 
@@ -152,12 +177,24 @@ def test_words_said_one_at_a_time_reach_the_decoder_together(
     # One utterance: with the words committed before it ends (PolicyOptions.commit_stable,
     # the default) off, one final.
     rec = run(FileSource(item.path, lead_silence_s=0.5, tail_silence_s=1.5), fast_transcriber,
-              LiveOptions(journal=False, policy=PolicyOptions(commit_stable=False)))
+              LiveOptions(journal=False, decode_cost=COST,
+                          policy=PolicyOptions(commit_stable=False)))
     assert len([f for f in rec.of(FinalText) if f.text]) == 1, rec.text
-    assert error_rate([item.text], [rec.text]) == 0.0, rec.text
+    three_words_once(rec.text, item.text)
     # On, what the partials agreed on is final first: the same words, none looped or lost.
     rec = run(FileSource(item.path, lead_silence_s=0.5, tail_silence_s=1.5), fast_transcriber)
-    assert error_rate([item.text], [rec.text]) == 0.0, rec.text
+    three_words_once(rec.text, item.text)
+
+
+def three_words_once(text: str, reference: str) -> None:
+    """Three words, none said twice ("1 1 1 1 1 1" looped), none dropped, at most one read
+    otherwise than the reference: as words or digits, whichever this processor's kernels
+    write ("1, 2, 3..." normalises to the number 123, hence no `normalize` here)."""
+    digits = {"1": "one", "2": "two", "3": "three"}
+    words = [digits.get(w, w) for w in re.findall(r"[a-z0-9']+", text.lower())]
+    assert len(words) == 3 and len(set(words)) == 3, text
+    expected = re.findall(r"[a-z0-9']+", reference.lower())
+    assert sum(a != b for a, b in zip(words, expected, strict=True)) <= 1, text
 
 
 def test_silence_and_noise_give_no_words(fast_transcriber: Runner) -> None:
@@ -189,9 +226,11 @@ def test_push_to_talk_keeps_the_preroll(manifest: list[ManifestEntry],
         engine.end_utterance(at=lead + len(audio))
 
     source = FileSource(audio=audio, lead_silence_s=1.0, tail_silence_s=1.0)
-    rec = run(source, fast_transcriber, LiveOptions(mode="ptt", journal=False), before_start=press)
+    rec = run(source, fast_transcriber, LiveOptions(mode="ptt", journal=False, decode_cost=COST),
+              before_start=press)
     assert len(rec.of(FinalText)) == 1
-    assert normalize(rec.text).split()[0] == normalize(item.text).split()[0], rec.text
+    oracle = plain(fast_transcriber, item.path)
+    assert normalize(rec.text).split()[:1] == oracle[:1], (rec.text, oracle)
     assert rec.of(SpeechStarted)[0].at <= onset
 
 
@@ -201,7 +240,8 @@ def test_push_to_talk_over_silence_gives_an_empty_final(fast_transcriber: Runner
         engine.end_utterance(at=3 * SAMPLE_RATE)
 
     source = FileSource(audio=np.zeros(4 * SAMPLE_RATE, dtype=np.float32))
-    rec = run(source, fast_transcriber, LiveOptions(mode="ptt", journal=False), before_start=press)
+    rec = run(source, fast_transcriber, LiveOptions(mode="ptt", journal=False, decode_cost=COST),
+              before_start=press)
     finals = rec.of(FinalText)
     assert len(finals) == 1 and finals[0].text == "" and not rec.of(Metrics)
 
@@ -219,14 +259,16 @@ def test_journal_is_written_as_each_utterance_finishes(jfk_wav: Path,
 
     rec = Checking()
     engine = LocalLiveEngine(rec, source=FileSource(jfk_wav, tail_silence_s=1.0),
-                             runner=fast_transcriber, journal=journal)
+                             runner=fast_transcriber, journal=journal,
+                             options=LiveOptions(decode_cost=COST))
     engine.start()
     assert engine.wait(timeout=300)
     assert engine.journal_path == str(journal.path)
     assert lines_at_final == list(range(1, len(lines_at_final) + 1))
     entries = read_journal(journal.path)
     assert [e.text for e in entries] == [f.text for f in rec.of(FinalText) if f.text]
-    assert "country" in " ".join(e.text for e in entries).lower()
+    # (What was journaled is the speech: within 2 words of a plain decode.)
+    assert word_errors(plain(fast_transcriber, jfk_wav), " ".join(e.text for e in entries)) <= 2
 
 
 def test_full_disk_is_reported_once_and_transcription_goes_on(
@@ -239,7 +281,7 @@ def test_full_disk_is_reported_once_and_transcription_goes_on(
               journal=Journal("full", directory=tmp_path))
     failures = rec.of(EngineFailed)
     assert len(failures) == 1 and failures[0].recoverable and "autosave" in failures[0].message
-    assert "forward" in rec.text.lower()
+    assert word_errors(plain(fast_transcriber, item.path), rec.text) <= 2, rec.text
 
 
 def test_stop_flushes_the_utterance_in_flight(manifest: list[ManifestEntry],
@@ -247,7 +289,7 @@ def test_stop_flushes_the_utterance_in_flight(manifest: list[ManifestEntry],
     item = entry(manifest, "ls-dc-1272-128104-0000.wav")
     rec = Recorder()
     engine = LocalLiveEngine(rec, source=FileSource(item.path), runner=fast_transcriber,
-                             options=LiveOptions(journal=False))
+                             options=OPTIONS)
 
     def sink(event: Event) -> None:
         rec(event)
@@ -265,8 +307,9 @@ def test_stop_flushes_the_utterance_in_flight(manifest: list[ManifestEntry],
 
 def test_real_time_run(manifest: list[ManifestEntry], fast_transcriber: Runner) -> None:
     item = entry(manifest, "cmusphinx-goforward.wav")
-    rec = run(FileSource(item.path, realtime=True, tail_silence_s=0.8), fast_transcriber)
-    assert "forward" in rec.text.lower()
+    rec = run(FileSource(item.path, realtime=True, tail_silence_s=0.8), fast_transcriber,
+              LiveOptions(journal=False))  # (real time: the clock is the machine's)
+    assert word_errors(plain(fast_transcriber, item.path), rec.text) <= 2, rec.text
     metric = rec.of(Metrics)[-1]
     assert metric.kind == "final" and metric.lag_ms >= metric.chunk_rtt_ms > 0
 
@@ -276,6 +319,11 @@ def test_a_missing_file_fails_clearly(tmp_path: Path, fast_transcriber: Runner) 
     failure = rec.of(EngineFailed)[0]
     assert not failure.recoverable and "no such file" in failure.message
     assert rec.events[-1] == StateChanged("stopped")
+
+
+def word_errors(oracle: list[str], text: str) -> int:
+    """Words substituted, dropped or added in ``text`` against the oracle's words."""
+    return round(error_rate([" ".join(oracle)], [text]) * len(oracle))
 
 
 def test_options_are_validated() -> None:

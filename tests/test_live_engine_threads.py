@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +34,7 @@ from engine.events import (
     SpeechStarted,
     StateChanged,
 )
-from engine.live import LiveOptions, LocalLiveEngine
+from engine.live import CostModel, DecodeCost, LiveOptions, LocalLiveEngine, ReportedCost
 from engine.types import SAMPLE_RATE, DecodeRequest, Transcript
 
 JFK_TEXT = "And so my fellow Americans, ask not what your country can do for you."
@@ -77,10 +78,16 @@ class Recorder:
         return [e.state for e in self.of(StateChanged)]
 
 
+# In simulated time each decode costs what the scripted runner reports (`ReportedCost`), not
+# what it took on this machine.
+SCRIPTED = ReportedCost()
+
+
 def run(source: FileSource, runner: ScriptedRunner, options: LiveOptions,
-        during=None) -> Recorder:  # type: ignore[no-untyped-def]
+        during=None, cost: CostModel = SCRIPTED) -> Recorder:  # type: ignore[no-untyped-def]
     rec = Recorder()
-    engine = LocalLiveEngine(rec, source=source, runner=runner, options=options)
+    engine = LocalLiveEngine(rec, source=source, runner=runner,
+                             options=replace(options, decode_cost=cost))
     engine.start()
     if during is not None:
         during(engine)
@@ -112,6 +119,22 @@ def test_vad_mode_events_in_order_and_decodes_on_the_loading_thread(jfk_wav: Pat
     assert all(a.end <= b.start for a, b in zip(finals, finals[1:], strict=False))
 
 
+def test_simulated_time_charges_each_decode_its_modelled_cost(jfk_wav: Path) -> None:
+    cost = DecodeCost(fixed_s=0.25, per_audio_s=0.1, padded_s=1.0, beam_x=2.0)
+    rec = run(FileSource(jfk_wav, tail_silence_s=1.5), ThreadRecordingRunner(),
+              LiveOptions(journal=False), cost=cost)
+    metrics = rec.of(Metrics)
+    assert {m.kind for m in metrics} == {"partial", "final"}
+    for m in metrics:  # each result came back exactly the model's cost after it was issued
+        seconds = m.decode_ms / 1000 / m.rtf  # the request's audio
+        assert m.chunk_rtt_ms == pytest.approx(m.decode_ms)
+        # (x2 for a beam search, +1 s on the padded window)
+        assert any(m.decode_ms / 1000 == pytest.approx(beam * (0.25 + 0.1 * seconds + padded))
+                   for beam in (1.0, 2.0) for padded in (0.0, 1.0)), m
+    with pytest.raises(ValueError):
+        DecodeCost(fixed_s=-1)
+
+
 def test_stop_flushes_the_utterance_in_flight(jfk_wav: Path) -> None:
     runner = ThreadRecordingRunner()
 
@@ -131,7 +154,7 @@ def test_stop_flushes_the_utterance_in_flight(jfk_wav: Path) -> None:
 
 
 def test_push_to_talk_cuts_one_utterance_with_preroll(jfk_wav: Path) -> None:
-    options = LiveOptions(mode="ptt", journal=False)
+    options = LiveOptions(mode="ptt", journal=False, decode_cost=SCRIPTED)
     runner = ThreadRecordingRunner(("Ask not.",))
     rec = run(FileSource(jfk_wav), runner, options)
     assert not rec.of(FinalText)  # without a press, push-to-talk transcribes nothing
@@ -156,7 +179,8 @@ def test_a_press_over_silence_decodes_nothing() -> None:
     rec = Recorder()
     silence = np.zeros(3 * SAMPLE_RATE, dtype=np.float32)
     engine = LocalLiveEngine(rec, source=FileSource(audio=silence), runner=runner,
-                             options=LiveOptions(mode="ptt", journal=False))
+                             options=LiveOptions(mode="ptt", journal=False,
+                                                 decode_cost=SCRIPTED))
     engine.begin_utterance(at=SAMPLE_RATE // 2)
     engine.end_utterance(at=2 * SAMPLE_RATE)
     engine.start()

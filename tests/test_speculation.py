@@ -6,6 +6,7 @@ runner; that speculation changes nothing in the text runs the real model on real
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from bench.evaluation import ManifestEntry, error_rate, formatted_error_rate, no
 from engine.asr.fake import ScriptedRunner
 from engine.audio.decode import load_audio
 from engine.audio.sources import FileSource
-from engine.core.form import reads_open
+from engine.core.form import reads_finished, reads_open
 from engine.core.policy import CutAt, Job, PolicyOptions, StreamingPolicy
 from engine.core.policy.speculation import usable
 from engine.core.segmenter import (
@@ -30,9 +31,16 @@ from engine.core.segmenter import (
     SpeechSegmenter,
 )
 from engine.core.stream import Segmentation, StreamCore, StreamOptions
-from engine.events import EngineFailed, Event, FinalText, Metrics
-from engine.live import LiveOptions, LocalLiveEngine
-from engine.types import SAMPLE_RATE, VAD_WINDOW, DecodeRequest, Runner, Transcript
+from engine.events import EngineFailed, Event, FinalText, Metrics, PartialText
+from engine.live import DecodeCost, LiveOptions, LocalLiveEngine, ReportedCost
+from engine.types import (
+    SAMPLE_RATE,
+    VAD_WINDOW,
+    DecodeOptions,
+    DecodeRequest,
+    Runner,
+    Transcript,
+)
 from tests.test_policy import audio, transcript
 
 SR = SAMPLE_RATE
@@ -270,6 +278,24 @@ def test_a_release_while_speaking_waits_for_the_tail() -> None:
         pytest.approx(release, abs=VAD_WINDOW)]  # decoded from the release meanwhile
 
 
+def test_a_release_in_a_word_is_decoded_from_where_the_word_ends() -> None:
+    # Let go 0.1 s before the speech stops: a decode from the release would be thrown away
+    # (speech went on past it) after holding a decode stream; the pause is reported once a
+    # window past the release is silent instead.
+    segmentation = Segmentation(SegmenterOptions(mode="ptt"), FixedScorer())
+    tail = int(0.15 * SR)
+    speech = np.full(2 * SR, 0.9, np.float32)
+    release = len(speech) - SR // 10
+    segmentation.begin(0)
+    segmentation.end(release + tail)
+    segmentation.pause(release)
+    events = segmentation.feed(np.concatenate([speech, np.zeros(tail + VAD_WINDOW, np.float32)]))
+    paused = [e.at for e in events if isinstance(e, SegmentPaused)]
+    assert len(paused) == 1 and len(speech) < paused[0] <= len(speech) + 2 * VAD_WINDOW, paused
+    [ended] = [e for e in events if isinstance(e, SegmentEnded)]
+    assert paused[0] <= ended.end  # within what the utterance keeps: the decode can stand
+
+
 WINDOW = np.full(VAD_WINDOW, 0.1, dtype=np.float32)
 
 
@@ -446,6 +472,15 @@ def test_a_speculation_thrown_away_does_not_end_the_next_pause() -> None:
     assert finals == [WHOLE]
 
 
+def plain_words(runner: Any, data: np.ndarray) -> list[str]:
+    """The normalised words of one plain greedy decode of ``data`` (no prompt): what this model
+    reads there on this processor, the oracle in place of literal words."""
+    result = runner.decode_batch([DecodeRequest(audio=data, options=DecodeOptions(
+        language="en", word_timestamps=False, beam_size=1, temperatures=(0.0,),
+        short_context=len(data) <= 10 * SR))])[0]
+    return normalize(result.text).split()
+
+
 def trimmed(audio_data: np.ndarray, level: float = 0.02) -> np.ndarray:
     """The clip without its leading and trailing silence (50 ms kept either side)."""
     loud = np.nonzero(np.abs(audio_data) > level)[0]
@@ -516,17 +551,17 @@ def test_a_sentence_cut_at_a_long_pause_goes_on_in_lower_case(
     data = np.concatenate([reading[12 * SR:pause], np.zeros(2 * SR, np.float32),
                            reading[pause:int(27.5 * SR)], np.zeros(int(1.5 * SR), np.float32)])
     first, second = vad_finals(runner, data, SegmenterOptions())
-    assert first.startswith("For although"), (first, second)
-    assert second.lower().startswith("which were the immediate predecessors"), (first, second)
     assert not second.endswith("?"), (first, second)
     # The second's case follows the first's ending. Where the first was left open (tiny.en int8
     # on the machine of earlier sessions), the second goes on in lower case; on an AVX2
     # processor (an AMD EPYC, 4 December 2026) the same model closes the first, "... the block
     # books.", and the second then starts a sentence.
-    if reads_open(first):
-        assert second.startswith("which were"), (first, second)
-    else:
-        assert second.startswith("Which were"), (first, second)
+    assert second[:1].islower() == reads_open(first), (first, second)
+    # The words are the two pieces' own: within 2 words of a plain decode of each.
+    pieces = (reading[12 * SR:pause], reading[pause:int(27.5 * SR)])
+    for text, piece in zip((first, second), pieces, strict=True):
+        oracle = plain_words(runner, piece)
+        assert error_rate([" ".join(oracle)], [text]) * len(oracle) <= 2, (text, oracle)
 
 
 @pytest.mark.model
@@ -553,7 +588,12 @@ def test_a_final_that_skips_a_sentence_its_partials_heard_is_decoded_again(
         texts = stream_finals(core, runner, data)
     assert any("retry replay" in r.getMessage() for r in caplog.records), texts
     reference = " ".join(next(e.text for e in manifest if e.path.name == n) for n in names)
-    assert "greasy wash" in normalize(" ".join(texts)), texts
+    # The middle sentence is in the text: a third of the words a plain decode of it reads, at
+    # least (none of them is in the other two; in context tiny.en reads it otherwise: "We had
+    # your dog suit and greasy wash for all year", 6 of 11 here).
+    words = set(normalize(" ".join(texts)).split())
+    middle = plain_words(runner, trimmed(load_audio(shared_audio / names[1])))
+    assert 3 * sum(w in words for w in middle) >= len(middle), (texts, middle)
     assert error_rate([reference], [" ".join(texts)]) <= 0.3, texts
 
 
@@ -563,9 +603,12 @@ def test_a_final_that_skips_a_sentence_its_partials_heard_is_decoded_again(
 class Recorder:
     def __init__(self) -> None:
         self.events: list[Event] = []
+        self.times: list[float] = []  # ``clock()`` at each event (the engine's, once set)
+        self.clock: Callable[[], float] = lambda: 0.0
 
     def __call__(self, event: Event) -> None:
         self.events.append(event)
+        self.times.append(self.clock())
 
     def finals(self) -> list[FinalText]:
         return [e for e in self.events if isinstance(e, FinalText)]
@@ -589,7 +632,8 @@ class CountingRunner:
 def live(audio_data: np.ndarray, runner: object, policy: PolicyOptions,
          mode: str = "vad", segmenter: SegmenterOptions | None = None) -> Recorder:
     rec = Recorder()
-    options = LiveOptions(journal=False, mode=mode, policy=policy)
+    # A modelled processor: what is decoded when does not depend on this one's speed.
+    options = LiveOptions(journal=False, mode=mode, policy=policy, decode_cost=DecodeCost())
     if segmenter is not None:
         options = replace(options, segmenter=segmenter)
     engine = LocalLiveEngine(rec, source=FileSource(audio=audio_data, tail_silence_s=1.5),
@@ -639,8 +683,9 @@ def test_speculation_changes_no_word_of_the_text(jfk_wav: Path, tiny_transcriber
     # decode is not bit-identical, issue 14 notes it). Normally the texts are equal.
     assert len(texts[True]) == len(texts[False]), texts
     assert error_rate([" ".join(texts[False])], [" ".join(texts[True])]) <= 0.1, texts
-    # (VAD pieces are capitalised and punctuated: "... ask not..." / "What your country ...")
-    assert "ask not what your country can do for you" in normalize(" ".join(texts[True]))
+    # Both utterances' words, within 2 words each of a plain decode of the clip.
+    oracle = plain_words(Ct2Runner(tiny_transcriber.model), jfk)  # type: ignore[attr-defined]
+    assert error_rate([" ".join(oracle * 2)], [" ".join(texts[True])]) * len(oracle) <= 4, texts
 
 
 def test_a_discarded_speculation_can_be_taken_back() -> None:
@@ -660,7 +705,8 @@ def test_push_to_talk_final_is_decoded_before_the_release_and_stands(jfk_wav: Pa
     jfk = load_audio(jfk_wav)
     source = FileSource(audio=np.concatenate([jfk, np.zeros(SR, np.float32)]))
     engine = LocalLiveEngine(rec, source=source, runner=runner,  # type: ignore[arg-type]
-                             options=LiveOptions(journal=False, mode="ptt", policy=NO_PARTIALS))
+                             options=LiveOptions(journal=False, mode="ptt", policy=NO_PARTIALS,
+                                                 decode_cost=ReportedCost()))
     tail_s = engine.options.ptt_tail_ms / 1000
     release_s = (len(jfk) + SR // 2) / SR  # let go half a second after the last word
     engine.begin_utterance(at=0)
@@ -697,7 +743,8 @@ def test_a_pause_inside_a_sentence_is_not_taken_for_the_end(
     assert formatted_error_rate([reference], [joined[1200]]) < formatted_error_rate(
         [reference], [joined[0]]), texts
     assert error_rate([reference], [joined[1200]]) <= error_rate([reference], [joined[0]]), texts
-    assert "ask not what your country can do for you" in normalize(joined[1200]), texts
+    oracle = plain_words(runner, load_audio(jfk_wav))
+    assert error_rate([" ".join(oracle)], [joined[1200]]) * len(oracle) <= 2, (texts, oracle)
 
 
 # -- sentence cuts in long utterances (PolicyOptions.sentence_cut_s) ------------------------
@@ -799,7 +846,7 @@ def test_a_fluent_reading_is_cut_at_its_sentence_ends(
     first = cut[0]
     # The first sentence ("Printing, in the only sense ... in being comparatively modern.",
     # 12 s) is final once the next has begun, not when the reading stops.
-    assert 8 * SR <= first.end - first.start <= 14 * SR and first.text.endswith("modern."), \
+    assert 8 * SR <= first.end - first.start <= 14 * SR and reads_finished(first.text), \
         first.text
     assert dict(first.stages)["emitted"] < 14.5
     assert all(a.end == b.start for a, b in zip(cut, cut[1:], strict=False))  # nothing lost
@@ -854,3 +901,59 @@ def test_a_pause_over_before_its_speculation_could_start_is_not_decoded() -> Non
     policy.handle(SegmentAudio(audio(0.5), speech=True), 13.5)  # the speaker goes on
     policy.on_result(first.request_id, heard(first, "Before."), 13.6)
     assert policy.next_request(13.6) is None
+
+
+JFK = "And so my fellow Americans, ask not what your country can do for you."
+PHIL = "Lord, but I'm glad to see you again, Phil."
+
+
+class TwoStreams(ScriptedRunner):
+    """Two decode streams, as the app's CPU runner; the JFK clip reads `JFK`, a shorter one
+    `PHIL` (distinct texts: a final that recited the one before it would be retried)."""
+
+    @property
+    def streams(self) -> int:
+        return 2
+
+    def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]:
+        out = []
+        for request in requests:
+            self._script, self._index = [JFK if len(request.audio) > 6 * SR else PHIL], 0
+            out.append(self._decode(request.audio, request.options))
+        return out
+
+
+def test_push_to_talk_right_after_another_shows_partials_while_held(
+        jfk_wav: Path, shared_audio: Path) -> None:
+    # Every decode 3x slower than the test machine (modelled). The JFK sentence is let go
+    # 150 ms before its clip ends, while its last word still sounds, and "Lord, but I'm glad
+    # to see you again, Phil." (2.8 s) is pressed 0.25 s later: before, the first utterance's
+    # release speculation (thrown away: speech went on past it) and its final held both decode
+    # streams for the whole second press, which showed no partial at all.
+    jfk = load_audio(jfk_wav)
+    phil = load_audio(shared_audio / "arctic-axb-a0004.wav")
+    tail = LiveOptions().ptt_tail_ms * SR // 1000
+    release1 = SR // 2 + len(jfk) - tail
+    speech2 = SR // 2 + len(jfk) + int(0.3 * SR)
+    release2 = speech2 + len(phil) + SR // 2  # let go half a second after the last word
+    data = np.concatenate([np.zeros(SR // 2, np.float32), jfk, np.zeros(int(0.3 * SR),
+                          np.float32), phil, np.zeros(2 * SR, np.float32)])
+    rec = Recorder()
+    engine = LocalLiveEngine(rec, source=FileSource(audio=data), runner=TwoStreams(),
+                             options=LiveOptions(journal=False, mode="ptt",
+                                                 decode_cost=DecodeCost().scaled(3)))
+    rec.clock = engine.now
+    engine.begin_utterance(at=0)
+    engine.end_utterance(at=release1 + tail)
+    engine.begin_utterance(at=speech2 - SR // 5)
+    engine.end_utterance(at=release2 + tail)
+    engine.start()
+    assert engine.wait(timeout=60)
+    first, second = rec.finals()
+    assert (first.text, second.text) == (JFK, PHIL)
+    shown = [t for t, e in zip(rec.times, rec.events, strict=True) if isinstance(e, PartialText)
+             and e.utterance_id == second.utterance_id and (e.committed + e.tentative).strip()]
+    assert shown and min(shown) < release2 / SR, shown  # words while the key is held
+    stages = dict(second.stages)
+    # Its final was decoded from the pause before the release, and is out right after it.
+    assert stages["queued"] < release2 / SR <= stages["emitted"] < release2 / SR + 0.5, stages

@@ -20,7 +20,7 @@ from engine.audio.sources import FileSource
 from engine.errors import ModelNotFoundError
 from engine.events import Event, FinalText
 from engine.files import transcribe_file
-from engine.live import LiveOptions, LocalLiveEngine
+from engine.live import DecodeCost, LiveOptions, LocalLiveEngine
 from engine.remote.client import RemoteLiveEngine, RemoteOptions
 from engine.server.server import ServerOptions, ServerThread, TranscriptionServer
 from engine.types import SAMPLE_RATE, DecodeOptions, DecodeRequest, Runner, Segment, Transcript
@@ -73,7 +73,8 @@ def dictate(runner: Runner, source: FileSource, seconds: float,
     through `set_vocabulary` (None: never called)."""
     events: list[Event] = []
     engine = LocalLiveEngine(events.append, source=source, runner=runner,
-                             options=LiveOptions(mode="ptt", journal=False))
+                             options=LiveOptions(mode="ptt", journal=False,
+                                                 decode_cost=DecodeCost()))  # (modelled)
     if vocabulary is not None:
         engine.set_vocabulary(vocabulary)
     engine.begin_utterance(at=0)

@@ -31,9 +31,11 @@ import numpy as np
 
 from engine.core.policy import AwaitReading, CutAt, Job, PauseReads, PolicyOptions, StreamingPolicy
 from engine.core.segmenter import (
+    SegmentAudio,
     SegmenterOptions,
     SegmentEvent,
     SegmentPaused,
+    SegmentStarted,
     SpeechSegmenter,
 )
 from engine.events import Event, LevelChanged
@@ -144,8 +146,17 @@ class Segmentation:
         for window, probability in zip(windows, scores, strict=True):
             # A control at sample x acts before the window that holds x is pushed.
             events.extend(self._due_controls(self.segmenter.position + VAD_WINDOW))
-            events.extend(self.segmenter.push(window, float(probability)))
+            pushed = self.segmenter.push(window, float(probability))
+            events.extend(pushed)
+            spoke = any(isinstance(e, (SegmentStarted, SegmentAudio)) and e.speech
+                        for e in pushed)
             while self._pauses and self._pauses[0] <= self.segmenter.position:
+                if spoke and self.segmenter.active:
+                    # Speech up to the release: the next window tells whether it goes on. A
+                    # decode that speech goes on past is thrown away (policy.speculation:
+                    # usable) after holding a decode stream a slow machine needs.
+                    self._pauses[0] = self.segmenter.position + 1
+                    break
                 self._pauses.popleft()
                 if self.segmenter.paused:
                     events.extend(self._end_now())

@@ -417,8 +417,10 @@ class StreamingPolicy(Commits):
                    for job, utt in self._in_flight.values())
 
     def _speculation_due(self, utt: Utterance) -> bool:
-        return (utt.spec.state is SpecState.DUE and utt.speech
-                and utt.start + utt.samples >= utt.spec.at and not self._finals
+        spec = utt.spec
+        # (Speech already past the cut: that decode could never stand, `usable`.)
+        return (spec.state is SpecState.DUE and utt.speech and utt.speech_upto <= spec.at
+                and utt.start + utt.samples >= spec.at and not self._finals
                 and not self._final_in_flight())
 
     def _speculative_request(self, utt: Utterance, now: float) -> Job:
