@@ -368,7 +368,7 @@ def test_the_app_captions_you_and_them_labelled_in_the_overlay_and_journal(
         echo.wait(60)
         qtbot.waitUntil(lambda: shown("Alice", "again"), timeout=90_000)
         qtbot.wait(4000)  # the microphone's copy had its chance to show
-        from test_caption_overlay import busy_shot
+        from support.screens import busy_shot
 
         busy_shot(controller.captions, "app_you_and_them")
         lines = controller.captions.caption_texts()
@@ -475,7 +475,7 @@ def test_the_app_shows_the_translation_line_under_the_original(qtbot, sinks, sha
                             timeout=120_000)
         except qtbot.TimeoutError:  # (what the window showed)
             raise AssertionError(controller.captions.visible_rows()) from None
-        from test_caption_overlay import busy_shot
+        from support.screens import busy_shot
 
         busy_shot(controller.captions, "app_translation")
         lines = tagged_lines(controller.captions.visible_rows())

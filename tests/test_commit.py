@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.policy import audio, started, transcript
 
 from app.commands.listen import CaptionPrinter
 from bench.evaluation import error_rate, normalize
@@ -26,7 +27,6 @@ from engine.core.segmenter import SegmentAudio, SegmentEnded
 from engine.core.stream import StreamCore, StreamOptions
 from engine.events import Event, FinalText, PartialText, SpeechEnded
 from engine.types import SAMPLE_RATE, VAD_WINDOW, DecodeOptions, Runner
-from tests.test_policy import audio, started, transcript
 
 SR = SAMPLE_RATE
 READING = "long-ljspeech-LJ001-0001-0032.wav"

@@ -1,6 +1,6 @@
 """Hardening, second pass (issue 30): each case as a user meets it, on real parts (the CLI as a
 process, the real model, real files, a real Unix socket). Case 1 and 9 (the server) are in
-tests/test_hardening_server.py, the Ray half of case 3 and 11 in tests/cluster_cases.py, the
+tests/test_hardening_server.py, the Ray half of case 3 and 11 in tests/support/cluster_cases.py, the
 fuzzing in tests/test_fuzz.py.
 """
 
@@ -19,7 +19,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_ui_controller import make_controller  # noqa: F401 - the shared fixture
 
 from engine.dictation.rules import RuleError, apply_rules, max_length, parse_rules
 
@@ -397,7 +396,7 @@ def test_the_app_applies_rules_off_the_gui_thread_and_says_which_was_skipped(
 @pytest.mark.skipif(not os.environ.get("DISPLAY"),
                     reason="needs an X display: run under Xvfb (source .ci/desktop.sh)")
 def test_the_app_starts_with_a_settings_file_it_cannot_use(jfk_wav: Path, tmp_path: Path) -> None:
-    from desktop_driver import start_app
+    from support.desktop_driver import start_app
 
     from app.settings import read_settings, settings_path
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_live_engine_threads import Recorder, ThreadRecordingRunner
+from support.events import Recorder
+from support.runners import ThreadRecordingRunner
 
 from engine.audio.decode import load_audio
 from engine.audio.sources import FileSource

@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from support.events import Recorder
+from support.policy import audio, transcript
 
 from bench.evaluation import ManifestEntry, error_rate, formatted_error_rate, normalize
 from engine.asr.fake import ScriptedRunner
@@ -33,7 +35,6 @@ from engine.core.stream import Segmentation, StreamCore, StreamOptions
 from engine.events import EngineFailed, Event, FinalText, Metrics
 from engine.live import LiveOptions, LocalLiveEngine
 from engine.types import SAMPLE_RATE, VAD_WINDOW, DecodeRequest, Runner, Transcript
-from tests.test_policy import audio, transcript
 
 SR = SAMPLE_RATE
 NO_PARTIALS = PolicyOptions(partials=False)
@@ -558,17 +559,6 @@ def test_a_final_that_skips_a_sentence_its_partials_heard_is_decoded_again(
 
 
 # -- the live engine -----------------------------------------------------------------------
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.events: list[Event] = []
-
-    def __call__(self, event: Event) -> None:
-        self.events.append(event)
-
-    def finals(self) -> list[FinalText]:
-        return [e for e in self.events if isinstance(e, FinalText)]
 
 
 class CountingRunner:
