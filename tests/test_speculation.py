@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from support.core import answered_by, drive
 from support.events import Recorder
 from support.policy import audio, transcript
 
@@ -456,12 +457,7 @@ def trimmed(audio_data: np.ndarray, level: float = 0.02) -> np.ndarray:
 def stream_final_events(core: StreamCore, runner: Runner, data: np.ndarray) -> list[FinalText]:
     """Feed the audio window by window on its own clock; every decode is answered at once.
     Returns the finals with text."""
-    now, events = 0.0, []
-    for i in range(0, len(data), VAD_WINDOW):
-        now += VAD_WINDOW / SR
-        events += core.feed(data[i:i + VAD_WINDOW], now)
-        while (job := core.next_job(now)) is not None:
-            events += core.on_result(job, runner.decode_batch([job.request])[0], now)
+    events = drive(core, data, answered_by(runner), flush=False)
     return [e for e in events if isinstance(e, FinalText) and e.text]
 
 
