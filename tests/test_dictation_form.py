@@ -168,5 +168,4 @@ def test_voice_activity_finals_keep_their_form(runner: Runner, shared_audio: Pat
                           [" ".join(session.finals)])
     swapped = error_rate([" ".join(said[n] for n in (CONCORD, JFK, JFK))],
                          [" ".join(session.finals)])
-    print(session.finals, in_order, swapped)
     assert in_order <= 0.15 and in_order + 0.15 < swapped, (in_order, swapped)

@@ -303,6 +303,8 @@ def test_more_words_than_a_snippet_can_hold_is_dropped_without_retry(
                                               ("cmusphinx-goforward", 0.3)])
 def test_a_tenth_of_a_second_of_speech_is_not_thank_you(tmp_path: Path, clip: str,
                                                         skip_s: float) -> None:
+    """Whatever the model invents on 0.1 s of speech ("Thank you." on some kernels, nothing on
+    others), the transcript is empty, and a dropped invention is named in a warning."""
     from engine.audio.decode import load_audio
 
     audio = load_audio(REPO / "tests" / "audio" / f"{clip}.flac")
@@ -310,9 +312,9 @@ def test_a_tenth_of_a_second_of_speech_is_not_thank_you(tmp_path: Path, clip: st
     snippet = write_wav(tmp_path / "snippet.wav", audio[start:start + 1600, None])
     run = cli("transcribe", snippet, "--no-progress")
     no_traceback(run)
-    # Before: "Thank you." / "Thank you very much.", exit 0, no word of warning.
     assert run.returncode == 0 and run.stdout == ""
-    assert "0.10 s of audio cannot hold that many words" in run.stderr
+    dropped = [line for line in run.stderr.splitlines() if "dropped" in line]
+    assert all("cannot hold that many words" in line for line in dropped), run.stderr
 
 
 # -- case 12: anti-phase stereo, a control reply that is no reply --------------------------
@@ -320,6 +322,10 @@ def test_a_tenth_of_a_second_of_speech_is_not_thank_you(tmp_path: Path, clip: st
 
 @pytest.mark.model
 def test_anti_phase_stereo_is_transcribed_with_a_warning(tmp_path: Path) -> None:
+    """Stereo whose channels cancel out when mixed is transcribed as one channel alone: the
+    text of that channel's plain decode in this run (which reads the clip within 2 words),
+    with a warning."""
+    from bench.evaluation import error_rate
     from engine.audio.decode import load_audio
 
     mono = load_audio(JFK)
@@ -329,7 +335,7 @@ def test_anti_phase_stereo_is_transcribed_with_a_warning(tmp_path: Path) -> None
     # Before: the mix was silence and the transcript empty, without a word.
     alone = cli("transcribe", write_wav(tmp_path / "mono.wav", mono[:, None]), "--no-progress")
     assert run.returncode == 0 and run.stdout == alone.stdout
-    assert "ask not what your country can do for you" in run.stdout
+    assert error_rate([JFK_TEXT], [run.stdout]) <= 0.1, run.stdout
     assert "the two channels cancel out when mixed to mono" in run.stderr
 
 
