@@ -18,7 +18,7 @@ the peer in the same run) it starts the app cold and measures:
                "xdotool_returned" (its key-up command came back) and "visible" (the text
                complete in the target app), all in ms after the app saw the release
 On Wayland (`--sessions wayland`, or `x11 wayland` to compare in one run) the same app runs as a
-native Wayland client of a headless sway (tests/wayland_driver.py), the target field too; there
+native Wayland client of a headless sway (tests/support/wayland_driver.py), the target field too; there
 is no key grab, so push-to-talk is what a sway binding sends, the control socket's `ptt press` /
 `ptt release` (sent here in-process: the bench's release time is when the release reached the
 socket; a binding that execs `sottovoce ptt release` adds that command's start-up, measured
@@ -43,7 +43,7 @@ from common import REPO, pct, print_table, write_json
 
 sys.path.insert(0, str(REPO / "tests"))  # the desktop drivers the end-to-end tests use
 
-from desktop_driver import (  # noqa: E402
+from support.desktop_driver import (  # noqa: E402
     TARGET_TITLE,
     LoggedProcess,
     focus,
@@ -55,8 +55,8 @@ from desktop_driver import (  # noqa: E402
     window_id,
     xdotool,
 )
-from wayland_driver import SwaySession  # noqa: E402
-from wayland_driver import missing_prerequisite as missing_sway  # noqa: E402
+from support.wayland_driver import SwaySession  # noqa: E402
+from support.wayland_driver import missing_prerequisite as missing_sway  # noqa: E402
 
 from app.control import send_command  # noqa: E402
 from app.latency_trace import parse  # noqa: E402
@@ -183,7 +183,7 @@ def breakdown_stats(rows: list[dict[str, float]]) -> dict[str, dict[str, float |
 def run_mode(mode: str, runs: int, clips: list[Path], root: Path,
              sway: Any = None) -> dict[str, Any]:
     """One cold start and `runs` dictations in one insertion mode; on Wayland when `sway` (a
-    tests/wayland_driver.SwaySession) is given."""
+    tests/support/wayland_driver.SwaySession) is given."""
     root = root / ("wayland" if sway else "x11") / mode
     env = dict(os.environ, SOTTOVOCE_CONFIG_DIR=str(root / "config"),
                SOTTOVOCE_DATA_DIR=str(root / "data"),

@@ -22,7 +22,7 @@ Outputs: the two Ray runs must agree file for file (``ray_outputs_identical``). 
 unpinned single process, some short files differ in a word's case or a final "." vs "!":
 CTranslate2 decodes differently in a process whose CPU affinity is one core (measured:
 `taskset -c 0 sottovoce transcribe` gives exactly the Ray runs' text on those files). Unpinned,
-the cluster's outputs equal the local CLI's (tests/cluster_cases.py).
+the cluster's outputs equal the local CLI's (tests/support/cluster_cases.py).
 
 Ray runs inside a private network namespace with only loopback: Ray 2.60 binds to the machine's
 own address even when told 127.0.0.1 (needs root or user namespaces).

@@ -16,6 +16,9 @@ from support.recordings import recording
 
 from bench.evaluation import ManifestEntry, read_manifest
 
+# Fixtures shared by several test files (tests/support).
+pytest_plugins = ["support.controller", "support.hub", "support.pulse"]
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # The speech corpus in the repository (tests/audio, FLAC); SOTTOVOCE_TEST_AUDIO names another
 # folder with a manifest.jsonl of the same shape.

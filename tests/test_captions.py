@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from subtitles import parse_srt, parse_vtt
+from support.subtitles import parse_srt, parse_vtt
 
 from engine.asr.fake import ScriptedRunner
 from engine.audio.sources import AudioSource, FileSource

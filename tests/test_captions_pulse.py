@@ -17,11 +17,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from support.pulse import Sinks
 
 from bench.evaluation import error_rate as corpus_error_rate
 from engine.audio.pulse import CLIENT_NAME
@@ -53,53 +54,6 @@ WER_BOUND = 0.3  # tiny.en on these clips through a null sink: 0-10 % measured h
 
 def error_rate(reference: str, hypothesis: str) -> float:
     return corpus_error_rate([reference], [hypothesis])
-
-
-def pulse_missing() -> str | None:
-    try:
-        ok = subprocess.run(["pactl", "info"], capture_output=True, timeout=10).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        ok = False
-    return None if ok else "needs a PulseAudio server: source .ci/desktop.sh"
-
-
-class Sinks:
-    """Null sinks made for one test, unloaded after it; the default output is put back."""
-
-    def __init__(self) -> None:
-        self.modules: dict[str, str] = {}  # sink name -> module index
-        self.default = subprocess.run(["pactl", "get-default-sink"], capture_output=True,
-                                      text=True, timeout=10).stdout.strip()
-
-    def add(self, role: str) -> str:
-        name = f"sv_{role}_{os.getpid()}_{time.monotonic_ns() % 100000}"
-        module = subprocess.run(
-            ["pactl", "load-module", "module-null-sink", f"sink_name={name}", "rate=16000",
-             "channels=1", f"sink_properties=device.description={role}"],
-            capture_output=True, text=True, check=True, timeout=10).stdout.strip()
-        self.modules[name] = module
-        return name
-
-    def remove(self, sink: str) -> None:
-        subprocess.run(["pactl", "unload-module", self.modules.pop(sink)], check=True, timeout=10)
-
-    def close(self) -> None:
-        if self.default:
-            subprocess.run(["pactl", "set-default-sink", self.default], timeout=10, check=False)
-        for module in self.modules.values():
-            subprocess.run(["pactl", "unload-module", module], timeout=10, check=False)
-
-
-@pytest.fixture
-def sinks() -> Iterator[Sinks]:
-    reason = pulse_missing()
-    if reason:
-        pytest.skip(reason)
-    made = Sinks()
-    try:
-        yield made
-    finally:
-        made.close()
 
 
 def play(wav: Path, sink: str, app: str = "paplay") -> subprocess.Popen[bytes]:
@@ -427,7 +381,7 @@ def test_the_app_captions_you_and_them_labelled_in_the_overlay_and_journal(
         # after stop_engine instead, a partial row was left showing once, under the AVX2
         # kernels; whether stopping should clear it is the app's question, not this test's.)
         qtbot.wait(4000)
-        from test_caption_overlay import busy_shot
+        from support.screens import busy_shot
 
         busy_shot(controller.captions, "app_you_and_them")
         lines = controller.captions.caption_texts()
@@ -545,7 +499,7 @@ def test_the_app_shows_the_translation_line_under_the_original(qtbot, sinks, sha
                             timeout=120_000)
         except qtbot.TimeoutError:  # (what the window showed)
             raise AssertionError(controller.captions.visible_rows()) from None
-        from test_caption_overlay import busy_shot
+        from support.screens import busy_shot
 
         busy_shot(controller.captions, "app_translation")
         lines = tagged_lines(controller.captions.visible_rows())

@@ -1,5 +1,5 @@
 """`sottovoce transcribe --cluster` (engine.cluster): the plain parts here, the Ray parts on a
-real two-node Ray cluster in tests/cluster_cases.py, run inside a private network namespace."""
+real two-node Ray cluster in tests/support/cluster_cases.py, run inside a private network namespace."""
 
 from __future__ import annotations
 
@@ -119,7 +119,7 @@ def _netns_ok() -> str | None:
 @pytest.mark.model
 @pytest.mark.timeout(1200)
 def test_ray_cluster_cases_in_a_loopback_only_network() -> None:
-    """tests/cluster_cases.py inside `unshare --net` (Ray 2.60 would otherwise bind to the
+    """tests/support/cluster_cases.py inside `unshare --net` (Ray 2.60 would otherwise bind to the
     machine's own address): outputs identical to the local CLI on two nodes, a rerun that does
     no work, a worker node killed mid-run without losing or changing an output."""
     pytest.importorskip("ray", reason="the cluster extra is not installed: pip install -e '.[cluster]'")
@@ -127,7 +127,7 @@ def test_ray_cluster_cases_in_a_loopback_only_network() -> None:
     if reason:
         pytest.skip(reason)
     inner = (f"ip link set lo up && exec {sys.executable} -m pytest -q -s -p no:cacheprovider"
-             f" {REPO / 'tests' / 'cluster_cases.py'}")
+             f" {REPO / 'tests' / 'support' / 'cluster_cases.py'}")
     run = subprocess.run(["unshare", "--net", "bash", "-c", inner], cwd=REPO, text=True,
                          capture_output=True, timeout=1150,
                          env={**os.environ, "PYTHONPATH": str(REPO)})

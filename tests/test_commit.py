@@ -13,6 +13,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.core import answered_by, drive
+from support.oracle import plain_words
+from support.policy import audio, started, transcript
 
 from app.commands.listen import CaptionPrinter
 from bench.evaluation import error_rate, normalize
@@ -21,13 +24,11 @@ from engine.captions import final_line
 from engine.core.agreement import comparable
 from engine.core.captions import merge_lines
 from engine.core.form import has_form
-from engine.core.policy import PolicyOptions, StreamingPolicy
+from engine.core.policy import Job, PolicyOptions, StreamingPolicy
 from engine.core.segmenter import SegmentAudio, SegmentEnded
 from engine.core.stream import StreamCore, StreamOptions
 from engine.events import Event, FinalText, PartialText, SpeechEnded
 from engine.types import SAMPLE_RATE, VAD_WINDOW, DecodeOptions, Runner
-from tests.test_policy import audio, started, transcript
-from tests.test_speculation import plain_words
 
 SR = SAMPLE_RATE
 READING = "long-ljspeech-LJ001-0001-0032.wav"
@@ -130,20 +131,13 @@ def stream(core: StreamCore, runner: Runner, data: np.ndarray, release: int | No
     """Feed ``data`` window by window on its own clock, every decode answered at once (a
     push-to-talk release at sample ``release``). Returns the events, and for every partial
     whether it asked for word times."""
-    now, events, timed = 0.0, [], []
-    for i in range(0, len(data), VAD_WINDOW):
-        now += VAD_WINDOW / SR
-        if release is not None and i <= release < i + VAD_WINDOW:
-            core.end(release)
-        events += core.feed(data[i:i + VAD_WINDOW], now)
-        while (job := core.next_job(now)) is not None:
-            if job.kind == "partial":
-                timed.append(job.options.word_timestamps)
-            events += core.on_result(job, runner.decode_batch([job.request])[0], now)
-    events += core.flush(now)
-    while (job := core.next_job(now)) is not None:
-        events += core.on_result(job, runner.decode_batch([job.request])[0], now)
-    return events, timed
+    timed: list[bool] = []
+
+    def note(job: Job) -> None:
+        if job.kind == "partial":
+            timed.append(job.options.word_timestamps)
+
+    return drive(core, data, answered_by(runner), release=release, on_job=note), timed
 
 
 @pytest.fixture(scope="module")

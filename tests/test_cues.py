@@ -17,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_microphone import virtual_mic  # noqa: F401 - the fixture (a private null sink)
 
 from engine.asr.fake import ScriptedRunner
 from engine.audio.cues import (

@@ -1,5 +1,5 @@
 """Paste-last, per-application profiles, hands-free auto-stop and the cue/mute order, through the
-real controller with the scripted engine (tests/ui_fake_engine.py): real widgets, the real
+real controller with the scripted engine (tests/support/ui_fake_engine.py): real widgets, the real
 clipboard and real X key events under Xvfb, the real control socket."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from engine.events import LevelChanged
 
 @pytest.fixture
 def make_controller(qtbot, tmp_path, monkeypatch):
-    from ui_fake_engine import FakeLiveEngine
+    from support.ui_fake_engine import FakeLiveEngine
 
     from app.controller import Controller, LaunchOptions
     from app.settings import Settings, with_changes
@@ -159,7 +159,7 @@ class MutingEngine:
     """The scripted engine plus the parts of LocalLiveEngine this feature calls."""
 
     def __new__(cls, sink, script):  # type: ignore[no-untyped-def]
-        from ui_fake_engine import FakeLiveEngine
+        from support.ui_fake_engine import FakeLiveEngine
 
         class Engine(FakeLiveEngine):
             def mute_input(self, seconds: float, at: int | None = None) -> int:

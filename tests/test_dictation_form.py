@@ -1,7 +1,12 @@
-"""Finals keep Whisper's case and punctuation through a whole dictation session (issue 13's bug:
-after one unpunctuated final, every later dictation came out unpunctuated, because Whisper
-copies its prompt's style). Real tiny.en, real speech, the real stream core in push-to-talk and
-voice-activity mode, driven synchronously (the core is sans-I/O)."""
+"""Finals keep Whisper's case and punctuation through a whole dictation session (after one
+unpunctuated final, every later dictation would come out unpunctuated, because Whisper copies its
+prompt's style). Real speech, the real stream core in push-to-talk and voice-activity mode,
+driven synchronously (the core is sans-I/O).
+
+What tiny.en writes with and without a style prompt (a comma, lower case) is a behaviour of the
+model on one processor's kernels: the push-to-talk tests replay recorded decodes of tiny.en
+(tests/recordings/dictation-form-*.jsonl). The voice-activity test runs the real model and
+asserts what holds on any processor: form, and the reference's words in order."""
 
 from __future__ import annotations
 
@@ -9,7 +14,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.recordings import recorded_runner
 
+from bench.evaluation import error_rate
 from engine.audio.decode import load_audio
 from engine.core.form import has_form, reads_open
 from engine.core.policy import PolicyOptions
@@ -22,6 +29,21 @@ JFK = "jfk-inaugural-1961-excerpt.wav"
 CONCORD = "ls-tc-6930-75918-0000.wav"
 UNPUNCTUATED = ("and so my fellow Americans ask not what your country can do for you ask what "
                 "you can do for your country")
+
+
+def tiny() -> Runner:
+    from engine.asr.ct2_decoder import Ct2Runner
+
+    fast = Ct2Runner("tiny.en")
+    fast.load()
+    return fast
+
+
+@pytest.fixture
+def recorded(request: pytest.FixtureRequest) -> Runner:
+    """tiny.en's decodes of this test, recorded (tests/recordings/dictation-form-NAME.jsonl)."""
+    name = request.node.name.removeprefix("test_").replace("_", "-")
+    return recorded_runner(f"dictation-form-{name}", tiny)
 
 
 @pytest.fixture(scope="module")
@@ -89,9 +111,12 @@ class Dictation:
                 self.attempts.append(tries)
 
 
-def test_push_to_talk_finals_keep_their_form_all_session(runner: Runner,
+def test_push_to_talk_finals_keep_their_form_all_session(recorded: Runner,
                                                          shared_audio: Path) -> None:
-    session = Dictation(runner, "ptt")
+    """Every final of a session is capitalised and ended; the first keeps the comma Whisper
+    writes only when steered by the style prompt (recorded: tiny.en writes this clip without
+    any punctuation unprompted)."""
+    session = Dictation(recorded, "ptt")
     jfk, concord = load_audio(shared_audio / JFK), load_audio(shared_audio / CONCORD)
     texts = [session.dictate(jfk), session.dictate(concord), session.dictate(jfk)]
     print(texts, session.whisper, session.attempts)
@@ -103,12 +128,12 @@ def test_push_to_talk_finals_keep_their_form_all_session(runner: Runner,
     assert "," in texts[0], texts  # tiny.en writes this clip without any comma with no prompt
 
 
-def test_an_unpunctuated_final_never_steers_the_next_one(runner: Runner,
+def test_an_unpunctuated_final_never_steers_the_next_one(recorded: Runner,
                                                         shared_audio: Path) -> None:
-    """The bug's mechanism: text without form offered to the prompt (as a final from an
-    unpadded window or a client's hello may be) is refused, so the next final keeps Whisper's
-    punctuation instead of copying the unpunctuated style."""
-    session = Dictation(runner, "ptt")
+    """Text without form offered to the prompt (as a final from an unpadded window or a
+    client's hello may be) is refused, so the next final keeps Whisper's punctuation instead
+    of copying the unpunctuated style (recorded decodes of tiny.en)."""
+    session = Dictation(recorded, "ptt")
     assert not session.core.policy.prompt.add(UNPUNCTUATED, at=0.0, language="en")
     text = session.dictate(load_audio(shared_audio / JFK))
     # Steered by that prompt, tiny.en writes "and so my fellow Americans ask not ... country"
@@ -118,7 +143,12 @@ def test_an_unpunctuated_final_never_steers_the_next_one(runner: Runner,
     assert text == session.whisper[-1], text
 
 
-def test_voice_activity_finals_keep_their_form(runner: Runner, shared_audio: Path) -> None:
+@pytest.mark.model
+def test_voice_activity_finals_keep_their_form(runner: Runner, shared_audio: Path,
+                                               manifest: list) -> None:  # type: ignore[type-arg]
+    """On the real model, any processor: every piece is capitalised unless it goes on with the
+    sentence the piece before left open, the last one is ended, and the finals read the three
+    clips' references in order (WER well under that of the clips in another order)."""
     session = Dictation(runner, "vad")
     for name in (JFK, CONCORD, JFK):
         session.silence(0.5)
@@ -132,5 +162,10 @@ def test_voice_activity_finals_keep_their_form(runner: Runner, shared_audio: Pat
     assert all(t[0].isupper() or reads_open(before)
                for before, t in zip(["."] + session.finals, session.finals, strict=False)), (
         session.finals)
-    assert has_form(session.finals[-1]) and session.finals[-1].endswith("country."), (
-        session.finals)
+    assert has_form(session.finals[-1]), session.finals
+    said = {e.path.name: e.text for e in manifest}
+    in_order = error_rate([" ".join(said[n] for n in (JFK, CONCORD, JFK))],
+                          [" ".join(session.finals)])
+    swapped = error_rate([" ".join(said[n] for n in (CONCORD, JFK, JFK))],
+                         [" ".join(session.finals)])
+    assert in_order <= 0.15 and in_order + 0.15 < swapped, (in_order, swapped)

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from test_microphone import play, virtual_mic  # noqa: F401 - the fixture (a private null sink)
+from support.pulse import play
 
 from bench.evaluation import error_rate
 

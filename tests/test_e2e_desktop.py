@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from desktop_driver import (
+from support.desktop_driver import (
     REPO,
     TARGET_TITLE,
     focus,

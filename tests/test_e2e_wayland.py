@@ -13,7 +13,7 @@ that writes a non-ASCII word, is read back from the focused native Wayland field
 and in type mode, and the caption window (floating, sticky) never takes the focus.
 
 Needs sway, wtype, wl-clipboard (scripts/test installs them), PulseAudio's virtual mic
-(.ci/desktop.sh). Runs as root in CI: sway itself runs as an unprivileged user (tests/
+(.ci/desktop.sh). Runs as root in CI: sway itself runs as an unprivileged user (tests/support/
 wayland_driver.py).
 """
 
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 import tomli_w
-from desktop_driver import (
+from support.desktop_driver import (
     REPO,
     TARGET_TITLE,
     LoggedProcess,
@@ -36,7 +36,7 @@ from desktop_driver import (
     start_monitor_reader,
     start_target,
 )
-from wayland_driver import SwaySession, missing_prerequisite
+from support.wayland_driver import SwaySession, missing_prerequisite
 
 from app.commands import doctor
 from app.desktop import DATA_CONTROL, VIRTUAL_KEYBOARD, WLROOTS, detect

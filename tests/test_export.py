@@ -8,7 +8,7 @@ import random
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from subtitles import parse_json, parse_srt, parse_txt, parse_vtt
+from support.subtitles import parse_json, parse_srt, parse_txt, parse_vtt
 
 from engine.types import SAMPLE_RATE, Segment, Transcript, Word
 from engine.wire.export import (

@@ -1,6 +1,6 @@
 """Hardening, second pass (issue 30): each case as a user meets it, on real parts (the CLI as a
 process, the real model, real files, a real Unix socket). Case 1 and 9 (the server) are in
-tests/test_hardening_server.py, the Ray half of case 3 and 11 in tests/cluster_cases.py, the
+tests/test_hardening_server.py, the Ray half of case 3 and 11 in tests/support/cluster_cases.py, the
 fuzzing in tests/test_fuzz.py.
 """
 
@@ -19,7 +19,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_ui_controller import make_controller  # noqa: F401 - the shared fixture
 
 from engine.dictation.rules import RuleError, apply_rules, max_length, parse_rules
 
@@ -304,6 +303,8 @@ def test_more_words_than_a_snippet_can_hold_is_dropped_without_retry(
                                               ("cmusphinx-goforward", 0.3)])
 def test_a_tenth_of_a_second_of_speech_is_not_thank_you(tmp_path: Path, clip: str,
                                                         skip_s: float) -> None:
+    """Whatever the model invents on 0.1 s of speech ("Thank you." on some kernels, nothing on
+    others), the transcript is empty, and a dropped invention is named in a warning."""
     from engine.audio.decode import load_audio
 
     audio = load_audio(REPO / "tests" / "audio" / f"{clip}.flac")
@@ -311,9 +312,9 @@ def test_a_tenth_of_a_second_of_speech_is_not_thank_you(tmp_path: Path, clip: st
     snippet = write_wav(tmp_path / "snippet.wav", audio[start:start + 1600, None])
     run = cli("transcribe", snippet, "--no-progress")
     no_traceback(run)
-    # Before: "Thank you." / "Thank you very much.", exit 0, no word of warning.
     assert run.returncode == 0 and run.stdout == ""
-    assert "0.10 s of audio cannot hold that many words" in run.stderr
+    dropped = [line for line in run.stderr.splitlines() if "dropped" in line]
+    assert all("cannot hold that many words" in line for line in dropped), run.stderr
 
 
 # -- case 12: anti-phase stereo, a control reply that is no reply --------------------------
@@ -321,6 +322,10 @@ def test_a_tenth_of_a_second_of_speech_is_not_thank_you(tmp_path: Path, clip: st
 
 @pytest.mark.model
 def test_anti_phase_stereo_is_transcribed_with_a_warning(tmp_path: Path) -> None:
+    """Stereo whose channels cancel out when mixed is transcribed as one channel alone: the
+    text of that channel's plain decode in this run (which reads the clip within 2 words),
+    with a warning."""
+    from bench.evaluation import error_rate
     from engine.audio.decode import load_audio
 
     mono = load_audio(JFK)
@@ -330,7 +335,7 @@ def test_anti_phase_stereo_is_transcribed_with_a_warning(tmp_path: Path) -> None
     # Before: the mix was silence and the transcript empty, without a word.
     alone = cli("transcribe", write_wav(tmp_path / "mono.wav", mono[:, None]), "--no-progress")
     assert run.returncode == 0 and run.stdout == alone.stdout
-    assert "ask not what your country can do for you" in run.stdout
+    assert error_rate([JFK_TEXT], [run.stdout]) <= 0.1, run.stdout
     assert "the two channels cancel out when mixed to mono" in run.stderr
 
 
@@ -397,7 +402,7 @@ def test_the_app_applies_rules_off_the_gui_thread_and_says_which_was_skipped(
 @pytest.mark.skipif(not os.environ.get("DISPLAY"),
                     reason="needs an X display: run under Xvfb (source .ci/desktop.sh)")
 def test_the_app_starts_with_a_settings_file_it_cannot_use(jfk_wav: Path, tmp_path: Path) -> None:
-    from desktop_driver import start_app
+    from support.desktop_driver import start_app
 
     from app.settings import read_settings, settings_path
 

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_captions_pulse import Sinks, pulse_missing, sinks  # noqa: F401 - sinks: the fixture
+from support.pulse import Sinks, pulse_missing
 
 from engine.journal import is_caption_session, list_sessions, read_journal
 from engine.wire import protocol as p
@@ -501,7 +501,7 @@ def test_listen_given_two_signals_at_once_stops_at_once_and_keeps_what_was_heard
 
 
 def app_process(data_dir: Path, wav: Path) -> object:
-    from desktop_driver import start_app
+    from support.desktop_driver import start_app
 
     env = dict(os.environ, SOTTOVOCE_CONTROL_SOCKET=str(data_dir / "control.sock"),
                SOTTOVOCE_DATA_DIR=str(data_dir), PYTHONUNBUFFERED="1")

@@ -101,7 +101,7 @@ def test_a_trickling_proxy_cannot_keep_a_request_past_its_deadline(monkeypatch) 
 
 @pytest.fixture
 def make_controller(qtbot, tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
-    from ui_fake_engine import JournalledEngine
+    from support.ui_fake_engine import JournalledEngine
 
     from app.controller import Controller, LaunchOptions
     from app.engine_factory import AppEngine

@@ -22,11 +22,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+from support.servers import free_port
 
 from engine.audio.sources import FileSource
 from engine.events import EngineFailed, Event, FinalText
 from engine.remote.client import RemoteLiveEngine, RemoteOptions
-from tests.test_whisperlive import free_port
 
 pytestmark = [pytest.mark.model, pytest.mark.timeout(600)]
 REPO = Path(__file__).resolve().parents[1]

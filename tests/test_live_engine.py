@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import os
 import re
-import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
+from support.events import Recorder
 
 from bench.evaluation import ManifestEntry, error_rate, normalize
 from engine.audio.decode import load_audio
@@ -49,27 +49,6 @@ def fast_transcriber(tiny_transcriber: Runner) -> Runner:
     fast = Ct2Runner(tiny_transcriber.model)  # type: ignore[attr-defined]
     fast.load()
     return fast
-
-
-class Recorder:
-    """An EventSink that keeps every event (and the engine time it came at)."""
-
-    def __init__(self) -> None:
-        self.events: list[Event] = []
-        self.engine: LocalLiveEngine | None = None
-        self.done = threading.Event()
-
-    def __call__(self, event: Event) -> None:
-        self.events.append(event)
-        if isinstance(event, StateChanged) and event.state == "stopped":
-            self.done.set()
-
-    def of(self, kind: type) -> list:
-        return [e for e in self.events if isinstance(e, kind)]
-
-    @property
-    def text(self) -> str:
-        return " ".join(f.text for f in self.of(FinalText) if f.text)
 
 
 def run(source: FileSource, transcriber: Runner, options: LiveOptions = OPTIONS,

@@ -11,72 +11,29 @@ test_live_engine.py.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
+from support.events import Recorder
+from support.runners import JFK_TEXT, ThreadRecordingRunner
 
 from engine.asr.fake import ScriptedRunner
 from engine.audio.decode import load_audio
 from engine.audio.sources import FileSource
 from engine.core.policy import PolicyOptions
-from engine.errors import EngineError
 from engine.events import (
     EngineFailed,
-    Event,
     FinalText,
     LevelChanged,
     Metrics,
     PartialText,
     SpeechEnded,
     SpeechStarted,
-    StateChanged,
 )
 from engine.live import CostModel, DecodeCost, LiveOptions, LocalLiveEngine, ReportedCost
-from engine.types import SAMPLE_RATE, DecodeRequest, Transcript
-
-JFK_TEXT = "And so my fellow Americans, ask not what your country can do for you."
-
-
-class ThreadRecordingRunner(ScriptedRunner):
-    """The scripted runner, noting the thread of every load and decode."""
-
-    def __init__(self, script: Sequence[str] = (JFK_TEXT,), fail_load: bool = False,
-                 fail_decodes: int = 0) -> None:
-        super().__init__(script)
-        self.threads: list[tuple[str, str]] = []
-        self._fail_load = fail_load
-        self._fail_decodes = fail_decodes
-
-    def load(self) -> None:
-        self.threads.append(("load", threading.current_thread().name))
-        if self._fail_load:
-            raise EngineError("no such model: nothing-here")
-        super().load()
-
-    def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]:
-        self.threads.append(("decode", threading.current_thread().name))
-        if self._fail_decodes > 0:
-            self._fail_decodes -= 1
-            raise RuntimeError("out of memory")
-        return super().decode_batch(requests)
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.events: list[Event] = []
-
-    def __call__(self, event: Event) -> None:
-        self.events.append(event)
-
-    def of(self, kind: type) -> list:  # type: ignore[type-arg]
-        return [e for e in self.events if isinstance(e, kind)]
-
-    def states(self) -> list[str]:
-        return [e.state for e in self.of(StateChanged)]
-
+from engine.types import SAMPLE_RATE
 
 # In simulated time each decode costs what the scripted runner reports (`ReportedCost`), not
 # what it took on this machine.

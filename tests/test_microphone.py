@@ -9,17 +9,15 @@ starts one.
 
 from __future__ import annotations
 
-import os
 import queue
-import shutil
-import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
+from support.pulse import play
 
 from engine.audio.decode import load_audio
 from engine.audio.sources import MicrophoneSource, resolve_input_device
@@ -28,37 +26,6 @@ from engine.events import EngineFailed, Event, FinalText, StateChanged
 from engine.live import LiveOptions, LocalLiveEngine
 
 GO_FORWARD = "cmusphinx-goforward.wav"
-
-
-def _pulse_reason() -> str | None:
-    if shutil.which("pactl") is None or shutil.which("paplay") is None:
-        return "pulseaudio-utils (pactl, paplay) not installed"
-    probe = subprocess.run(["pactl", "info"], capture_output=True, text=True, timeout=10)
-    if probe.returncode != 0:
-        return f"no PulseAudio server reachable ({probe.stderr.strip() or 'pactl info failed'})"
-    return None
-
-
-@pytest.fixture
-def virtual_mic(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """A private null sink; what is played into it is what the "pulse" input records."""
-    reason = _pulse_reason()
-    if reason is not None:
-        print(f"SKIP microphone test: {reason}")
-        pytest.skip(reason)
-    sink = f"sottovoce_test_{os.getpid()}_{time.monotonic_ns() % 100000}"
-    module = subprocess.run(
-        ["pactl", "load-module", "module-null-sink", f"sink_name={sink}", "rate=16000",
-         "channels=1"], capture_output=True, text=True, check=True, timeout=10).stdout.strip()
-    monkeypatch.setenv("PULSE_SOURCE", f"{sink}.monitor")
-    try:
-        yield sink
-    finally:
-        subprocess.run(["pactl", "unload-module", module], timeout=10, check=False)
-
-
-def play(sink: str, wav: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(["paplay", f"--device={sink}", str(wav)])
 
 
 def envelope(audio: np.ndarray, hop: int = 800) -> np.ndarray:

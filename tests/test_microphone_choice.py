@@ -9,73 +9,15 @@ Marked e2e through the ``two_mics`` fixture; skipped with the reason where no so
 
 from __future__ import annotations
 
-import os
-import subprocess
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
-from test_microphone import _pulse_reason, play
+from support.pulse import Mics, play
 
 from engine.audio.devices import find_input, list_inputs
 from engine.audio.sources import MicrophoneSource
-
-
-@dataclass
-class Mic:
-    name: str  # the description the user sees
-    source: str
-    sink: str
-    modules: list[str]
-
-    def unplug(self) -> None:
-        for module in reversed(self.modules):
-            subprocess.run(["pactl", "unload-module", module], timeout=10, check=False)
-        self.modules = []
-
-
-def _pactl(*args: str) -> str:
-    return subprocess.run(["pactl", *args], capture_output=True, text=True, check=True,
-                          timeout=10).stdout.strip()
-
-
-def _mic(label: str) -> Mic:
-    tag = f"{label}{os.getpid()}"
-    sink = f"sv_{tag}_spk"
-    modules = [_pactl("load-module", "module-null-sink", f"sink_name={sink}", "rate=16000",
-                      "channels=1", f"sink_properties=device.description=Speaker{tag}")]
-    modules.append(_pactl("load-module", "module-remap-source", f"master={sink}.monitor",
-                          f"source_name=sv_{tag}_mic",
-                          f"source_properties=device.description=TestMic{tag}"))
-    return Mic(f"TestMic{tag}", f"sv_{tag}_mic", sink, modules)
-
-
-@dataclass
-class Mics:
-    first: Mic
-    second: Mic
-    default: Mic  # made the system default for the test
-
-
-@pytest.fixture
-def two_mics(monkeypatch: pytest.MonkeyPatch) -> Iterator[Mics]:
-    """Two named microphones and a third one as the system default (restored after)."""
-    reason = _pulse_reason()
-    if reason is not None:
-        pytest.skip(reason)
-    monkeypatch.delenv("PULSE_SOURCE", raising=False)
-    before = _pactl("get-default-source")
-    mics = Mics(_mic("A"), _mic("B"), _mic("D"))
-    _pactl("set-default-source", mics.default.source)
-    try:
-        yield mics
-    finally:
-        subprocess.run(["pactl", "set-default-source", before], timeout=10, check=False)
-        for mic in (mics.first, mics.second, mics.default):
-            mic.unplug()
 
 
 def record_while_playing(source: MicrophoneSource, sink: str, wav: Path) -> np.ndarray:

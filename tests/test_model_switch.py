@@ -14,7 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_live_engine_threads import Recorder, ThreadRecordingRunner
+from support.events import Recorder
+from support.runners import ThreadRecordingRunner
 
 from bench.evaluation import ManifestEntry, error_rate, normalize
 from engine.audio.decode import load_audio

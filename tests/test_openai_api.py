@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from subtitles import parse_srt, parse_vtt
+from support.subtitles import parse_srt, parse_vtt
 
 from engine.asr.ct2_decoder import Ct2Runner
 from engine.audio.decode import load_audio

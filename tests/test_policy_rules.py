@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from support.policy import SR, audio, started, transcript
 
 from engine.core.ladder import Rung
 from engine.core.policy import (
@@ -20,7 +21,6 @@ from engine.core.policy.retries import MAX_FINAL_DECODES, Retry
 from engine.core.segmenter import SegmentAudio, SegmentEnded, SegmentPaused
 from engine.events import FinalText
 from engine.types import DecodeOptions, DecodeRequest
-from tests.test_policy import SR, audio, started, transcript
 
 
 def test_every_rule_turns_off_by_name() -> None:

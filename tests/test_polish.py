@@ -1,7 +1,7 @@
 """AI polish and voice edits, with a real LLM server: llama-cpp-python's OpenAI-compatible server
 on 127.0.0.1 with SmolLM2-135M-Instruct (tests/polish_server.py; skipped with the reason when its
 venv cannot be built), servers that misbehave on real sockets, the real controller with the
-scripted engine (tests/ui_fake_engine.py: the finals' text is given, the polish is under test),
+scripted engine (tests/support/ui_fake_engine.py: the finals' text is given, the polish is under test),
 real Qt text fields, the real clipboard and real X key events under Xvfb, the real keyring.
 
 A 135M model writes poor prose: these tests check the plumbing and the guards, not its writing.
@@ -135,7 +135,7 @@ def llm() -> object:
 
 @pytest.fixture
 def make_controller(qtbot, tmp_path, monkeypatch):
-    from ui_fake_engine import JournalledEngine
+    from support.ui_fake_engine import JournalledEngine
 
     from app.controller import Controller, LaunchOptions
     from app.settings import Settings, with_changes

@@ -1,5 +1,5 @@
 """The portal routes (app.portal, app.hotkeys.PortalHotkey, the RemoteDesktop key route) against
-the portal's documented D-Bus interfaces, served by python-dbusmock (tests/portal_mock.py) on a
+the portal's documented D-Bus interfaces, served by python-dbusmock (tests/support/portal_mock.py) on a
 private session bus: no portal backend runs headless with a consent a test could give.
 
 Covered: the host registry call; GlobalShortcuts binding with the preferred trigger and
@@ -38,7 +38,7 @@ from app.routes import PORTAL, WTYPE, choose
 from app.wayland_inject import Insertion, PortalKeys, WaylandInserter
 
 SYSTEM_PYTHON = "/usr/bin/python3"
-TEMPLATE = Path(__file__).with_name("portal_mock.py")
+TEMPLATE = Path(__file__).parent / "support" / "portal_mock.py"
 MOCK = "org.freedesktop.DBus.Mock"
 
 

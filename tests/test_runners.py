@@ -25,13 +25,16 @@ GREEDY = DecodeOptions(beam_size=1, word_timestamps=True)
 
 
 def _decode_clip(runner: Runner, shared_audio: Path, options: DecodeOptions) -> None:
+    """A Runner on the real model: the clip within 3 words of its 8-word reference (0 to 2
+    measured with MKL and AVX2 kernels), its words within the audio, digital silence without
+    text."""
     assert isinstance(runner, Runner)
     assert runner.info.name == "tiny.en" and runner.streams == 1 and runner.device == "cpu"
     runner.load()  # idempotent: the model is already loaded
     audio = load_audio(shared_audio / CLIP)
     speech, quiet = runner.decode_batch([DecodeRequest(audio, options),
                                          DecodeRequest(silence(2.0), options)])
-    assert error_rate([REFERENCE], [speech.text]) < 0.3, speech.text
+    assert error_rate([REFERENCE], [speech.text]) <= 3 / len(REFERENCE.split()), speech.text
     assert speech.duration == len(audio) and speech.words
     assert all(0 <= w.start <= w.end <= len(audio) for w in speech.words)
     assert quiet.text == ""

@@ -11,21 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import random
 import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
-import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
 from support.held_source import HeldSource
+from support.servers import free_port, http_json, spawn_server
 
 from bench.evaluation import ManifestEntry, error_rate
 from engine.asr.ct2_decoder import Ct2Runner
@@ -92,13 +88,6 @@ def url(thread: ServerThread) -> str:
     return f"ws://127.0.0.1:{thread.port}"
 
 
-def http_json(address: str, headers: dict[str, str] | None = None) -> dict[str, object]:
-    request = urllib.request.Request(address, headers=headers or {})
-    with urllib.request.urlopen(request, timeout=10) as response:
-        data: dict[str, object] = json.loads(response.read())
-        return data
-
-
 # -- a session, many sessions ----------------------------------------------------------------
 
 
@@ -144,23 +133,6 @@ def test_concurrent_sessions_all_correct(server: ServerThread, shared_audio: Pat
 
 
 # -- kill -9 mid-stream ------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def spawn_server(port: int) -> subprocess.Popen[str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--idle-timeout", "20"],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    assert proc.stdout is not None
-    line = proc.stdout.readline()  # blocks until the model is loaded and the port bound
-    assert line.startswith("listening"), line
-    return proc
 
 
 @pytest.mark.model

@@ -17,33 +17,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.runners import QuietScorer, SilentRunner
 
 from engine.server.connection import CLOSE_REASON_BYTES, close_reason
 from engine.server.server import ServerOptions, ServerThread, TranscriptionServer, host_port
-from engine.types import DecodeRequest, ModelInfo, Transcript
 from engine.wire import protocol as p
 
 pytestmark = pytest.mark.timeout(120)
-
-
-class SilentRunner:
-    info = ModelInfo("silent", "cpu", "none", False)
-    streams = 1
-    device = "cpu"
-
-    def load(self) -> None:
-        pass
-
-    def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]:
-        return [Transcript(segments=(), duration=len(r.audio)) for r in requests]
-
-
-class QuietScorer:
-    def score(self, windows: np.ndarray) -> np.ndarray:
-        return np.zeros(len(windows), dtype=np.float32)
-
-    def reset(self) -> None:
-        pass
 
 
 def start(**options: object) -> ServerThread:

@@ -10,7 +10,7 @@ import math
 import socket
 import time
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from typing import Any
 
@@ -18,34 +18,14 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.runners import QuietScorer, SilentRunner
 
 from engine.remote.native import RETRYABLE_ERRORS
 from engine.server.limits import SessionLimits
 from engine.server.server import ServerOptions, ServerThread, TranscriptionServer
-from engine.types import DecodeRequest, ModelInfo, Transcript
 from engine.wire import protocol as p
 
 pytestmark = pytest.mark.timeout(120)
-
-
-class SilentRunner:
-    info = ModelInfo("silent", "cpu", "none", False)
-    streams = 1
-    device = "cpu"
-
-    def load(self) -> None:
-        pass
-
-    def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]:
-        return [Transcript(segments=(), duration=len(r.audio)) for r in requests]
-
-
-class QuietScorer:
-    def score(self, windows: np.ndarray) -> np.ndarray:
-        return np.zeros(len(windows), dtype=np.float32)
-
-    def reset(self) -> None:
-        pass
 
 
 @pytest.fixture

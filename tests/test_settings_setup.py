@@ -15,9 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_microphone import play
-from test_microphone_choice import Mics, two_mics  # noqa: F401 - the fixture
-from test_model_download import REPO, hub, tiny_files  # noqa: F401 - the fixtures
+from support.pulse import Mics, play
 
 pytestmark = pytest.mark.skipif(
     not os.environ.get("DISPLAY"), reason="needs an X display: run under Xvfb (.ci/desktop.sh)")
@@ -232,7 +230,7 @@ def test_tray_offers_the_microphones_by_name(qtbot) -> None:  # type: ignore[no-
 
 def test_controller_cycles_languages_and_switches_microphone_without_a_reload(
         qtbot, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from ui_fake_engine import FakeLiveEngine
+    from support.ui_fake_engine import FakeLiveEngine
 
     from app.controller import Controller, LaunchOptions
     from app.settings import Settings

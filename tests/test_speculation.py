@@ -6,13 +6,17 @@ runner; that speculation changes nothing in the text runs the real model on real
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from support.core import answered_by, drive
+from support.events import Recorder
+from support.oracle import plain_words
+from support.policy import audio, transcript
 
 from bench.evaluation import ManifestEntry, error_rate, formatted_error_rate, normalize
 from engine.asr.fake import ScriptedRunner
@@ -36,12 +40,10 @@ from engine.live import DecodeCost, LiveOptions, LocalLiveEngine, ReportedCost
 from engine.types import (
     SAMPLE_RATE,
     VAD_WINDOW,
-    DecodeOptions,
     DecodeRequest,
     Runner,
     Transcript,
 )
-from tests.test_policy import audio, transcript
 
 SR = SAMPLE_RATE
 NO_PARTIALS = PolicyOptions(partials=False)
@@ -472,15 +474,6 @@ def test_a_speculation_thrown_away_does_not_end_the_next_pause() -> None:
     assert finals == [WHOLE]
 
 
-def plain_words(runner: Any, data: np.ndarray) -> list[str]:
-    """The normalised words of one plain greedy decode of ``data`` (no prompt): what this model
-    reads there on this processor, the oracle in place of literal words."""
-    result = runner.decode_batch([DecodeRequest(audio=data, options=DecodeOptions(
-        language="en", word_timestamps=False, beam_size=1, temperatures=(0.0,),
-        short_context=len(data) <= 10 * SR))])[0]
-    return normalize(result.text).split()
-
-
 def trimmed(audio_data: np.ndarray, level: float = 0.02) -> np.ndarray:
     """The clip without its leading and trailing silence (50 ms kept either side)."""
     loud = np.nonzero(np.abs(audio_data) > level)[0]
@@ -490,12 +483,7 @@ def trimmed(audio_data: np.ndarray, level: float = 0.02) -> np.ndarray:
 def stream_final_events(core: StreamCore, runner: Runner, data: np.ndarray) -> list[FinalText]:
     """Feed the audio window by window on its own clock; every decode is answered at once.
     Returns the finals with text."""
-    now, events = 0.0, []
-    for i in range(0, len(data), VAD_WINDOW):
-        now += VAD_WINDOW / SR
-        events += core.feed(data[i:i + VAD_WINDOW], now)
-        while (job := core.next_job(now)) is not None:
-            events += core.on_result(job, runner.decode_batch([job.request])[0], now)
+    events = drive(core, data, answered_by(runner), flush=False)
     return [e for e in events if isinstance(e, FinalText) and e.text]
 
 
@@ -598,20 +586,6 @@ def test_a_final_that_skips_a_sentence_its_partials_heard_is_decoded_again(
 
 
 # -- the live engine -----------------------------------------------------------------------
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.events: list[Event] = []
-        self.times: list[float] = []  # ``clock()`` at each event (the engine's, once set)
-        self.clock: Callable[[], float] = lambda: 0.0
-
-    def __call__(self, event: Event) -> None:
-        self.events.append(event)
-        self.times.append(self.clock())
-
-    def finals(self) -> list[FinalText]:
-        return [e for e in self.events if isinstance(e, FinalText)]
 
 
 class CountingRunner:

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.core import drive as drive_core
 
 from engine.audio.decode import load_audio
-from engine.core.policy import PolicyOptions
+from engine.core.policy import Job, PolicyOptions
 from engine.core.segmenter import SegmentEnded, SegmenterOptions, SegmentStarted
 from engine.core.stream import LevelMeter, Segmentation, StreamCore, StreamOptions
 from engine.events import Event, FinalText, LevelChanged, SpeechEnded, SpeechStarted
@@ -22,19 +23,11 @@ def drive(core: StreamCore, audio: np.ndarray, block: int, text: str = "words.")
     """Feed ``audio`` in blocks (10 ms of clock per block), answer every job at once. The
     default text reads neither finished nor open (`StreamCore.on_result`), so the cuts are
     the VAD's alone, whatever the block size."""
-    events: list[Event] = []
-    now = 0.0
-    for i in range(0, len(audio), block):
-        now += 0.01
-        events += core.feed(audio[i:i + block], now)
-        while (job := core.next_job(now)) is not None:
-            result = Transcript(segments=(Segment(" " + text, 0, len(job.audio)),),
-                                duration=len(job.audio))
-            events += core.on_result(job, result, now)
-    events += core.flush(now)
-    while (job := core.next_job(now)) is not None:
-        events += core.on_result(job, Transcript(segments=(Segment(" " + text, 0, 1),)), now)
-    return events
+    def answer(job: Job) -> Transcript:
+        return Transcript(segments=(Segment(" " + text, 0, len(job.audio)),),
+                          duration=len(job.audio))
+
+    return drive_core(core, audio, answer, block=block, tick=0.01)
 
 
 def spans(events: list[Event]) -> list[tuple[str, int]]:

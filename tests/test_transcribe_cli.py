@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from subtitles import parse_json, parse_srt, parse_txt, parse_vtt
+from support.subtitles import parse_json, parse_srt, parse_txt, parse_vtt
 
 from app.cli import main
 from bench.evaluation import error_rate

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from desktop_driver import REPO, start_app
+from support.desktop_driver import REPO, start_app
 
 from bench.evaluation import error_rate
 

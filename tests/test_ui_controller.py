@@ -1,4 +1,4 @@
-"""Controller wiring with a scripted engine (tests/ui_fake_engine.py): engine events reach the
+"""Controller wiring with a scripted engine (tests/support/ui_fake_engine.py): engine events reach the
 windows, push-to-talk drives utterances, dictated text is pasted into a real focused text field
 (pynput + clipboard under Xvfb) and the user's clipboard comes back, the control socket works,
 export and first-run behaviour."""
@@ -14,43 +14,6 @@ import pytest
 pytestmark = pytest.mark.skipif(
     not os.environ.get("DISPLAY"),
     reason="needs an X display: run under Xvfb (source .ci/desktop.sh)")
-
-
-@pytest.fixture
-def make_controller(qtbot, tmp_path, monkeypatch):
-    from ui_fake_engine import FakeLiveEngine
-
-    from app.controller import Controller, LaunchOptions
-    from app.settings import Settings, with_changes
-
-    monkeypatch.setenv("SOTTOVOCE_CONTROL_SOCKET", str(tmp_path / "control.sock"))
-    made = []
-
-    def make(settings: Settings | None = None, script=("hello world",), network_ms=None,
-             **option_args):
-        engines: list[FakeLiveEngine] = []
-
-        def factory(config, sink):
-            engines.append(FakeLiveEngine(sink, script, network_ms))
-            engines[-1].config = config
-            return engines[-1]
-
-        # No cues: they are tests/test_cues.py's, and on the virtual sink each one takes ~2 s
-        # to play out, which every controller's shutdown would wait for.
-        settings = with_changes(settings or with_changes(Settings(), inject_mode="off"),
-                                sounds=False)
-        controller = Controller(settings, LaunchOptions(enable_hotkey=False, **option_args),
-                                engine_factory=factory)
-        qtbot.addWidget(controller.window)
-        qtbot.addWidget(controller.captions)
-        made.append(controller)
-        return controller, engines
-
-    yield make
-    for controller in made:
-        controller.captions.close()
-        controller.window.quit_on_close = False
-        controller.window.close()
 
 
 def test_engine_events_reach_window_captions_and_meter(qtbot, make_controller):

@@ -1,4 +1,4 @@
-"""Dictation text through the real controller (scripted engine, tests/ui_fake_engine.py) into a
+"""Dictation text through the real controller (scripted engine, tests/support/ui_fake_engine.py) into a
 real focused text field under Xvfb: consecutive utterances join cleanly, spoken commands act,
 "scratch that" takes the last utterance back out of the field and the transcript, replacement
 rules apply; in paste and type modes. Each check is the field's exact text."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from test_ui_controller import make_controller  # noqa: F401 - the shared fixture
+from support.controller import focused_field
 
 pytestmark = pytest.mark.skipif(
     not os.environ.get("DISPLAY"),
@@ -25,19 +25,6 @@ SCRIPT = (
     ("And you?", "Hello there. How are you?\nGreat. And you?"),
     ("Exclamation mark.", "Hello there. How are you?\nGreat. And you!"),
 )
-
-
-def focused_field(qtbot, widget_type):
-    from PySide6.QtWidgets import QApplication
-
-    target = widget_type()
-    qtbot.addWidget(target)
-    target.show()
-    qtbot.waitExposed(target)
-    target.activateWindow()
-    target.setFocus()
-    qtbot.waitUntil(lambda: QApplication.focusWidget() is target)
-    return target
 
 
 @pytest.mark.parametrize("inject_mode", ["paste", "type"])

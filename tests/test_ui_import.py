@@ -2,7 +2,7 @@
 in the real main window (pytest-qt under Xvfb), exported, journalled; cancel keeps the partial
 text; an unreadable file changes nothing; live listening pauses and resumes around an import.
 
-The live engine is the scripted fake (tests/ui_fake_engine.py): these tests are about the
+The live engine is the scripted fake (tests/support/ui_fake_engine.py): these tests are about the
 import, and a real microphone engine would only add noise; the import itself is all real.
 """
 
@@ -56,7 +56,7 @@ class _LoadRecorder:
 
 @pytest.fixture
 def make_controller(qtbot, tmp_path, monkeypatch, shared_tiny):
-    from ui_fake_engine import FakeLiveEngine
+    from support.ui_fake_engine import FakeLiveEngine
 
     from app.controller import Controller, LaunchOptions
     from app.settings import Settings, with_changes

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.servers import free_port, venv_python
 
 from bench.evaluation import ManifestEntry, error_rate
 from engine.audio.sources import FileSource
@@ -123,26 +124,6 @@ def test_whisperlive_urls() -> None:
 
 
 # -- against the real WhisperLive server ------------------------------------------------------
-
-
-def venv_python() -> Path:
-    """The WhisperLive venv's python, building the venv if needed; skips with the reason."""
-    python = VENV / "bin" / "python"
-    check = [str(python), "-c", "import whisper_live.server"]
-    if python.exists() and subprocess.run(check, capture_output=True, timeout=120).returncode == 0:
-        return python
-    build = subprocess.run(["bash", str(REPO / ".ci" / "whisperlive-venv.sh"), str(VENV)],
-                           capture_output=True, text=True, timeout=900)
-    if build.returncode != 0:
-        reason = (build.stderr or build.stdout).strip().splitlines()[-3:]
-        pytest.skip(f"WhisperLive venv could not be built: {' / '.join(reason)}")
-    return python
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start_whisperlive(python: Path, port: int, max_clients: int = 4) -> subprocess.Popen[bytes]:

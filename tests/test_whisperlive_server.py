@@ -264,7 +264,7 @@ def test_bad_options_get_error_and_close(scripted: ServerThread) -> None:
 
 @pytest.fixture(scope="module")
 def client_python() -> Path:
-    from tests.test_whisperlive import venv_python
+    from support.servers import venv_python
 
     python = venv_python()
     check = subprocess.run([str(python), "-c", "import whisper_live.client"],
@@ -277,8 +277,7 @@ def client_python() -> Path:
 
 @pytest.fixture(scope="module")
 def serve() -> Iterator[int]:
-    from tests.test_server import spawn_server
-    from tests.test_whisperlive import free_port
+    from support.servers import free_port, spawn_server
 
     port = free_port()
     proc = spawn_server(port)
@@ -376,7 +375,7 @@ def test_whisperlive_and_native_clients_at_once(client_python: Path, serve: int,
         assert error_rate([c.text], [srt_text(out)]) <= 0.25, srt_text(out)
     for i in (2, 3):
         assert error_rate([clips[i].text], [native[i]]) <= 0.25, native[i]
-    from tests.test_server import http_json
+    from support.servers import http_json
 
     metrics = http_json(f"http://127.0.0.1:{serve}/metrics.json")
     counters = metrics["counters"]

@@ -10,8 +10,7 @@ import threading
 
 import pytest
 from pytestqt.exceptions import TimeoutError
-from test_ui_controller import make_controller  # noqa: F401 - the shared fixture
-from test_ui_dictation import focused_field as focused
+from support.controller import focused_field as focused
 
 pytestmark = pytest.mark.skipif(shutil.which("xdotool") is None
                                 or shutil.which("setxkbmap") is None,

@@ -13,7 +13,7 @@ import threading
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TARGET_APP = REPO / "tests" / "e2e_target_app.py"
 TARGET_TITLE = "Sottovoce E2E target"
 

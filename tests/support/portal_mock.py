@@ -8,7 +8,7 @@ signal: 0 with results, or 1 when the user declines. The consent dialog is simul
 without a valid restore token "shows the dialog" (counted) and is accepted unless the test
 called org.sottovoce.Test.SetConsent(false); each accepted Start issues a new single-use
 restore token. Runs under the system Python (dbus-python), started by tests/test_portal.py:
-    python3 -m dbusmock --template tests/portal_mock.py
+    python3 -m dbusmock --template tests/support/portal_mock.py
 """
 
 import dbus

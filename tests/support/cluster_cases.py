@@ -25,7 +25,7 @@ import pytest
 
 from engine.asr.budget import DECODE_MEMORY_MB
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 AUDIO = REPO / "tests" / "audio"
 CLIPS = ["jfk-inaugural-1961-excerpt", "arctic-aew-a0001", "ls-dc-1272-128104-0000",
          "cmusphinx-goforward", "ljs-LJ050-0131", "long-ljspeech-LJ001-0001-0032"]
