@@ -9,6 +9,7 @@ answered at once on the audio's own clock (the text does not depend on the machi
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -18,10 +19,9 @@ from support.oracle import plain_words
 from support.policy import audio, started, transcript
 
 from app.commands.listen import CaptionPrinter
-from bench.evaluation import error_rate, normalize
+from bench.evaluation import ManifestEntry, error_rate, normalize
 from engine.audio.decode import load_audio
 from engine.captions import final_line
-from engine.core.agreement import comparable
 from engine.core.captions import merge_lines
 from engine.core.form import has_form
 from engine.core.policy import Job, PolicyOptions, StreamingPolicy
@@ -148,9 +148,23 @@ def reading(shared_audio: Path) -> np.ndarray:
     return np.concatenate([data, np.zeros(int(1.5 * SR), np.float32)])
 
 
+def runs_against(reference: str) -> Callable[[str, str], int]:
+    """Words in runs of two or more deleted (or inserted) against ``reference``."""
+    import jiwer
+
+    def count(text: str, kind: str) -> int:
+        steps = jiwer.process_words(normalize(reference), normalize(text)).alignments[0]
+        ends = ("ref_start_idx", "ref_end_idx") if kind == "delete" else (
+            "hyp_start_idx", "hyp_end_idx")
+        sizes = [getattr(c, ends[1]) - getattr(c, ends[0]) for c in steps if c.type == kind]
+        return sum(n for n in sizes if n > 1)
+
+    return count
+
+
 @pytest.mark.model
 def test_a_continuous_reading_is_final_word_by_word_nothing_lost_or_doubled(
-        reading: np.ndarray, tiny_transcriber: Runner) -> None:
+        reading: np.ndarray, tiny_transcriber: Runner, manifest: list[ManifestEntry]) -> None:
     from engine.asr.ct2_decoder import Ct2Runner
     from engine.vad import load_scorer
 
@@ -174,24 +188,24 @@ def test_a_continuous_reading_is_final_word_by_word_nothing_lost_or_doubled(
         assert a.end <= b.start
     for f in finals:  # (word times drift between decodes: a piece holds the words mostly in it)
         assert all(f.start - 0.1 * SR <= (w.start + w.end) / 2 <= f.end for w in f.words), f
-    # The same words as the whole reading decoded offline: none lost or said twice where a
-    # piece ends (a doubled word, or a run of words missing or extra).
-    streamed = " ".join(f.text for f in finals)
-    offline = tiny_transcriber.decode(reading, DecodeOptions()).text  # type: ignore[attr-defined]
-    assert error_rate([offline], [streamed]) <= 0.12, (offline, streamed)
+    # Nothing said twice where a piece ends: the next piece never starts with the words the
+    # last one ended on (a misreading inside a piece is no doubling, so this is judged at
+    # the boundaries, by the words themselves).
     for a, b in zip(finals, finals[1:], strict=False):
-        assert comparable(a.words[-1].text) != comparable(b.words[0].text), (a.text, b.text)
-    import jiwer
-
-    steps = jiwer.process_words(normalize(offline), normalize(streamed)).alignments[0]
-    inserted = [c for c in steps if c.type == "insert" and c.hyp_end_idx - c.hyp_start_idx > 1]
-    assert not inserted, (offline, streamed)
-    # Lost: a known limit, at most a few words in the whole reading. A window trimmed
-    # mid-sentence (COMMIT_LEAD_S) can make Whisper skip the committed words it starts with
-    # and place the next ones too early, where `_beyond` takes them for committed ones.
-    lost = sum(c.ref_end_idx - c.ref_start_idx for c in steps
-               if c.type == "delete" and c.ref_end_idx - c.ref_start_idx > 1)
-    assert lost <= 6, (offline, streamed)
+        tail, head = normalize(a.text).split(), normalize(b.text).split()
+        assert not any(tail[-k:] == head[:k] for k in (1, 2, 3) if len(tail) >= k <= len(head)
+                       ), (a.text, b.text)
+    # Nothing lost or added against the reference beyond what the whole reading decoded
+    # offline in the same run loses or adds (the same model on the same processor), and the
+    # text as a whole within 2 points of the offline decode's WER.
+    offline = tiny_transcriber.decode(reading, DecodeOptions()).text  # type: ignore[attr-defined]
+    streamed = " ".join(f.text for f in finals)
+    reference = next(e.text for e in manifest if e.path.name == READING)
+    assert error_rate([offline], [streamed]) <= 0.12, (offline, streamed)
+    assert error_rate([reference], [streamed]) <= error_rate([reference], [offline]) + 0.02
+    runs_of = runs_against(reference)
+    assert runs_of(streamed, "delete") <= runs_of(offline, "delete") + 6, (offline, streamed)
+    assert runs_of(streamed, "insert") <= runs_of(offline, "insert") + 4, (offline, streamed)
     # `sottovoce listen` prints the pieces of a sentence on one line, as the caption transcript
     # shows them (engine.core.captions.merge_lines): the same text, every word once.
     out = io.StringIO()
