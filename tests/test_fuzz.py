@@ -1,6 +1,6 @@
 """Property-based fuzzing (issue 30): whatever arrives, the parsers answer with a message or a
-clear error, never an exception, and each input is handled within a time bound (hypothesis'
-``deadline`` per example). Covered: both wire protocols' parsers (ours and WhisperLive's, both
+clear error, never an exception (no time bound per example: a loaded machine's speed decides
+nothing here). Covered: both wire protocols' parsers (ours and WhisperLive's, both
 sides), the replacement-rule parser and applier, the settings reader, the output manifest and
 the cluster summary writer.
 """
@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import math
 import tempfile
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +22,11 @@ from engine.wire import protocol as p
 from engine.wire import whisperlive_protocol as wlc
 from engine.wire import whisperlive_server as wls
 
-FAST = settings(deadline=timedelta(milliseconds=500), max_examples=150,
-                suppress_health_check=[HealthCheck.too_slow])
-# The rule applier's own budget is 0.5 s a text (engine.dictation.rules.RULES_BUDGET_S).
-RULES = settings(deadline=timedelta(milliseconds=2000), max_examples=150,
-                 suppress_health_check=[HealthCheck.too_slow])
+# No per-example deadline: how fast a loaded machine runs an example decides nothing here (the
+# rule applier's own time budget, engine.dictation.rules.RULES_BUDGET_S, is the product's and
+# is tested where it applies).
+FAST = settings(deadline=None, max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+RULES = settings(deadline=None, max_examples=150, suppress_health_check=[HealthCheck.too_slow])
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-2**70, 2**70)

@@ -260,7 +260,7 @@ def test_property_a_checked_path_stays_inside(name: str) -> None:
         assert not any(p.is_symlink() for p in [path, *path.parents] if p != root.parent)
 
 
-@settings(max_examples=60, deadline=None,
+@settings(max_examples=25, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(names=st.lists(HUB_NAMES, min_size=1, max_size=3, unique=True))
 def test_property_a_hostile_listing_writes_nothing_outside_the_model_folder(
