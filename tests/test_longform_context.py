@@ -117,7 +117,7 @@ def test_the_default_pipeline_reads_the_long_file_about_as_well_as_faster_whispe
     `PEER_MARGIN` of faster-whisper's own loop at beam 5 on the same audio in the same run
     (12-18 s chunks read it 0.35 point worse, bench/longform.py), and as sentences."""
     _, reference = long_reading()
-    text = pipeline_decode().text
+    text = pipeline_decode().transcript.text
     wer = error_rate([reference], [text])
     assert wer <= peer_error_rate(tiny_transcriber, wer) + PEER_MARGIN, (wer, text)
     assert text[0].isupper() and text.rstrip()[-1] in ".!?"
@@ -155,9 +155,8 @@ def test_each_chunk_carries_the_text_before_it_in_its_lane_as_prompt(
 
 @pytest.mark.model
 def test_without_previous_text_no_chunk_gets_a_prompt() -> None:
-    audio, _ = long_reading()
-    runner = Recording(local_runner("tiny.en", files=True))
-    runner.runner.load()  # type: ignore[attr-defined]
-    transcribe_file(audio[: 60 * 16000], runner,  # type: ignore[index]
-                    LongFormOptions(previous_text=False)).transcript()  # type: ignore[arg-type]
-    assert runner.calls and all(r.options.prompt is None for r, _ in runner.calls)
+    """The default pipeline (no ``previous_text``) over the whole reading: no decode, first,
+    retried or continued, carries a prompt."""
+    assert not LongFormOptions().previous_text
+    seen = pipeline_decode().options
+    assert seen and all(options.prompt is None for options in seen)

@@ -9,10 +9,11 @@ say everything that decides the decode (engine, options, model), since it is the
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -20,7 +21,7 @@ import numpy as np
 
 from bench.evaluation import read_manifest
 from engine.audio.decode import load_audio
-from engine.types import Runner, Transcript
+from engine.types import DecodeOptions, DecodeRequest, Runner, Transcript
 
 AUDIO = Path(__file__).resolve().parents[1] / "audio"
 # How much worse than faster-whisper's own loop on the same audio, decoded in the same run, the
@@ -65,15 +66,41 @@ def faster_whisper_decode(transcriber: Runner) -> Transcript:
     return decoded("tiny.en faster-whisper loop, beam 5, txt options", decode)
 
 
-def pipeline_decode() -> Transcript:
+@dataclasses.dataclass(frozen=True)
+class PipelineDecode:
+    transcript: Transcript
+    options: list[DecodeOptions]  # each decode request's options, in the order decoded
+
+
+class _OptionsSeen:
+    """A runner that notes each request's options (the pipeline's prompts, beams) as it
+    decodes with ``inner``."""
+
+    def __init__(self, inner: Runner) -> None:
+        self.inner = inner
+        self.options: list[DecodeOptions] = []
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]:
+        with self._lock:
+            self.options += [r.options for r in requests]
+        return self.inner.decode_batch(requests)
+
+
+def pipeline_decode() -> PipelineDecode:
     """The reading through the default long-file pipeline (tiny.en laid out for files on the
-    default device, default `FileOptions`)."""
+    default device, default `FileOptions`), with the options of every decode it made."""
     from engine.asr import local_runner
     from engine.files import transcribe_file
 
-    def decode() -> Transcript:
+    def decode() -> PipelineDecode:
         runner = local_runner("tiny.en", files=True)
         runner.load()
-        return transcribe_file(long_reading()[0], runner).transcript()
+        seen = _OptionsSeen(runner)
+        transcript = transcribe_file(long_reading()[0], seen).transcript()  # type: ignore[arg-type]
+        return PipelineDecode(transcript, seen.options)
 
     return decoded("tiny.en pipeline, files layout, default FileOptions", decode)
