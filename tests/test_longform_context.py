@@ -115,12 +115,13 @@ def test_the_default_pipeline_reads_the_long_file_about_as_well_as_faster_whispe
         tiny_transcriber: Runner) -> None:
     """18-24 s chunks cut at pauses, greedy first decodes: the 231 s reading within
     `PEER_MARGIN` of faster-whisper's own loop at beam 5 on the same audio in the same run
-    (12-18 s chunks read it 0.35 point worse, bench/longform.py), and as sentences."""
+    (12-18 s chunks read it 0.35 point worse, bench/longform.py), and as sentences (the
+    reference has 15 full stops)."""
     _, reference = long_reading()
     text = pipeline_decode().transcript.text
     wer = error_rate([reference], [text])
     assert wer <= peer_error_rate(tiny_transcriber, wer) + PEER_MARGIN, (wer, text)
-    assert text[0].isupper() and text.rstrip()[-1] in ".!?"
+    assert text[0].isupper() and text.count(".") >= 5  # sentences, not one run of words
 
 
 @pytest.mark.model

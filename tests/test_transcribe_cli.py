@@ -69,11 +69,11 @@ def transcode(src: Path, dst: Path, codec: str, with_video: bool = False) -> Pat
 
 
 def assert_jfk(text: str) -> None:
-    """The JFK excerpt's 22 words, read as tiny.en reads them on any processor: two wrong words
-    still pass (its decodes here have none), and a sentence's form (a capital first, a full
-    stop last)."""
-    assert error_rate([JFK_TEXT], [text]) <= 2 / 22, text
-    assert text.strip()[0].isupper() and text.strip()[-1] in ".!?", text
+    """The JFK excerpt's 22 words, read as tiny.en reads them on any processor: it misreads at
+    most one ("American") and two more still pass; a capital first. (With oneDNN's AVX2 kernels
+    it sometimes writes the excerpt without any punctuation, so none is asked for.)"""
+    assert error_rate([JFK_TEXT], [text]) <= 3 / 22, text
+    assert text.strip()[0].isupper(), text
 
 
 # ------------------------------------------------------------------ good input
