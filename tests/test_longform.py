@@ -622,7 +622,7 @@ def test_a_chunk_that_keeps_failing_is_split_then_marked_not_silently_kept(long_
     flagged = [s for s in transcript.segments if s.flags]
     assert flagged and all("repeats" in s.flags for s in flagged)
     assert all(s.start < long_file.spans[0][1] + SR for s in flagged)
-    # The rest of the file is unaffected.
+    # The rest of the file is unaffected (JFK, next, shares the failing chunk's speech region).
     assert_each_utterance_in_place(long_file, transcript, range(2, len(long_file.spans)))
 
 
@@ -688,8 +688,8 @@ def test_plain_decode_options_are_accepted(shared_audio, tiny_transcriber, manif
     options = DecodeOptions(beam_size=1, word_timestamps=False)
     transcript = transcribe_long(audio, Ct2Runner(tiny_transcriber.model), options)
     reference = next(e.text for e in manifest if e.path.name.startswith("jfk"))
-    # tiny.en reads these 22 words without an error: two wrong words still pass
-    assert error_rate([reference], [transcript.text]) <= 2 / 22, transcript.text
+    # tiny.en misreads at most one of these 22 words ("American"): two more still pass
+    assert error_rate([reference], [transcript.text]) <= 3 / 22, transcript.text
     assert transcript.duration == len(audio)
 
 
