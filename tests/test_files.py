@@ -14,8 +14,8 @@ from engine.audio.decode import load_audio
 from engine.files import FileOptions, Progress, transcribe_file
 from engine.types import SAMPLE_RATE, DecodeRequest, Segment, Transcript
 
-# The shared corpus's long reading, cut to its first 90 s (about ten chunks): long enough for
-# several waves, short enough for the test lane.
+# The shared corpus's long reading, cut to its first 150 s: long enough for several waves,
+# short enough for the test lane.
 LONG_FILE = "long-ljspeech-LJ001-0001-0032.wav"
 SECONDS = 150  # 7 chunks of 18-24 s: waves of 1, 2 and 4 chunks on two streams
 RAMP = FileOptions(first_batch=1)  # as the app imports: waves of 1, 2, 4... chunks per stream
@@ -56,6 +56,14 @@ def test_events_without_speech_are_progress_from_zero_to_the_end() -> None:
         iter(run)  # a run is consumed once
 
 
+@pytest.fixture(scope="module")
+def full_run(runner, audio):  # type: ignore[no-untyped-def]
+    """The cut reading through the app's ramp of waves, once for the module: its events and the
+    run (decoding it takes most of this module's time)."""
+    run = transcribe_file(audio, runner, RAMP)
+    return list(run), run
+
+
 def test_options_validate_the_batch_ramp() -> None:
     with pytest.raises(ValueError):
         FileOptions(first_batch=0)
@@ -64,10 +72,9 @@ def test_options_validate_the_batch_ramp() -> None:
 
 
 @pytest.mark.model
-def test_segments_arrive_in_order_before_the_file_is_done(runner, audio, manifest):  # type: ignore[no-untyped-def]
+def test_segments_arrive_in_order_before_the_file_is_done(runner, audio, manifest, full_run):  # type: ignore[no-untyped-def]
     total = len(audio)
-    run = transcribe_file(audio, runner, RAMP)
-    events = list(run)
+    events, run = full_run
     assert events[0] == Progress(0, total) and events[-1] == Progress(total, total)
     done = [e.done for e in events if isinstance(e, Progress)]
     assert done == sorted(done) and len(done) >= 4  # several waves reported
@@ -92,8 +99,8 @@ def test_segments_arrive_in_order_before_the_file_is_done(runner, audio, manifes
 
 
 @pytest.mark.model
-def test_cancel_mid_file_yields_a_prefix_of_the_full_result(runner, audio):  # type: ignore[no-untyped-def]
-    full = transcribe_file(audio, runner, RAMP).transcript().segments
+def test_cancel_mid_file_yields_a_prefix_of_the_full_result(runner, audio, full_run):  # type: ignore[no-untyped-def]
+    full = full_run[1].transcript().segments
     cancel = threading.Event()
     run = transcribe_file(audio, runner, RAMP, cancel=cancel)
     segments: list[Segment] = []

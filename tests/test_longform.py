@@ -111,6 +111,7 @@ class LongFile:
     audio: np.ndarray
     reference: str
     spans: list[tuple[int, int]]  # where each utterance sits in the file
+    references: list[str]  # what each utterance says
     silence: tuple[int, int]  # the long pause
     noise: tuple[int, int]  # a stretch of pure noise
 
@@ -136,7 +137,32 @@ def _build_long_file(shared_audio: Path, manifest) -> LongFile:  # type: ignore[
     noise_audio = (rng.standard_normal(int(NOISE_S * SR)) * 0.05).astype(np.float32)
     noise = (cursor, cursor + len(noise_audio))
     parts += [noise_audio, np.zeros(SR, dtype=np.float32)]
-    return LongFile(np.concatenate(parts), " ".join(refs), spans, silence, noise)
+    return LongFile(np.concatenate(parts), " ".join(refs), spans, refs, silence, noise)
+
+
+def said_in(transcript: Transcript, span: tuple[int, int]) -> str:
+    """The words of ``transcript`` timed within ``span`` (by their middle; a quarter second of
+    slack either side for word times that overshoot)."""
+    lo, hi = span[0] - SR // 4, span[1] + SR // 4
+    return " ".join(w.text.strip() for w in transcript.words if lo <= (w.start + w.end) // 2 < hi)
+
+
+# An utterance whose words, found by their times, miss its reference by more than this was lost,
+# doubled or moved (that misses by 1.0 or more); tiny.en misreads up to 3 of the 8 words of the
+# shortest ("Whittemore"), and 2 words more still pass.
+UTTERANCE_WER = 0.65
+
+
+def assert_each_utterance_in_place(long_file: LongFile, transcript: Transcript,
+                                   spans: range | None = None) -> None:
+    """Each utterance's words lie where it was said, in file order: judged against its
+    reference transcript by word times, not by any one decode's words."""
+    rates = []
+    for i in spans if spans is not None else range(len(long_file.spans)):
+        said = said_in(transcript, long_file.spans[i])
+        rates.append(error_rate([long_file.references[i]], [said]))
+        assert rates[-1] <= UTTERANCE_WER, (i, said)
+    print("utterance WERs", [round(r, 3) for r in rates])
 
 
 @pytest.fixture(scope="module")
@@ -505,10 +531,7 @@ def test_long_file_is_in_order_within_the_file_and_accurate(long_file, result):
             assert seg.start <= w.start <= w.end <= seg.end
     wer = error_rate([long_file.reference], [transcript.text])
     assert wer < 0.2, transcript.text
-    # Utterances come out in file order: each one's distinctive words after the previous one's.
-    text = transcript.text.lower()
-    order = [text.find(k) for k in ("sorrow", "fellow americans", "reader", "apostle", "greasy")]
-    assert -1 not in order and order == sorted(order)
+    assert_each_utterance_in_place(long_file, transcript)
     assert calls[0] == (0, total) and calls[-1] == (total, total)
     assert [d for d, _ in calls] == sorted(d for d, _ in calls)
 
@@ -518,6 +541,7 @@ def test_the_new_voice_is_transcribed(new_voice, runner):
     audio, cold, reference = new_voice
     transcript = transcribe_long(audio, runner)
     tail = " ".join(w.text for w in transcript.words if w.start >= cold.start * VAD_WINDOW - SR)
+    print(f"new voice WER {error_rate([reference], [tail]):.4f}")
     assert error_rate([reference], [tail]) < 0.3, tail
 
 
@@ -586,7 +610,7 @@ def test_a_looped_decode_is_caught_and_retried(long_file, runner):
     assert planted.planted == 1
     assert transcript.extra["retried_hotter"] >= 1
     assert "and so and so" not in transcript.text.lower()
-    assert "sorrow" in transcript.text.lower()
+    assert_each_utterance_in_place(long_file, transcript, range(1))  # the retry's text
     assert not any(s.flags for s in transcript.segments)
 
 
@@ -598,8 +622,8 @@ def test_a_chunk_that_keeps_failing_is_split_then_marked_not_silently_kept(long_
     flagged = [s for s in transcript.segments if s.flags]
     assert flagged and all("repeats" in s.flags for s in flagged)
     assert all(s.start < long_file.spans[0][1] + SR for s in flagged)
-    # The rest of the file is unaffected.
-    assert "apostle" in transcript.text.lower() and "greasy" in transcript.text.lower()
+    # The rest of the file is unaffected (JFK, next, shares the failing chunk's speech region).
+    assert_each_utterance_in_place(long_file, transcript, range(2, len(long_file.spans)))
 
 
 class _EarlyStopRunner:
@@ -634,6 +658,7 @@ def test_a_decode_that_stops_early_is_recovered(shared_audio, runner, text_only_
     reference = ("IF THE READER WILL EXCUSE ME I WILL SAY NOTHING OF MY ANTECEDENTS NOR OF THE "
                  "CIRCUMSTANCES WHICH LED ME TO LEAVE MY NATIVE COUNTRY THE NARRATIVE WOULD BE "
                  "TEDIOUS TO HIM AND PAINFUL TO MYSELF")
+    print(f"recovered WER {error_rate([reference], [transcript.text]):.4f}")
     assert error_rate([reference], [transcript.text]) < 0.2, transcript.text
 
 
@@ -651,18 +676,20 @@ def test_cancel_keeps_what_was_done(long_file, runner, result):
                                  progress=progress,
                                  cancel=cancel)
     assert transcript.extra["cancelled"] is True
-    text = transcript.text.lower()
-    assert "sorrow" in text and "greasy" not in text
+    assert_each_utterance_in_place(long_file, transcript, range(1))  # the first wave's chunk
+    assert not said_in(transcript, long_file.spans[-1])  # never decoded
     full, _ = result
     assert 0 < len(transcript.words) < len(full.words) / 2
 
 
 @pytest.mark.model
-def test_plain_decode_options_are_accepted(shared_audio, tiny_transcriber):
+def test_plain_decode_options_are_accepted(shared_audio, tiny_transcriber, manifest):
     audio = load_audio(shared_audio / "jfk-inaugural-1961-excerpt.wav")
     options = DecodeOptions(beam_size=1, word_timestamps=False)
     transcript = transcribe_long(audio, Ct2Runner(tiny_transcriber.model), options)
-    assert "fellow americans" in transcript.text.lower()
+    reference = next(e.text for e in manifest if e.path.name.startswith("jfk"))
+    # tiny.en misreads at most one of these 22 words ("American"): two more still pass
+    assert error_rate([reference], [transcript.text]) <= 3 / 22, transcript.text
     assert transcript.duration == len(audio)
 
 
@@ -727,9 +754,7 @@ def test_two_decode_streams_run_batches_at_once_deterministically(long_file, two
     assert meeting.calls >= 3 and len(meeting.threads) == 2
     # In file order and as accurate as one stream; judged in batch order, so a second run (other
     # thread timings) gives the very same text.
-    text = transcript.text.lower()
-    order = [text.find(k) for k in ("sorrow", "fellow americans", "reader", "apostle", "greasy")]
-    assert -1 not in order and order == sorted(order)
+    assert_each_utterance_in_place(long_file, transcript)
     assert error_rate([long_file.reference], [transcript.text]) < 0.2, transcript.text
     one_stream, _ = result
     assert error_rate([one_stream.text], [transcript.text]) < 0.1
@@ -779,11 +804,14 @@ def test_a_failing_stream_stops_the_run_with_its_error_and_nothing_left_running(
 
 @pytest.mark.model
 def test_worker_processes_decode_the_same_file(long_file):
-    audio = long_file.audio[long_file.spans[4][0]:long_file.spans[6][1]]
+    start = long_file.spans[4][0]
+    audio = long_file.audio[start:long_file.spans[6][1]]
     with ProcessPoolRunner(WorkerSettings(workers=2, threads_per_worker=1)) as pool:
         transcript = transcribe_long(audio, pool, SHORT_CHUNKS, batch_size=4)
-    text = transcript.text.lower()
-    assert "apostle" in text and "danger trail" in text
+    for i in (4, 5, 6):  # each utterance where it was said, on the cut's timeline
+        lo, hi = long_file.spans[i]
+        said = said_in(transcript, (lo - start, hi - start))
+        assert error_rate([long_file.references[i]], [said]) <= UTTERANCE_WER, (i, said)
     assert transcript.extra["chunks"] >= 2
     with pytest.raises(EngineError):
         ProcessPoolRunner().decode_batch([])

@@ -68,8 +68,12 @@ def transcode(src: Path, dst: Path, codec: str, with_video: bool = False) -> Pat
     return dst
 
 
-def assert_jfk(text: str, limit: float = 0.1) -> None:
-    assert error_rate([JFK_TEXT], [text]) <= limit, text
+def assert_jfk(text: str) -> None:
+    """The JFK excerpt's 22 words, read as tiny.en reads them on any processor: it misreads at
+    most one ("American") and two more still pass; a capital first. (With oneDNN's AVX2 kernels
+    it sometimes writes the excerpt without any punctuation, so none is asked for.)"""
+    assert error_rate([JFK_TEXT], [text]) <= 3 / 22, text
+    assert text.strip()[0].isupper(), text
 
 
 # ------------------------------------------------------------------ good input
@@ -80,7 +84,8 @@ def test_jfk_prints_transcript_to_stdout(capsys: pytest.CaptureFixture[str],
                                          jfk_wav: Path) -> None:
     rc, out, err = run_cli(capsys, str(jfk_wav))
     assert rc == 0 and err == ""
-    assert_jfk(out, 0.0)
+    assert_jfk(out)
+    assert out.endswith("\n") and "\n" not in out.rstrip("\n")  # one line of text
 
 
 @pytest.mark.model
@@ -136,13 +141,17 @@ def test_every_format_from_many_containers_parses_back(
 @pytest.mark.model
 def test_several_files_to_stdout_get_headers(capsys: pytest.CaptureFixture[str],
                                              shared_audio: Path) -> None:
+    """Each file's text under its header, in order: the text each gives alone, in this run."""
     names = [shared_audio / "cmusphinx-goforward.wav",
              shared_audio / "speechrecognition-english-one-two-three.wav"]
+    alone = []
+    for name in names:
+        rc, out, err = run_cli(capsys, "--beam-size", "1", str(name))
+        assert rc == 0 and err == "" and out.strip(), out
+        alone.append(out)
     rc, out, err = run_cli(capsys, "--beam-size", "1", *map(str, names))
     assert rc == 0 and err == ""
-    assert out.startswith(f"==> {names[0]} <==\n") and f"\n\n==> {names[1]} <==\n" in out
-    # Either spelling (the sequential loop on this CPU writes digits; main did too).
-    assert any(t in out.lower().replace(",", "") for t in ("one two three", "1 2 3"))
+    assert out == f"==> {names[0]} <==\n{alone[0]}\n==> {names[1]} <==\n{alone[1]}"
 
 
 @pytest.mark.model
@@ -437,7 +446,7 @@ def test_both_engines_write_json_with_word_timings(
     assert rc == 0 and err == ""
     transcript = parse_json(out)
     assert transcript.extra["engine"] == {"sequential": "sequential", "batched": "longform"}[engine]
-    assert_jfk(transcript.text, 0.0 if engine == "sequential" else 0.1)
+    assert_jfk(transcript.text)
     words = transcript.words
     assert len(words) >= 20 and all(w.start <= w.end for w in words)
 

@@ -176,7 +176,8 @@ def test_import_shows_stamped_text_exports_and_journals(qtbot, make_controller, 
     assert "00:00:0" in (tmp_path / "out.srt").read_text()
     assert (tmp_path / "out.vtt").read_text().startswith("WEBVTT")
     data = json.loads((tmp_path / "out.json").read_text())
-    assert "ask not what your country" in json.dumps(data).lower()
+    said = " ".join(segment["text"] for segment in data["segments"])
+    assert said.split() == view.plain_text().split()  # the shown text, word for word
 
     sessions = journal_sessions()  # saved as it was made, in the live journal's format
     assert len(sessions) == 1 and sessions[0][0].endswith(jfk_wav.stem)
@@ -355,8 +356,10 @@ def test_cancel_while_opening_changes_nothing(shared_tiny, jfk_wav):
     assert result.cancelled and not result.started and not result.transcript.segments
 
 
-def test_journal_failure_is_reported_and_the_import_goes_on(shared_tiny, jfk_wav, tmp_path):
+def test_journal_failure_is_reported_and_the_import_goes_on(shared_tiny, jfk_wav, tmp_path,
+                                                            manifest):
     from app.file_import import FileImport
+    from bench.evaluation import error_rate
 
     calls: list[tuple[str, tuple]] = []
 
@@ -373,7 +376,9 @@ def test_journal_failure_is_reported_and_the_import_goes_on(shared_tiny, jfk_wav
     assert names.count("import_warning") == 1 and names[-1] == "import_finished"
     assert "not autosaved" in calls[names.index("import_warning")][1][0]
     result = calls[-1][1][0]
-    assert result.journal_path is None and "country" in result.transcript.text
+    assert result.journal_path is None
+    reference = next(e.text for e in manifest if e.path.name == jfk_wav.name)
+    assert error_rate([reference], [result.transcript.text]) < 0.15  # the import went on
 
 
 def test_import_journal_names():
