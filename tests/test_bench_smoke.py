@@ -48,6 +48,12 @@ def _server(doc: dict[str, Any]) -> None:
     assert run["mean_batch"] >= 1  # read from the server's /metrics.json
 
 
+def _server_files(doc: dict[str, Any]) -> None:
+    results = doc["results"]
+    assert results["ours_files"]["files_per_min"] > 0 and results["fw_batched"]["wer"] < 0.5
+    assert results["ours_live_files"]["files_done"] >= 2 and doc["ratio_files_per_min"] > 0
+
+
 def _soak(doc: dict[str, Any]) -> None:
     assert doc["sessions"] >= 1 and doc["server_tracebacks"] == 0
     assert doc["rss_mb"]["max"] > 0
@@ -83,6 +89,7 @@ CASES: list[Any] = [
                  marks=model),
     pytest.param("memory", ["--minutes", "0.1"], _keys("env", "runs"), marks=model),
     pytest.param("server", ["--smoke"], _server, marks=model),
+    pytest.param("server_files", ["--smoke", "--manifest", TINY], _server_files, marks=model),
     pytest.param("soak", ["--smoke"], _soak, marks=model),
     pytest.param("model_download", ["--smoke"], _keys("size_mb", "runs"), marks=model),
     pytest.param("cluster", ["--smoke"],
