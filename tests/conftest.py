@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import tempfile
 import wave
 from collections.abc import Iterator
@@ -56,6 +57,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Patch the one place a Whisper model is built, for the whole session (session-scoped
     fixtures run before any function-scoped one, so a fixture would come too late)."""
+    # A background job of a non-interactive shell starts with Ctrl+C ignored, and so would
+    # every process a test starts: the tests of Ctrl+C must not depend on how CI was started.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     os.environ["PYTHONPATH"] = os.pathsep.join(
         [str(GUARD_DIR), *filter(None, [os.environ.get("PYTHONPATH")])])
     try:
