@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import worker_desktop
 from support.recordings import recording
 
 from bench.evaluation import ManifestEntry, read_manifest
@@ -40,6 +41,23 @@ GUARD_ENV = "SOTTOVOCE_MODEL_GUARD"
 GUARD_DIR = Path(__file__).resolve().parent / "model_guard"
 _guard_record = Path(tempfile.gettempdir()) / f"sottovoce-model-guard-{os.getpid()}.txt"
 _current: dict[str, Any] = {"guarded": False}
+
+
+_own_desktop = pytest.StashKey[Path]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist, every worker but the first gets a desktop of its own (the focused
+    window, the clipboard and the microphone are one per desktop)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    if worker != "gw0" and os.environ.get("DISPLAY"):
+        config.stash[_own_desktop] = worker_desktop.start(worker)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    folder = config.stash.get(_own_desktop, None)
+    if folder is not None:
+        worker_desktop.stop(folder)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
