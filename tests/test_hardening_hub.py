@@ -301,17 +301,17 @@ def test_property_a_hostile_listing_writes_nothing_outside_the_model_folder(
 
 
 @pytest.mark.parametrize(("stage", "message"), [
-    ("info", "the hub did not answer the file list of tiny.en within 5 s (URL); try again "
+    ("info", "the hub did not answer the file list of tiny.en within 2 s (URL); try again "
              "later, or use another mirror (HF_ENDPOINT) or a proxy (HTTPS_PROXY)"),
-    ("head", "the hub did not answer about config.json of tiny.en within 5 s (URL); try "
+    ("head", "the hub did not answer about config.json of tiny.en within 2 s (URL); try "
              "again later, or use another mirror (HF_ENDPOINT) or a proxy (HTTPS_PROXY)"),
-    ("get", "the hub stopped sending config.json of tiny.en: nothing arrived for 5 s; what "
+    ("get", "the hub stopped sending config.json of tiny.en: nothing arrived for 2 s; what "
             "was downloaded is kept, and the next try resumes"),
 ])
 def test_a_hub_that_never_answers_is_given_up_on_saying_what_it_waited_for(
         hub: LocalHub, stage: str, message: str, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(model_download, "HUB_TIMEOUT_S", 5)  # 30 s for users
+    monkeypatch.setattr(model_download, "HUB_TIMEOUT_S", 2)  # 30 s for users
     hub.state.hang.add(stage)
     code, out, err = run(capsys, "download", "tiny.en")
     assert (code, out, err) == (1, "", "sottovoce: " + message.replace("URL", hub.url) + "\n")

@@ -175,12 +175,17 @@ def _field(qtbot, text: str = ""):  # type: ignore[no-untyped-def]
     return target
 
 
+# The polish budget is a ceiling the user sets; its expiry is tested with bad servers below. Where
+# the test is the real server's answer, the budget must not decide the outcome on a busy machine.
+LLM_BUDGET_S = 300.0
+
+
 def _dictate(qtbot, controller, target) -> str:  # type: ignore[no-untyped-def]
     """One push-to-talk dictation; the text the field got."""
     controller.on_ptt("press")
     controller.on_ptt("release")
     qtbot.waitUntil(lambda: target.toPlainText().strip() != "" and
-                    controller.polisher.pending == 0, timeout=120000)
+                    controller.polisher.pending == 0, timeout=int(LLM_BUDGET_S * 1000))
     qtbot.wait(700)  # the clipboard restore after the paste
     return str(target.toPlainText())
 
@@ -216,7 +221,7 @@ def test_a_dictation_lands_the_servers_checked_answer(qtbot, make_controller, ll
     from engine.journal import read_journal
 
     controller = make_controller(llm, ("So the the meeting is on Friday at three.",),
-                                 polish_budget_s=30.0)
+                                 polish_budget_s=LLM_BUDGET_S)
     sent = _sent(controller, monkeypatch)
     target = _field(qtbot)
     inserted = _dictate(qtbot, controller, target)
@@ -237,7 +242,7 @@ def test_a_dictation_lands_the_servers_checked_answer(qtbot, make_controller, ll
 @pytest.mark.llm
 def test_a_dictated_instruction_is_inserted_as_the_users_words(qtbot, make_controller, llm,
                                                                 monkeypatch) -> None:
-    controller = make_controller(llm, (INJECTION,), polish_budget_s=30.0)
+    controller = make_controller(llm, (INJECTION,), polish_budget_s=LLM_BUDGET_S)
     sent = _sent(controller, monkeypatch)
     target = _field(qtbot)
     inserted = _dictate(qtbot, controller, target)
@@ -281,12 +286,13 @@ def test_a_voice_edit_replaces_the_selection_in_a_text_field(qtbot, make_control
                                                              llm) -> None:
     selection = "we should meet tomorrow at noon"
     command = "Make this more formal."
-    controller = make_controller(llm, (command,), polish_budget_s=30.0)
+    controller = make_controller(llm, (command,), polish_budget_s=LLM_BUDGET_S)
     target = _field(qtbot, selection)
     target.selectAll()
     assert controller.control_command("edit press") == "ok edit listening"
     assert controller.control_command("edit release") == "ok edit waiting"
-    qtbot.waitUntil(lambda: controller.voice_edit.last_result is not None, timeout=120000)
+    qtbot.waitUntil(lambda: controller.voice_edit.last_result is not None,
+                    timeout=int(LLM_BUDGET_S * 1000))
     qtbot.wait(700)
     tokens = 4 * len(words(selection)) + 128
     reply = _server_answer(llm, edit_messages(selection, command), tokens)

@@ -65,7 +65,7 @@ def transcript(driver: Any) -> str:
 def test_the_microphone_text_appears_on_the_page(server: ServerThread,
                                                  manifest: list[ManifestEntry]) -> None:
     """Record (the browser plays the JFK clip as its microphone, over and over): partials then
-    finals appear, the latency meter reads, and the first sentence's text is the clip's."""
+    finals appear, the latency meter reads, and one play of the clip reads as the clip."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -75,7 +75,9 @@ def test_the_microphone_text_appears_on_the_page(server: ServerThread,
         driver.get(f"http://127.0.0.1:{server.port}/")
         driver.find_element(By.ID, "key").send_keys(KEY)
         driver.find_element(By.ID, "record").click()
-        WebDriverWait(driver, 120).until(lambda d: transcript(d).lower().count("country") >= 2)
+        # Four "country": the clip (two per play) heard in full at least once, wherever in
+        # the loop the browser's fake microphone was when recording began.
+        WebDriverWait(driver, 240).until(lambda d: transcript(d).lower().count("country") >= 4)
         ARTIFACTS.mkdir(exist_ok=True)
         driver.save_screenshot(str(ARTIFACTS / "web-page-recording.png"))
         assert driver.find_element(By.ID, "status").text == "Listening"
@@ -84,10 +86,11 @@ def test_the_microphone_text_appears_on_the_page(server: ServerThread,
         WebDriverWait(driver, 60).until(
             lambda d: d.find_element(By.ID, "status").text == "Stopped")
         words = transcript(driver).split()
-        first = next(i for i, w in enumerate(words) if "country" in w.lower())
-        second = next(i for i, w in enumerate(words) if "country" in w.lower() and i > first)
-        sentence = " ".join(words[:second + 1])
-        assert error_rate([clip.text], [sentence]) <= 0.25, sentence
+        # One play is the words between two ends of the clip (each ends on "country").
+        ends = [i + 1 for i, w in enumerate(words) if "country" in w.lower()]
+        plays = [" ".join(words[a:b]) for a in [0, *ends] for b in ends if b > a]
+        best = min(plays, key=lambda play: error_rate([clip.text], [play]))
+        assert error_rate([clip.text], [best]) <= 0.25, (best, words)
         assert driver.find_element(By.ID, "record").text == "Record"
     finally:
         driver.quit()
