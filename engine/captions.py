@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from engine.asr.wrapper import RunnerWrapper
 from engine.audio.sources import AudioSource
 from engine.core.captions import CaptionLine, EchoGuard
 from engine.errors import EngineError
@@ -43,9 +44,7 @@ from engine.types import (
     Audio,
     DecodeOptions,
     DecodeRequest,
-    ModelInfo,
     Runner,
-    Transcript,
 )
 
 log = logging.getLogger(__name__)
@@ -319,33 +318,22 @@ class CaptionEngine:
             log.exception("caption sink raised on %s", type(event).__name__)
 
 
-class SharedRunner:
+class SharedRunner(RunnerWrapper):
     """A runner several caption engines (and the translator) share: one model in memory. Its
     calls are already safe from several threads (a replica each, the others wait); `load()`
     is made safe too, so the first caller loads and the others wait for it."""
 
     def __init__(self, runner: Runner) -> None:
-        self.runner = runner
+        super().__init__(runner)
         self._lock = threading.Lock()
 
     @property
-    def info(self) -> ModelInfo:
-        return self.runner.info
-
-    @property
-    def streams(self) -> int:
-        return self.runner.streams
-
-    @property
-    def device(self) -> str:
-        return self.runner.device
+    def runner(self) -> Runner:
+        return self.inner
 
     def load(self) -> None:
         with self._lock:
-            self.runner.load()
-
-    def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]:
-        return self.runner.decode_batch(requests)
+            self.inner.load()
 
 
 def final_line(final: FinalText) -> CaptionLine:
