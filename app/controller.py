@@ -20,6 +20,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal, Slot
 from PySide6.QtWidgets import QApplication
 
+from app.app_engine import RunningEngine
 from app.caption_wiring import caption_config, caption_line, caption_style
 from app.desktop_routes import DesktopRoutes
 from app.dictation import Dictation
@@ -42,7 +43,6 @@ from engine.events import (
     Event,
     EventSink,
     FinalText,
-    LiveEngine,
     Metrics,
     PartialText,
     Translation,
@@ -87,7 +87,7 @@ class Controller(ImportHost):
         self.settings = settings
         self.options = options or LaunchOptions()
         self._engine_factory = engine_factory
-        self.engine: LiveEngine | None = None
+        self.engine: RunningEngine | None = None
         self.state = "stopped"
         self.talking = False
         self._hotkey: GlobalHotkey | None = None
@@ -109,7 +109,7 @@ class Controller(ImportHost):
         self._partial_logged = -1
         self._dropped_reported = 0
         self._generation = 0  # which engine instance is current (see _engine_sink)
-        self._stopping: list[LiveEngine] = []  # stopped engines whose threads may still run
+        self._stopping: list[RunningEngine] = []  # stopped engines whose threads may still run
         self.imports = ImportFlow(self, runner_factory)  # File > Open file…
         self._connect()
         self.dictation = Dictation(self)  # paste-last, cues, hands-free, per-app profiles
@@ -251,7 +251,7 @@ class Controller(ImportHost):
         self.show_language()
         if self.engine is None or old == code:
             return
-        if not self._live_change("set_language", code or None, self.spoken_languages()):
+        if not self.engine.set_language(code or None, self.spoken_languages()):
             self.stop_engine()  # (remote: the language goes with the connection)
             self.start_engine()
         self.window.show_message(f"Language: {self.language_label()}", 3000)
@@ -261,7 +261,7 @@ class Controller(ImportHost):
         the running engine switches without a reload (engine.audio.sources.prefer)."""
         if self.settings.input_device != name:
             self.update_settings(input_device=name)
-        if self.engine is not None and not self._live_change("set_input_device", name):
+        if self.engine is not None and not self.engine.set_input_device(name):
             self.stop_engine()
             self.start_engine()
 
@@ -269,12 +269,6 @@ class Controller(ImportHost):
         """The main window's model list: what is here now (Settings > Models downloads more)."""
         folders = [line for line in self.settings.model_dirs.splitlines() if line.strip()]
         self.window.set_models([m.name for m in installed(folders)])
-
-    def _live_change(self, method: str, *args: object) -> bool:
-        """Apply a change to the running engine where it can take it without a rebuild
-        (app.engine_factory.AppEngine); False where it cannot."""
-        change = getattr(self.engine, method, None)
-        return bool(change(*args)) if change is not None else False
 
     def language_label(self) -> str:
         if self.english_only():
@@ -337,7 +331,7 @@ class Controller(ImportHost):
             # with many restarts doesn't keep old models in memory.
             self._stopping = [e for e in self._stopping if not engine_finished(e)] + [engine]
 
-    def stopped_engines(self) -> list[LiveEngine]:
+    def stopped_engines(self) -> list[RunningEngine]:
         """Stopped engines that may still be flushing (a copy, safe to hand to a thread)."""
         return list(self._stopping)
 
@@ -348,7 +342,7 @@ class Controller(ImportHost):
         log.info("engine state %s %s", state, detail)
         self.state = state
         self.window.set_state(state, detail)
-        info = getattr(self.engine, "model_info", None)
+        info = self.engine.model_info if self.engine is not None else None
         if state == "ready" and info is not None:
             self.window.set_model_info(info.name, info.device, info.compute_type)
         elif state == "ready" and self.settings.backend == "remote":
@@ -482,7 +476,7 @@ class Controller(ImportHost):
 
     def _journal_polish(self, utterance_id: int, raw: str, outcome: Outcome) -> None:
         """History keeps both texts: a polish line beside the engine's line for the final."""
-        path = getattr(self.engine, "journal_path", None)
+        path = self.engine.journal_path if self.engine is not None else None
         if not path:
             return
         where = Path(path)
@@ -624,7 +618,7 @@ class Controller(ImportHost):
         changed = {f for f in ENGINE_FIELDS if getattr(old, f) != getattr(new, f)}
         if self.engine is not None and changed and not (
                 changed <= {"model", "device"} and new.backend == "local"
-                and self._live_change("switch_model", self.model_name(), new.device)):
+                and self.engine.switch_model(self.model_name(), new.device)):
             self.stop_engine()  # (a new model alone reloads in the running engine)
             self.start_engine()
             return
@@ -633,8 +627,8 @@ class Controller(ImportHost):
         if self.engine is not None and old.vocabulary != new.vocabulary:
             self.dictation.send_vocabulary(self.vocabulary_terms())  # no reload
         language_changed = (old.language, old.languages) != (new.language, new.languages)
-        if self.engine is not None and language_changed and not self._live_change(
-                "set_language", new.language or None, self.spoken_languages()):
+        if self.engine is not None and language_changed and not self.engine.set_language(
+                new.language or None, self.spoken_languages()):
             self.stop_engine()
             self.start_engine()
 
@@ -651,10 +645,8 @@ class Controller(ImportHost):
         """A second Ctrl+C while quitting: the engines stop at once (no utterance flushed, no
         server's last final awaited); what they delivered before is kept."""
         for engine in [self.engine, *self._stopping]:
-            inner = getattr(engine, "engine", engine)
-            abort = getattr(inner, "abort", None)
-            if abort is not None:
-                abort()
+            if engine is not None:
+                engine.abort()
 
     @Slot()
     def quit(self) -> None:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from PySide6.QtCore import QObject, Signal, Slot
 
+from app.app_engine import RunningEngine
 from app.handsfree import AutoStop
 from app.hotkeys import GlobalHotkey, HotkeyUnavailableError
 from app.inject import TextInjector
@@ -61,7 +62,7 @@ class DictationHost(Protocol):
     @property
     def settings(self) -> Settings: ...
     @property
-    def engine(self) -> object: ...
+    def engine(self) -> RunningEngine | None: ...
     @property
     def talking(self) -> bool: ...
     @property
@@ -171,7 +172,7 @@ class Dictation(QObject):
         if engine is not self._vocabulary_engine:  # not made by engine_created: unknown
             self._vocabulary_engine, self._vocabulary_sent = engine, None
         if terms != self._vocabulary_sent:
-            engine.set_vocabulary(terms)  # type: ignore[attr-defined]
+            engine.set_vocabulary(terms)
             self._vocabulary_sent = terms
 
     # -- press / release -----------------------------------------------------------------------
@@ -184,15 +185,16 @@ class Dictation(QObject):
         self.auto_stop = AutoStop(s.auto_stop_s if hands_free else 0.0)
         self.auto_stop.start(self.clock())
         self._utterance = None
-        mute = getattr(engine, "mute_input", None)
-        if s.sounds and s.sound_volume > 0 and callable(mute):
+        if s.sounds and s.sound_volume > 0 and engine is not None and engine.can_mute_input:
             from engine.audio.cues import ECHO_TAIL_S, MUTE_GUARD_S
 
             # Muted before the tone starts (the microphone must not hear it), then cut down to
             # the time the tone took once it has been played (on the player's thread).
-            at = mute(MUTE_GUARD_S)
-            self.cues().play("start", s.sound_volume,
-                             lambda took: mute(took + ECHO_TAIL_S, at=at))
+            at = engine.mute_input(MUTE_GUARD_S)
+
+            def played(took: float) -> None:
+                engine.mute_input(took + ECHO_TAIL_S, at=at)
+            self.cues().play("start", s.sound_volume, played)
 
     def pressed_at(self, at: int | None) -> None:
         """The stream position the press applied to (None: not known): level readings of the

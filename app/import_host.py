@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from PySide6.QtCore import QObject
 
+from app.app_engine import RunningEngine
 from app.session import Session
 from app.settings import Settings
-from engine.events import LiveEngine
 from ui.main_window import MainWindow
 
 
@@ -22,7 +22,7 @@ class ImportHost(QObject):
     window: MainWindow
     session: Session
     settings: Settings
-    engine: LiveEngine | None
+    engine: RunningEngine | None
 
     def start_engine(self) -> None:
         raise NotImplementedError
@@ -30,7 +30,7 @@ class ImportHost(QObject):
     def stop_engine(self) -> None:
         raise NotImplementedError
 
-    def stopped_engines(self) -> list[LiveEngine]:
+    def stopped_engines(self) -> list[RunningEngine]:
         """Stopped engines that may still be flushing."""
         raise NotImplementedError
 
@@ -38,7 +38,6 @@ class ImportHost(QObject):
         raise NotImplementedError
 
 
-def engine_finished(engine: LiveEngine, timeout: float = 0.0) -> bool:
-    """Whether the engine's threads have ended (engines without `wait()` count as ended)."""
-    wait = getattr(getattr(engine, "engine", engine), "wait", None)
-    return True if wait is None else bool(wait(timeout))
+def engine_finished(engine: RunningEngine, timeout: float = 0.0) -> bool:
+    """Whether the engine's threads have ended."""
+    return engine.wait(timeout)
