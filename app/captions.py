@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.engine_factory import live_options, live_runner, remote_engine
+from app.engine_parts import live_options, live_runner, remote_engine
 from engine.audio.sources import AudioSource
 from engine.captions import CaptionEngine, EngineBuilder, Feed, SharedRunner
 from engine.events import EngineFailed, EventSink, LiveEngine

@@ -1,5 +1,5 @@
 """Dictation around push-to-talk: paste-last, start/stop cues, hands-free auto-stop and
-per-application profiles. A child of the controller, which calls in at four points (press,
+per-application profiles. The controller calls in at four points (press,
 release, engine events, a final to insert); everything here runs on the GUI thread.
 
 - Paste last: a second global hotkey (`Settings.paste_last_hotkey`, "" = off; it fires once the
@@ -20,14 +20,15 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from app.app_engine import RunningEngine
 from app.handsfree import AutoStop
-from app.hotkeys import GlobalHotkey, HotkeyUnavailableError
+from app.hotkey_set import listen_chord
+from app.hotkeys import GlobalHotkey
 from app.inject import TextInjector
+from app.live_session import LiveSession
 from app.profiles import (
     NO_PROFILE,
     DictationTarget,
@@ -40,7 +41,6 @@ from app.settings import Settings
 from engine.dictation import Insertion
 from ui.bridge import EngineBridge
 from ui.main_window import MainWindow
-from ui.qt_compat import forwarder
 
 if TYPE_CHECKING:
     from engine.audio.cues import CuePlayer
@@ -56,37 +56,21 @@ def _read_window_class() -> tuple[str, ...] | None:
     return focused_window_class()
 
 
-class DictationHost(Protocol):
-    """What this needs of the controller (app.controller.Controller)."""
-
-    @property
-    def settings(self) -> Settings: ...
-    @property
-    def engine(self) -> RunningEngine | None: ...
-    @property
-    def talking(self) -> bool: ...
-    @property
-    def window(self) -> MainWindow: ...
-    @property
-    def injector(self) -> TextInjector: ...
-    @property
-    def bridge(self) -> EngineBridge: ...
-
-    def on_ptt(self, action: str) -> None: ...
-
-
 class Dictation(QObject):
     _tapped = Signal(str)  # from the paste-last hotkey's listener thread, delivered queued
 
-    def __init__(self, controller: DictationHost,
+    def __init__(self, settings: Callable[[], Settings], live: LiveSession, window: MainWindow,
+                 injector: TextInjector, bridge: EngineBridge, on_ptt: Callable[[str], None],
                  window_class: WindowClassReader = _read_window_class,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        super().__init__(controller if isinstance(controller, QObject) else None)
-        self.controller = controller
+                 clock: Callable[[], float] = time.monotonic,
+                 parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._settings, self.live, self.window = settings, live, window
+        self.injector, self._on_ptt = injector, on_ptt
         self.read_window_class = window_class
         self.clock = clock
         self.last_text: str | None = None  # the last text inserted into an app
-        self.auto_stop = AutoStop(controller.settings.auto_stop_s)
+        self.auto_stop = AutoStop(settings().auto_stop_s)
         self.hands_free = False
         self._cues: CuePlayer | None = None
         self._stop_cue_for: int | None = None  # play the stop cue at this utterance's end
@@ -95,7 +79,7 @@ class Dictation(QObject):
         self._vocabulary_engine: object = None  # the engine _vocabulary_sent was sent to
         self._vocabulary_sent: tuple[str, ...] | None = None
         self._tapped.connect(lambda _action: self.paste_last())
-        b = controller.bridge
+        b = bridge
         b.level_changed.connect(self.on_level)
         b.speech_started.connect(self.on_speech_started)
         b.speech_ended.connect(self.on_speech_ended)
@@ -104,17 +88,8 @@ class Dictation(QObject):
     def start_hotkey(self) -> None:
         """Listen for the paste-last chord (nothing when it is "" or hotkeys are off)."""
         self.stop_hotkey()
-        chord = self.controller.settings.paste_last_hotkey
-        if not chord:
-            return
-        hotkey = GlobalHotkey(chord, "tap", forwarder(self._tapped, 1))
-        try:
-            hotkey.start()
-        except HotkeyUnavailableError as exc:
-            log.warning("paste-last hotkey unavailable: %s", exc)
-            self.controller.window.show_message(f"Paste-last hotkey off: {exc}", 20000)
-            return
-        self._paste_hotkey = hotkey
+        self._paste_hotkey = listen_chord(self._settings().paste_last_hotkey, "tap", self._tapped,
+                                          "paste-last", self.window.show_message)
 
     def stop_hotkey(self) -> None:
         if self._paste_hotkey is not None:
@@ -125,19 +100,19 @@ class Dictation(QObject):
     def paste_last(self) -> str:
         """Re-insert the last inserted text into the focused app; returns the reply line."""
         if not self.last_text:
-            self.controller.window.show_message("Nothing dictated yet to paste again", 5000)
+            self.window.show_message("Nothing dictated yet to paste again", 5000)
             return "error nothing dictated yet"
         target = self.target()
         if target.insert == "off":
             return "ok nothing inserted (insertion is off for this application)"
-        self.controller.injector.insert(self.last_text, 0, target.insert)
+        self.injector.insert(self.last_text, 0, target.insert)
         log.info("paste-last: %d characters", len(self.last_text))
         return f"ok pasted {len(self.last_text)} characters"
 
     # -- profiles ------------------------------------------------------------------------------
     def target(self) -> DictationTarget:
         """The focused application's profile over the global settings (read now)."""
-        s = self.controller.settings
+        s = self._settings()
         names = self.read_window_class()
         try:
             profile = profile_for(names, s.app_profiles, s.vocabulary)
@@ -156,7 +131,7 @@ class Dictation(QObject):
             return False  # silence (an empty final) inserts nothing: no empty paste
         if out.text.strip():
             self.last_text = out.text
-        self.controller.injector.insert(out.text, out.delete_chars, target.insert)
+        self.injector.insert(out.text, out.delete_chars, target.insert)
         return True
 
     def engine_created(self, engine: object, terms: tuple[str, ...]) -> None:
@@ -166,7 +141,7 @@ class Dictation(QObject):
     def send_vocabulary(self, terms: tuple[str, ...]) -> None:
         """Give the engine these vocabulary terms, unless it has them already (an engine starts
         with the settings' default set, from its EngineConfig)."""
-        engine = self.controller.engine
+        engine = self.live.engine
         if engine is None:
             return
         if engine is not self._vocabulary_engine:  # not made by engine_created: unknown
@@ -177,8 +152,8 @@ class Dictation(QObject):
 
     # -- press / release -----------------------------------------------------------------------
     def on_press(self, hands_free: bool) -> None:
-        s = self.controller.settings
-        engine = self.controller.engine
+        s = self._settings()
+        engine = self.live.engine
         target = self.target()
         self.send_vocabulary(vocabulary_terms(s.vocabulary, target.vocabulary))
         self.hands_free = hands_free
@@ -214,7 +189,7 @@ class Dictation(QObject):
 
     # -- engine events -------------------------------------------------------------------------
     def on_speech_started(self, utterance_id: int, _at: int) -> None:
-        if self.controller.talking:
+        if self.live.talking:
             self._utterance = utterance_id
 
     def on_speech_ended(self, utterance_id: int, _at: int) -> None:
@@ -223,14 +198,14 @@ class Dictation(QObject):
         if wanted is None or wanted not in (-1, utterance_id):
             return
         self._stop_cue_for = None
-        s = self.controller.settings
+        s = self._settings()
         if s.sounds and s.sound_volume > 0:
             self.cues().play("stop", s.sound_volume)
 
     def on_level(self, rms_db: float, _peak_db: float, end: int = -1) -> None:
-        if self.auto_stop.level(rms_db, self.clock(), end) and self.controller.talking:
+        if self.auto_stop.level(rms_db, self.clock(), end) and self.live.talking:
             log.info("hands-free: %.1f s of silence, stopping", self.auto_stop.after_s)
-            self.controller.on_ptt("release")
+            self._on_ptt("release")
 
     def shutdown(self) -> None:
         self.stop_hotkey()
