@@ -2,7 +2,7 @@
 thread. The parts it wires do the work: `app.live_session` starts, stops and changes the live
 engine (language, model, microphone); `app.final_route` takes each final through the rules,
 AI polish, insertion and the journal; `app.hotkey_set` owns the global hotkeys;
-`app.dictation` push-to-talk's extras; `app.import_flow` File > Open file…; `app.voice_edit`
+`app.dictation` push-to-talk and its extras; `app.import_flow` File > Open file…; `app.voice_edit`
 voice edits of a selection; `app.desktop_routes` the desktop's hotkey and insertion routes.
 The engine and the hotkey listeners call in through queued signals.
 """
@@ -10,9 +10,8 @@ The engine and the hotkey listeners call in through queued signals.
 from __future__ import annotations
 
 import logging
-import time
 
-from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtCore import QObject, Slot
 from PySide6.QtWidgets import QApplication
 
 from app.app_engine import RunningEngine
@@ -35,7 +34,6 @@ from engine.events import Metrics
 from ui.bridge import EngineBridge
 from ui.caption_window import CaptionWindow
 from ui.main_window import EngineChoice, MainWindow
-from ui.qt_compat import emit
 
 __all__ = ["Controller", "LaunchOptions"]
 
@@ -45,8 +43,6 @@ QUIT_WAIT_S = 10.0
 
 
 class Controller(QObject):
-    talking_changed = Signal(bool)
-
     def __init__(self, settings: Settings, options: LaunchOptions | None = None,
                  engine_factory: EngineFactory = make_engine,
                  parent: QObject | None = None,
@@ -69,7 +65,8 @@ class Controller(QObject):
                                   parent=self)  # File > Open file…
         self.live.refuse_live = self.imports.refuse_live
         self.dictation = Dictation(current, self.live, w, self.injector, self.bridge,
-                                   self.on_ptt, parent=self)  # paste-last, cues, hands-free
+                                   lambda: self.polisher.prepare(), parent=self)
+        self.talking_changed = self.dictation.talking_changed
         self.desktop = DesktopRoutes(current, w, self.injector, self.on_ptt, self)
         self.hotkeys = Hotkeys(current, w.show_message, self.desktop,
                                self.dictation.start_hotkey,
@@ -159,42 +156,10 @@ class Controller(QObject):
         if state == "stopped" and self.options.exit_after_input and not self.imports.running:
             self.quit()  # (an import pauses the engine: that stop is not the input's end)
 
-    # -- push-to-talk --------------------------------------------------------------------------
+    # -- push-to-talk (app.dictation) ---------------------------------------------------------
     @Slot(str)
     def on_ptt(self, action: str) -> None:
-        """"press"/"release" from the hotkey or the control socket; "toggle" flips (a recording
-        started by a toggle is hands-free: it stops itself after a silence)."""
-        live = self.live
-        hands_free = action == "toggle" or self.settings.hotkey_mode == "toggle"
-        if action == "toggle":
-            action = "release" if live.talking else "press"
-        if action == "press" and self.imports.refuse_live():
-            return
-        if action == "press" and live.engine is not None and live.state == "loading":
-            # A model (re)load: the press would only be heard once it is done. Say so rather
-            # than record into a queue the user cannot see (the utterance before the switch
-            # was flushed by the old engine and is not lost).
-            self.window.show_message(f"Loading {live.model_name()}: dictation is off until "
-                                     "it is ready (a few seconds)", 5000)
-            log.info("push-to-talk refused while the model loads")
-            return
-        if live.engine is None:
-            live.start()
-        if live.engine is None:
-            return
-        if action == "press" and not live.talking:
-            live.talking = True
-            if self.settings.polish:
-                self.polisher.prepare()  # key and connection ready before the final
-            self.dictation.on_press(hands_free)
-            self.dictation.pressed_at(live.engine.begin_utterance())
-        elif action == "release" and live.talking:
-            live.talking = False
-            self.route.released_at = time.monotonic()
-            live.engine.end_utterance()
-            self.dictation.on_release()
-        log.info("push-to-talk %s: talking=%s", action, live.talking)
-        emit(self.talking_changed, live.talking)
+        self.dictation.on_ptt(action)
 
     def control_command(self, command: str) -> str:
         """Handler for app.control: returns the reply line."""

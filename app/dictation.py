@@ -41,6 +41,7 @@ from app.settings import Settings
 from engine.dictation import Insertion
 from ui.bridge import EngineBridge
 from ui.main_window import MainWindow
+from ui.qt_compat import emit
 
 if TYPE_CHECKING:
     from engine.audio.cues import CuePlayer
@@ -58,15 +59,18 @@ def _read_window_class() -> tuple[str, ...] | None:
 
 class Dictation(QObject):
     _tapped = Signal(str)  # from the paste-last hotkey's listener thread, delivered queued
+    talking_changed = Signal(bool)
 
     def __init__(self, settings: Callable[[], Settings], live: LiveSession, window: MainWindow,
-                 injector: TextInjector, bridge: EngineBridge, on_ptt: Callable[[str], None],
+                 injector: TextInjector, bridge: EngineBridge, prepare: Callable[[], None],
                  window_class: WindowClassReader = _read_window_class,
                  clock: Callable[[], float] = time.monotonic,
                  parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._settings, self.live, self.window = settings, live, window
-        self.injector, self._on_ptt = injector, on_ptt
+        self.injector = injector
+        self._prepare = prepare  # AI polish's key and connection, readied at a press
+        self.released_at: float | None = None  # the last push-to-talk release (monotonic)
         self.read_window_class = window_class
         self.clock = clock
         self.last_text: str | None = None  # the last text inserted into an app
@@ -151,6 +155,42 @@ class Dictation(QObject):
             self._vocabulary_sent = terms
 
     # -- press / release -----------------------------------------------------------------------
+    @Slot(str)
+    def on_ptt(self, action: str) -> None:
+        """"press"/"release" from the hotkey or the control socket; "toggle" flips (a recording
+        started by a toggle is hands-free: it stops itself after a silence)."""
+        live = self.live
+        hands_free = action == "toggle" or self._settings().hotkey_mode == "toggle"
+        if action == "toggle":
+            action = "release" if live.talking else "press"
+        if action == "press" and live.refuse_live():
+            return
+        if action == "press" and live.engine is not None and live.state == "loading":
+            # A model (re)load: the press would only be heard once it is done. Say so rather
+            # than record into a queue the user cannot see (the utterance before the switch
+            # was flushed by the old engine and is not lost).
+            self.window.show_message(f"Loading {live.model_name()}: dictation is off until "
+                                     "it is ready (a few seconds)", 5000)
+            log.info("push-to-talk refused while the model loads")
+            return
+        if live.engine is None:
+            live.start()
+        if live.engine is None:
+            return
+        if action == "press" and not live.talking:
+            live.talking = True
+            if self._settings().polish:
+                self._prepare()
+            self.on_press(hands_free)
+            self.pressed_at(live.engine.begin_utterance())
+        elif action == "release" and live.talking:
+            live.talking = False
+            self.released_at = time.monotonic()
+            live.engine.end_utterance()
+            self.on_release()
+        log.info("push-to-talk %s: talking=%s", action, live.talking)
+        emit(self.talking_changed, live.talking)
+
     def on_press(self, hands_free: bool) -> None:
         s = self._settings()
         engine = self.live.engine
@@ -205,7 +245,7 @@ class Dictation(QObject):
     def on_level(self, rms_db: float, _peak_db: float, end: int = -1) -> None:
         if self.auto_stop.level(rms_db, self.clock(), end) and self.live.talking:
             log.info("hands-free: %.1f s of silence, stopping", self.auto_stop.after_s)
-            self._on_ptt("release")
+            self.on_ptt("release")
 
     def shutdown(self) -> None:
         self.stop_hotkey()

@@ -49,7 +49,6 @@ class FinalRoute(QObject):
         self.injector, self.session = injector, session
         self.window, self.captions = window, captions
         self.last_injection: tuple[bool, str] | None = None
-        self.released_at: float | None = None  # the last push-to-talk release (monotonic)
         self._stages: list[tuple[str, float]] = []  # the last final's steps (app.latency_trace)
         self._injection_note = ""  # said with the next insertion's message (a skipped polish)
         self._polish_journal: Journal | None = None  # polish lines beside the engine's journal
@@ -71,8 +70,8 @@ class FinalRoute(QObject):
         event = replace(event, text=clean(event.text))
         log.info("final %d (round trip %.0f ms, %.0f ms after speech end): %s",
                  event.utterance_id, event.latency_ms, event.after_speech_end_ms, event.text)
-        released = [("release", self.released_at)] if self.released_at is not None else []
-        self.released_at = None
+        released_at, self.dictation.released_at = self.dictation.released_at, None
+        released = [("release", released_at)] if released_at is not None else []
         if self.voice_edit.take(event.text):
             self._stages = [*released, *event.stages, ("received", received)]
             return  # the spoken instruction of a voice edit (app.voice_edit)
