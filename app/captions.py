@@ -10,8 +10,8 @@ from pathlib import Path
 
 from app.engine_parts import live_options, live_runner, remote_engine
 from engine.audio.sources import AudioSource
-from engine.captions import CaptionEngine, EngineBuilder, Feed, SharedRunner
-from engine.events import EngineFailed, EventSink, LiveEngine
+from engine.captions import CaptionEngine, EngineBuilder, Feed, SharedRunner, SourceEngine
+from engine.events import EngineFailed, EventSink
 from engine.models import DEFAULT_MODEL
 
 SOURCES = ("mic", "system", "app", "both")
@@ -132,13 +132,13 @@ def _local_builder(config: CaptionConfig, runner: SharedRunner) -> EngineBuilder
     options = live_options("vad", language=config.language, vocabulary=config.vocabulary,
                            journal=False, task=task, commit_stable=commit)
 
-    def build(source: AudioSource, sink: EventSink) -> LiveEngine:
+    def build(source: AudioSource, sink: EventSink) -> SourceEngine:
         return LocalLiveEngine(sink, source=source, runner=runner, options=options)
     return build
 
 
 def _remote_builder(config: CaptionConfig) -> EngineBuilder:
-    def build(source: AudioSource, sink: EventSink) -> LiveEngine:
+    def build(source: AudioSource, sink: EventSink) -> SourceEngine:
         return remote_engine(sink, config.server, source, language=config.language,
                              mode="vad", vocabulary=config.vocabulary)
     return build

@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 import numpy as np
 
@@ -49,7 +50,13 @@ from engine.types import (
 
 log = logging.getLogger(__name__)
 
-EngineBuilder = Callable[[AudioSource, EventSink], LiveEngine]
+class SourceEngine(LiveEngine, Protocol):
+    """The engine of one caption source: a live engine that can also stop at once."""
+
+    def abort(self) -> None: ...
+
+
+EngineBuilder = Callable[[AudioSource, EventSink], SourceEngine]
 Masker = Callable[[str], str]
 
 
@@ -79,6 +86,9 @@ class RecentAudio:
 
     def stop(self) -> None:
         self.inner.stop()
+
+    def take_notice(self) -> str | None:
+        return None  # the caption engine does not report a device change it copies
 
     def read(self, timeout: float) -> Audio | None:
         block = self.inner.read(timeout)
@@ -140,7 +150,7 @@ class CaptionEngine:
         self._running = {feed.label for feed in feeds}
         self._primary = feeds[0].label  # whose lifecycle states stand for all
         self._listening: set[str] = set()
-        self._engines: list[LiveEngine] = []
+        self._engines: list[SourceEngine] = []
         for feed in feeds:
             source = feed.source
             if translate_with is not None:
@@ -170,8 +180,7 @@ class CaptionEngine:
         if self._translator is not None:
             self._translator.abort()
         for engine in self._engines:
-            abort = getattr(engine, "abort", None)
-            (abort or engine.stop)()
+            engine.abort()
 
     def begin_utterance(self) -> int | None:
         return None  # captions follow voice activity, not a key
