@@ -1,13 +1,15 @@
-"""Dictation around push-to-talk: paste-last, start/stop cues, hands-free auto-stop and
-per-application profiles. The controller calls in at four points (press,
-release, engine events, a final to insert); everything here runs on the GUI thread.
+"""Push-to-talk and what goes with it: paste-last, start/stop cues, hands-free auto-stop and
+per-application profiles. `on_ptt` takes each press and release (hotkeys, the control socket,
+the tray); the final's route (`app.final_route`) asks for the target and inserts through
+`insert`; everything here runs on the GUI thread.
 
 - Paste last: a second global hotkey (`Settings.paste_last_hotkey`, "" = off; it fires once the
   whole chord is let go, so the paste keys don't mix with the user's Ctrl+Alt), the tray's
   "Paste last text" and the control socket's ``paste-last`` re-insert the last inserted text.
 - Cues: a start cue at the press, with the engine muting what the microphone hears of it
-  (`mute_input`: from the press until the tone has been played out), and a stop cue once the utterance's audio has been cut (its SpeechEnded), so
-  neither is transcribed. Engines that cannot mute their input (remote) get no start cue.
+  (`mute_input`: from the press until the tone has been played out), and a stop cue once the
+  utterance's audio has been cut (its SpeechEnded), so neither is transcribed. Engines that
+  cannot mute their input (`RunningEngine.can_mute_input`: remote, captions) get no start cue.
 - Hands-free: a recording started in toggle mode stops itself after `auto_stop_s` of silence
   (app.handsfree.AutoStop on the engine's level readings).
 - Profiles: the focused window's class is read at the press (its vocabulary set goes to the
