@@ -5,16 +5,14 @@ the profanity mask. Used by `sottovoce listen --source ...` and the app's captio
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.engine_parts import live_options, live_runner, remote_engine
 from engine.audio.sources import AudioSource
-from engine.captions import CaptionEngine, EngineBuilder, Feed, SharedRunner
-from engine.errors import EngineError
-from engine.events import EngineFailed, EventSink, LiveEngine
+from engine.captions import CaptionEngine, EngineBuilder, Feed, SharedRunner, SourceEngine
+from engine.events import EngineFailed, EventSink
 from engine.models import DEFAULT_MODEL
-from engine.types import Runner
 
 SOURCES = ("mic", "system", "app", "both")
 TRANSLATE_MODES = ("off", "below", "alone")
@@ -115,25 +113,14 @@ def caption_engine(config: CaptionConfig, sink: EventSink) -> tuple[CaptionEngin
     if config.server:
         return CaptionEngine(sink, sources, _remote_builder(config), mask=mask,
                              journal=journal), None
-    runner = SharedRunner(_local_runner(config))
+    runner = SharedRunner(live_runner(config.decode_model, config.device))
     return CaptionEngine(sink, sources, _local_builder(config, runner),
                          translate_with=runner if config.translate == "below" else None,
                          mask=mask, journal=journal), runner
 
 
-def _local_runner(config: CaptionConfig) -> Runner:
-    try:
-        from engine.asr import local_runner
-    except ImportError as exc:
-        raise EngineError(f"the local engine is not available: {exc}") from exc
-    cores = os.cpu_count() or 1
-    return local_runner(config.decode_model, device=config.device, streams=min(2, cores),
-                        cpu_threads=min(4, cores))
-
-
 def _local_builder(config: CaptionConfig, runner: SharedRunner) -> EngineBuilder:
-    from engine.core.policy import PolicyOptions
-    from engine.live import LiveOptions, LocalLiveEngine
+    from engine.live import LocalLiveEngine
 
     task = "translate" if config.translate == "alone" else "transcribe"
     # Captions commit the stable words of a long utterance while it is still spoken: a
@@ -142,26 +129,16 @@ def _local_builder(config: CaptionConfig, runner: SharedRunner) -> EngineBuilder
     # compares whole lines, nor with a translation below each line, which translates each
     # final's audio on its own.
     commit = config.source != "both" and config.translate != "below"
-    options = LiveOptions(mode="vad", journal=False, policy=PolicyOptions(
-        language=config.language, task=task, vocabulary=config.vocabulary, commit_stable=commit))
+    options = live_options("vad", language=config.language, vocabulary=config.vocabulary,
+                           journal=False, task=task, commit_stable=commit)
 
-    def build(source: AudioSource, sink: EventSink) -> LiveEngine:
+    def build(source: AudioSource, sink: EventSink) -> SourceEngine:
         return LocalLiveEngine(sink, source=source, runner=runner, options=options)
     return build
 
 
 def _remote_builder(config: CaptionConfig) -> EngineBuilder:
-    from engine.remote.client import RemoteLiveEngine
-    from engine.remote.secrets import KeyringUnavailableError, load_api_key
-
-    try:
-        api_key = load_api_key(config.server)
-    except KeyringUnavailableError:
-        api_key = None
-
-    def build(source: AudioSource, sink: EventSink) -> LiveEngine:
-        engine = RemoteLiveEngine(sink, url=config.server, api_key=api_key, source=source,
-                                  language=config.language, mode="vad")
-        engine.set_vocabulary(config.vocabulary)
-        return engine
+    def build(source: AudioSource, sink: EventSink) -> SourceEngine:
+        return remote_engine(sink, config.server, source, language=config.language,
+                             mode="vad", vocabulary=config.vocabulary)
     return build

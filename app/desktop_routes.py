@@ -1,4 +1,4 @@
-"""The desktop's routes wired into the running app (a child of the controller, GUI thread).
+"""The desktop's routes wired into the running app (GUI thread).
 
 At start-up: probe the session (app.desktop), choose the routes (app.routes), give the injector
 the Wayland inserter where the session is Wayland (its routes prepared at once, so a portal's
@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
-from typing import Protocol
+from collections.abc import Callable
 
 from PySide6.QtCore import QObject, Signal
 
@@ -41,17 +41,6 @@ from ui.qt_compat import forwarder
 log = logging.getLogger(__name__)
 
 TOKEN_FILE = "portal-restore-token"
-
-
-class RoutesHost(Protocol):
-    @property
-    def settings(self) -> Settings: ...
-    @property
-    def window(self) -> MainWindow: ...
-    @property
-    def injector(self) -> TextInjector: ...
-
-    def on_ptt(self, action: str) -> None: ...
 
 
 def key_routes(names: tuple[str, ...]) -> list[KeyRoute]:
@@ -90,23 +79,25 @@ class DesktopRoutes(QObject):
     _failed = Signal(str)
     _notice = Signal(str)
 
-    def __init__(self, host: RoutesHost, parent: QObject | None = None) -> None:
+    def __init__(self, settings: Callable[[], Settings], window: MainWindow,
+                 injector: TextInjector, on_ptt: Callable[[str], None],
+                 parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self.host = host
+        self._settings, self.window, self.injector = settings, window, injector
         self.desktop: Desktop | None = None
         self.routes: Routes | None = None
         self.portal_hotkey: PortalHotkey | None = None
         self.captions_pinned = False
-        self._action.connect(host.on_ptt)
+        self._action.connect(on_ptt)
         self._bound.connect(self._on_bound)
         self._failed.connect(self._on_failed)
-        self._notice.connect(lambda text: host.window.show_message(f"Shortcut portal: {text}",
+        self._notice.connect(lambda text: window.show_message(f"Shortcut portal: {text}",
                                                                    20000))
 
     def start(self) -> Routes:
         """Probe and set up insertion; returns the routes chosen."""
         self.desktop = detect()
-        self.routes = choose(self.desktop, self.host.settings.allow_ydotool)
+        self.routes = choose(self.desktop, self._settings().allow_ydotool)
         hotkey_line, insert_line = self.status_lines()
         log.info("desktop: %s", self.desktop.describe())
         log.info("hotkey route: %s", hotkey_line)
@@ -116,7 +107,7 @@ class DesktopRoutes(QObject):
                                        WlClipboard() if self.routes.clipboard else None,
                                        desktop_notify)
             inserter.start()
-            self.host.injector.use_wayland(inserter)
+            self.injector.use_wayland(inserter)
             if self.desktop.family == WLROOTS and "swaymsg" in self.desktop.tools:
                 self.captions_pinned = pin_captions_on_sway()
         return self.routes
@@ -130,14 +121,14 @@ class DesktopRoutes(QObject):
         """The compositor lines to paste where the hotkey is the compositor's job."""
         if self.desktop is None or self.routes is None or self.routes.hotkey != COMPOSITOR:
             return []
-        return compositor_lines(self.desktop.family, self.host.settings.hotkey, command_name())
+        return compositor_lines(self.desktop.family, self._settings().hotkey, command_name())
 
     def start_hotkey(self) -> bool:
         """Start the Wayland hotkey route; False where the X11 key grab is the route."""
         if self.desktop is None or not self.desktop.wayland or self.routes is None:
             return False
         if self.routes.hotkey == PORTAL:
-            s = self.host.settings
+            s = self._settings()
             self.portal_hotkey = PortalHotkey(s.hotkey, s.hotkey_mode,
                                               forwarder(self._action, 1),
                                               forwarder(self._bound, 1),
@@ -148,7 +139,7 @@ class DesktopRoutes(QObject):
             lines = self.advice()
             for line in lines:
                 log.info("compositor binding: %s", line)
-            self.host.window.show_message(
+            self.window.show_message(
                 "Wayland: bind the hotkey in your compositor (see Settings or `sottovoce "
                 "doctor`): " + lines[0], 30000)
         return True
@@ -157,16 +148,16 @@ class DesktopRoutes(QObject):
         if self.portal_hotkey is not None:
             self.portal_hotkey.stop()
             self.portal_hotkey = None
-        self.host.injector.use_wayland(None)
+        self.injector.use_wayland(None)
 
     def _on_bound(self, trigger: str) -> None:
         keys = trigger or "not set yet: choose keys in your desktop's shortcut settings"
-        self.host.window.show_message(f"Push-to-talk shortcut (desktop portal): {keys}", 15000)
+        self.window.show_message(f"Push-to-talk shortcut (desktop portal): {keys}", 15000)
 
     def _on_failed(self, message: str) -> None:
         self.portal_hotkey = None
         lines = compositor_lines(self.desktop.family if self.desktop else "",
-                                 self.host.settings.hotkey, command_name())
+                                 self._settings().hotkey, command_name())
         log.warning("portal shortcut unavailable (%s); bind instead: %s", message, lines[0])
-        self.host.window.show_message(f"Shortcut portal: {message}; bind instead: {lines[0]}",
+        self.window.show_message(f"Shortcut portal: {message}; bind instead: {lines[0]}",
                                       30000)

@@ -1,13 +1,15 @@
-"""Dictation around push-to-talk: paste-last, start/stop cues, hands-free auto-stop and
-per-application profiles. A child of the controller, which calls in at four points (press,
-release, engine events, a final to insert); everything here runs on the GUI thread.
+"""Push-to-talk and what goes with it: paste-last, start/stop cues, hands-free auto-stop and
+per-application profiles. `on_ptt` takes each press and release (hotkeys, the control socket,
+the tray); the final's route (`app.final_route`) asks for the target and inserts through
+`insert`; everything here runs on the GUI thread.
 
 - Paste last: a second global hotkey (`Settings.paste_last_hotkey`, "" = off; it fires once the
   whole chord is let go, so the paste keys don't mix with the user's Ctrl+Alt), the tray's
   "Paste last text" and the control socket's ``paste-last`` re-insert the last inserted text.
 - Cues: a start cue at the press, with the engine muting what the microphone hears of it
-  (`mute_input`: from the press until the tone has been played out), and a stop cue once the utterance's audio has been cut (its SpeechEnded), so
-  neither is transcribed. Engines that cannot mute their input (remote) get no start cue.
+  (`mute_input`: from the press until the tone has been played out), and a stop cue once the
+  utterance's audio has been cut (its SpeechEnded), so neither is transcribed. Engines that
+  cannot mute their input (`RunningEngine.can_mute_input`: remote, captions) get no start cue.
 - Hands-free: a recording started in toggle mode stops itself after `auto_stop_s` of silence
   (app.handsfree.AutoStop on the engine's level readings).
 - Profiles: the focused window's class is read at the press (its vocabulary set goes to the
@@ -20,13 +22,15 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal, Slot
 
 from app.handsfree import AutoStop
-from app.hotkeys import GlobalHotkey, HotkeyUnavailableError
+from app.hotkey_set import listen_chord
+from app.hotkeys import GlobalHotkey
 from app.inject import TextInjector
+from app.live_session import LiveSession
 from app.profiles import (
     NO_PROFILE,
     DictationTarget,
@@ -39,7 +43,7 @@ from app.settings import Settings
 from engine.dictation import Insertion
 from ui.bridge import EngineBridge
 from ui.main_window import MainWindow
-from ui.qt_compat import forwarder
+from ui.qt_compat import emit
 
 if TYPE_CHECKING:
     from engine.audio.cues import CuePlayer
@@ -55,37 +59,24 @@ def _read_window_class() -> tuple[str, ...] | None:
     return focused_window_class()
 
 
-class DictationHost(Protocol):
-    """What this needs of the controller (app.controller.Controller)."""
-
-    @property
-    def settings(self) -> Settings: ...
-    @property
-    def engine(self) -> object: ...
-    @property
-    def talking(self) -> bool: ...
-    @property
-    def window(self) -> MainWindow: ...
-    @property
-    def injector(self) -> TextInjector: ...
-    @property
-    def bridge(self) -> EngineBridge: ...
-
-    def on_ptt(self, action: str) -> None: ...
-
-
 class Dictation(QObject):
     _tapped = Signal(str)  # from the paste-last hotkey's listener thread, delivered queued
+    talking_changed = Signal(bool)
 
-    def __init__(self, controller: DictationHost,
+    def __init__(self, settings: Callable[[], Settings], live: LiveSession, window: MainWindow,
+                 injector: TextInjector, bridge: EngineBridge, prepare: Callable[[], None],
                  window_class: WindowClassReader = _read_window_class,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        super().__init__(controller if isinstance(controller, QObject) else None)
-        self.controller = controller
+                 clock: Callable[[], float] = time.monotonic,
+                 parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._settings, self.live, self.window = settings, live, window
+        self.injector = injector
+        self._prepare = prepare  # AI polish's key and connection, readied at a press
+        self.released_at: float | None = None  # the last push-to-talk release (monotonic)
         self.read_window_class = window_class
         self.clock = clock
         self.last_text: str | None = None  # the last text inserted into an app
-        self.auto_stop = AutoStop(controller.settings.auto_stop_s)
+        self.auto_stop = AutoStop(settings().auto_stop_s)
         self.hands_free = False
         self._cues: CuePlayer | None = None
         self._stop_cue_for: int | None = None  # play the stop cue at this utterance's end
@@ -94,7 +85,7 @@ class Dictation(QObject):
         self._vocabulary_engine: object = None  # the engine _vocabulary_sent was sent to
         self._vocabulary_sent: tuple[str, ...] | None = None
         self._tapped.connect(lambda _action: self.paste_last())
-        b = controller.bridge
+        b = bridge
         b.level_changed.connect(self.on_level)
         b.speech_started.connect(self.on_speech_started)
         b.speech_ended.connect(self.on_speech_ended)
@@ -103,17 +94,8 @@ class Dictation(QObject):
     def start_hotkey(self) -> None:
         """Listen for the paste-last chord (nothing when it is "" or hotkeys are off)."""
         self.stop_hotkey()
-        chord = self.controller.settings.paste_last_hotkey
-        if not chord:
-            return
-        hotkey = GlobalHotkey(chord, "tap", forwarder(self._tapped, 1))
-        try:
-            hotkey.start()
-        except HotkeyUnavailableError as exc:
-            log.warning("paste-last hotkey unavailable: %s", exc)
-            self.controller.window.show_message(f"Paste-last hotkey off: {exc}", 20000)
-            return
-        self._paste_hotkey = hotkey
+        self._paste_hotkey = listen_chord(self._settings().paste_last_hotkey, "tap", self._tapped,
+                                          "paste-last", self.window.show_message)
 
     def stop_hotkey(self) -> None:
         if self._paste_hotkey is not None:
@@ -124,19 +106,19 @@ class Dictation(QObject):
     def paste_last(self) -> str:
         """Re-insert the last inserted text into the focused app; returns the reply line."""
         if not self.last_text:
-            self.controller.window.show_message("Nothing dictated yet to paste again", 5000)
+            self.window.show_message("Nothing dictated yet to paste again", 5000)
             return "error nothing dictated yet"
         target = self.target()
         if target.insert == "off":
             return "ok nothing inserted (insertion is off for this application)"
-        self.controller.injector.insert(self.last_text, 0, target.insert)
+        self.injector.insert(self.last_text, 0, target.insert)
         log.info("paste-last: %d characters", len(self.last_text))
         return f"ok pasted {len(self.last_text)} characters"
 
     # -- profiles ------------------------------------------------------------------------------
     def target(self) -> DictationTarget:
         """The focused application's profile over the global settings (read now)."""
-        s = self.controller.settings
+        s = self._settings()
         names = self.read_window_class()
         try:
             profile = profile_for(names, s.app_profiles, s.vocabulary)
@@ -155,7 +137,7 @@ class Dictation(QObject):
             return False  # silence (an empty final) inserts nothing: no empty paste
         if out.text.strip():
             self.last_text = out.text
-        self.controller.injector.insert(out.text, out.delete_chars, target.insert)
+        self.injector.insert(out.text, out.delete_chars, target.insert)
         return True
 
     def engine_created(self, engine: object, terms: tuple[str, ...]) -> None:
@@ -165,34 +147,71 @@ class Dictation(QObject):
     def send_vocabulary(self, terms: tuple[str, ...]) -> None:
         """Give the engine these vocabulary terms, unless it has them already (an engine starts
         with the settings' default set, from its EngineConfig)."""
-        engine = self.controller.engine
+        engine = self.live.engine
         if engine is None:
             return
         if engine is not self._vocabulary_engine:  # not made by engine_created: unknown
             self._vocabulary_engine, self._vocabulary_sent = engine, None
         if terms != self._vocabulary_sent:
-            engine.set_vocabulary(terms)  # type: ignore[attr-defined]
+            engine.set_vocabulary(terms)
             self._vocabulary_sent = terms
 
     # -- press / release -----------------------------------------------------------------------
+    @Slot(str)
+    def on_ptt(self, action: str) -> None:
+        """"press"/"release" from the hotkey or the control socket; "toggle" flips (a recording
+        started by a toggle is hands-free: it stops itself after a silence)."""
+        live = self.live
+        hands_free = action == "toggle" or self._settings().hotkey_mode == "toggle"
+        if action == "toggle":
+            action = "release" if live.talking else "press"
+        if action == "press" and live.refuse_live():
+            return
+        if action == "press" and live.engine is not None and live.state == "loading":
+            # A model (re)load: the press would only be heard once it is done. Say so rather
+            # than record into a queue the user cannot see (the utterance before the switch
+            # was flushed by the old engine and is not lost).
+            self.window.show_message(f"Loading {live.model_name()}: dictation is off until "
+                                     "it is ready (a few seconds)", 5000)
+            log.info("push-to-talk refused while the model loads")
+            return
+        if live.engine is None:
+            live.start()
+        if live.engine is None:
+            return
+        if action == "press" and not live.talking:
+            live.talking = True
+            if self._settings().polish:
+                self._prepare()
+            self.on_press(hands_free)
+            self.pressed_at(live.engine.begin_utterance())
+        elif action == "release" and live.talking:
+            live.talking = False
+            self.released_at = time.monotonic()
+            live.engine.end_utterance()
+            self.on_release()
+        log.info("push-to-talk %s: talking=%s", action, live.talking)
+        emit(self.talking_changed, live.talking)
+
     def on_press(self, hands_free: bool) -> None:
-        s = self.controller.settings
-        engine = self.controller.engine
+        s = self._settings()
+        engine = self.live.engine
         target = self.target()
         self.send_vocabulary(vocabulary_terms(s.vocabulary, target.vocabulary))
         self.hands_free = hands_free
         self.auto_stop = AutoStop(s.auto_stop_s if hands_free else 0.0)
         self.auto_stop.start(self.clock())
         self._utterance = None
-        mute = getattr(engine, "mute_input", None)
-        if s.sounds and s.sound_volume > 0 and callable(mute):
+        if s.sounds and s.sound_volume > 0 and engine is not None and engine.can_mute_input:
             from engine.audio.cues import ECHO_TAIL_S, MUTE_GUARD_S
 
             # Muted before the tone starts (the microphone must not hear it), then cut down to
             # the time the tone took once it has been played (on the player's thread).
-            at = mute(MUTE_GUARD_S)
-            self.cues().play("start", s.sound_volume,
-                             lambda took: mute(took + ECHO_TAIL_S, at=at))
+            at = engine.mute_input(MUTE_GUARD_S)
+
+            def played(took: float) -> None:
+                engine.mute_input(took + ECHO_TAIL_S, at=at)
+            self.cues().play("start", s.sound_volume, played)
 
     def pressed_at(self, at: int | None) -> None:
         """The stream position the press applied to (None: not known): level readings of the
@@ -212,7 +231,7 @@ class Dictation(QObject):
 
     # -- engine events -------------------------------------------------------------------------
     def on_speech_started(self, utterance_id: int, _at: int) -> None:
-        if self.controller.talking:
+        if self.live.talking:
             self._utterance = utterance_id
 
     def on_speech_ended(self, utterance_id: int, _at: int) -> None:
@@ -221,14 +240,14 @@ class Dictation(QObject):
         if wanted is None or wanted not in (-1, utterance_id):
             return
         self._stop_cue_for = None
-        s = self.controller.settings
+        s = self._settings()
         if s.sounds and s.sound_volume > 0:
             self.cues().play("stop", s.sound_volume)
 
     def on_level(self, rms_db: float, _peak_db: float, end: int = -1) -> None:
-        if self.auto_stop.level(rms_db, self.clock(), end) and self.controller.talking:
+        if self.auto_stop.level(rms_db, self.clock(), end) and self.live.talking:
             log.info("hands-free: %.1f s of silence, stopping", self.auto_stop.after_s)
-            self.controller.on_ptt("release")
+            self.on_ptt("release")
 
     def shutdown(self) -> None:
         self.stop_hotkey()

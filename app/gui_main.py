@@ -195,10 +195,10 @@ def _connect_tray(tray: object, controller: object) -> None:
         tray.set_microphones(names, controller.settings.input_device)
 
     tray.microphones_wanted.connect(offer_microphones)
-    tray.microphone_chosen.connect(controller.set_input_device)
-    tray.language_cycle_requested.connect(controller.cycle_language)
+    tray.microphone_chosen.connect(controller.live.set_input_device)
+    tray.language_cycle_requested.connect(controller.live.cycle_language)
     controller.language_shown.connect(tray.set_language_text)
-    tray.set_language_text(controller.language_label(), not controller.english_only())
+    tray.set_language_text(controller.live.language_label(), not controller.live.english_only())
     controller.bridge.state_changed.connect(
         lambda state, _d: tray.set_running(state not in ("stopped", "failed"), controller.talking))
     controller.talking_changed.connect(

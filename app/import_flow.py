@@ -27,17 +27,20 @@ import logging
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 from PySide6.QtCore import QObject
 
+from app.app_engine import RunningEngine
 from app.file_import import FileImport, ImportOptions, ImportResult
-from app.import_host import ImportHost, engine_finished
+from app.live_session import LiveSession
+from app.session import Session
+from app.settings import Settings
 from engine.asr import local_runner
 from engine.types import SAMPLE_RATE, Runner, Segment
 from engine.vocabulary import parse as parse_vocabulary
 from ui.bridge import ImportBridge
 from ui.import_panel import format_duration
+from ui.main_window import MainWindow
 
 log = logging.getLogger(__name__)
 
@@ -48,12 +51,12 @@ RunnerFactory = Callable[[str, str], Runner]  # (model, device) -> an unloaded R
 class ImportFlow(QObject):
     """Owns at most one `FileImport` at a time and keeps the window and session in step."""
 
-    def __init__(self, controller: ImportHost,
-                 runner_factory: RunnerFactory | None = None,
-                 options: ImportOptions | None = None) -> None:
-        super().__init__(controller)
-        self.controller = controller
-        self.window = controller.window
+    def __init__(self, live: LiveSession, settings: Callable[[], Settings], window: MainWindow,
+                 session: Session, runner_factory: RunnerFactory | None = None,
+                 options: ImportOptions | None = None, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.live, self._settings = live, settings
+        self.window, self.session = window, session
         self.options = options or ImportOptions()
         self.bridge = ImportBridge(self)
         self.current: FileImport | None = None
@@ -93,26 +96,26 @@ class ImportFlow(QObject):
         """Start importing `path`; False when another import is still running."""
         if self.refuse_live():
             return False
-        c = self.controller
-        self._resume = c.engine is not None
-        c.stop_engine()
-        stopped = c.stopped_engines()
+        live, s = self.live, self._settings()
+        self._resume = live.engine is not None
+        live.stop()
+        stopped = live.stopped_engines()
         options = self.options
-        if options.language is None and c.settings.language:
-            options = dataclasses.replace(options, language=c.settings.language)
+        if options.language is None and s.language:
+            options = dataclasses.replace(options, language=s.language)
         if not options.vocabulary:
             options = dataclasses.replace(
-                options, vocabulary=parse_vocabulary(c.settings.vocabulary).terms())
-        model, device, factory = c.model_name(), c.settings.device, self._factory
+                options, vocabulary=parse_vocabulary(s.vocabulary).terms())
+        model, device, factory = live.model_name(), s.device, self._factory
         # Built and loaded on the worker: importing the ASR libraries takes a moment too.
         self.current = FileImport(path, lambda: factory(model, device), self.bridge, options,
                                   before_decode=lambda: _wait_all(stopped))
         self._done = 0
         self.window.set_importing(True)
         self.window.import_panel.begin(path.name)
-        if c.settings.backend == "remote":
+        if s.backend == "remote":
             self.window.show_message(
-                f"Files are transcribed on this computer with {c.model_name()}; the server is "
+                f"Files are transcribed on this computer with {model}; the server is "
                 "used for live text only", 10000)
         log.info("importing %s", path)
         self.current.start()
@@ -135,13 +138,12 @@ class ImportFlow(QObject):
     # -- worker reports (GUI thread) -----------------------------------------------------------
     def _on_started(self, total: int) -> None:
         assert self.current is not None
-        c = self.controller
-        if c.session.finals and c.session.source is None:
+        if self.session.finals and self.session.source is None:
             # Live text leaves the view, not the disk: its journal has it.
             self.window.show_message("Earlier text is in File → History", 10000)
-        c.session.clear()
-        c.session.source = self.current.path.name
-        c.session.duration = total
+        self.session.clear()
+        self.session.source = self.current.path.name
+        self.session.duration = total
         self.window.transcript.clear_transcript()
         self.window.import_panel.set_total(total)
 
@@ -151,13 +153,13 @@ class ImportFlow(QObject):
 
     def _on_segments(self, segments: tuple[Segment, ...], language: str | None) -> None:
         for segment in segments:
-            final = self.controller.session.add_segment(segment, language)
+            final = self.session.add_segment(segment, language)
             if final is not None:
                 self.window.transcript.add_final(final.start, final.text, segment.flags)
 
     def _on_finished(self, result: ImportResult) -> None:
         self.last_result = result
-        name, lines = result.path.name, len(self.controller.session.finals)
+        name, lines = result.path.name, len(self.session.finals)
         total = format_duration(result.transcript.duration / SAMPLE_RATE)
         if not result.started:
             text = f"Import of {name} cancelled; nothing changed"
@@ -185,12 +187,12 @@ class ImportFlow(QObject):
         self.window.show_message(message, 0)  # stays until the next message
         if self._resume:
             self._resume = False
-            self.controller.start_engine()
+            self.live.start()
 
 
-def _wait_all(engines: list[Any]) -> None:
+def _wait_all(engines: list[RunningEngine]) -> None:
     """On the worker: let paused engines finish their flush before the import decodes."""
     for engine in engines:
-        if not engine_finished(engine, QUIT_WAIT_S):
+        if not engine.wait(QUIT_WAIT_S):
             log.warning("paused live engine still busy after %.0f s; importing anyway",
                         QUIT_WAIT_S)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Protocol
 
 from PySide6.QtCore import QMimeData, QObject, QTimer
 from PySide6.QtGui import QClipboard, QGuiApplication
@@ -33,21 +32,6 @@ log = logging.getLogger(__name__)
 
 COPY_WAIT_MS = 1000  # the focused application's time to put the selection on the clipboard
 _PROBE = "application/x-sottovoce-selection-probe"
-
-
-class EditHost(Protocol):
-    """What this needs of the controller (app.controller.Controller)."""
-
-    @property
-    def settings(self) -> Settings: ...
-    @property
-    def window(self) -> MainWindow: ...
-    @property
-    def injector(self) -> TextInjector: ...
-    @property
-    def polisher(self) -> Polisher: ...
-
-    def on_ptt(self, action: str) -> None: ...
 
 
 class SelectionReader(QObject):
@@ -107,9 +91,12 @@ class VoiceEdit(QObject):
     """Command mode's state: idle, listening (hotkey held), waiting (for the instruction's
     final), busy (reading the selection, asking the server)."""
 
-    def __init__(self, host: EditHost, parent: QObject | None = None) -> None:
+    def __init__(self, settings: Callable[[], Settings], window: MainWindow,
+                 injector: TextInjector, polisher: Polisher, on_ptt: Callable[[str], None],
+                 parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self.host = host
+        self._settings, self.window, self.injector = settings, window, injector
+        self.polisher, self._on_ptt = polisher, on_ptt
         self.state = "idle"
         self.selection = SelectionReader(self)
         self._said: list[str] = []
@@ -117,16 +104,16 @@ class VoiceEdit(QObject):
 
     def on_command(self, action: str) -> str:
         """"press" / "release" from the command hotkey or the control socket."""
-        if action == "press" and not self.host.settings.polish:
-            self.host.window.show_message("Voice edits need AI polish: turn it on in "
+        if action == "press" and not self._settings().polish:
+            self.window.show_message("Voice edits need AI polish: turn it on in "
                                           "Settings > AI polish", 10000)
             return "error AI polish is off"
         if action == "press" and self.state == "idle":
             self.state, self._said = "listening", []
-            self.host.on_ptt("press")
+            self._on_ptt("press")
         elif action == "release" and self.state == "listening":
             self.state = "waiting"
-            self.host.on_ptt("release")
+            self._on_ptt("release")
         return f"ok edit {self.state}"
 
     def take(self, text: str) -> bool:
@@ -152,7 +139,7 @@ class VoiceEdit(QObject):
                       "nothing changed")
             return
         log.info("voice edit: %r on %d selected characters", command, len(selection))
-        self.host.polisher.edit(selection, command,
+        self.polisher.edit(selection, command,
                                 lambda outcome: self._replace(outcome, selection))
 
     def _replace(self, outcome: Outcome, selection: str) -> None:
@@ -163,7 +150,7 @@ class VoiceEdit(QObject):
         # Keep the selection's own leading/trailing whitespace (a selected line's newline).
         lead = selection[:len(selection) - len(selection.lstrip())]
         trail = selection[len(selection.rstrip()):]
-        self.host.injector.insert(lead + outcome.text + trail, 0, "paste")
+        self.injector.insert(lead + outcome.text + trail, 0, "paste")
         self._end(True, f"Voice edit: replaced {len(selection)} characters "
                   f"(+{outcome.llm_ms:.0f} ms)")
 
@@ -171,4 +158,4 @@ class VoiceEdit(QObject):
         self.state = "idle"
         self.last_result = (replaced, message)
         (log.info if replaced else log.warning)("%s", message)
-        self.host.window.show_message(message, 4000 if replaced else 15000)
+        self.window.show_message(message, 4000 if replaced else 15000)

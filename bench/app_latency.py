@@ -143,7 +143,7 @@ def dictate_once(app: LoggedProcess, target: LoggedProcess, keys: Any,
     time.sleep(0.4)  # release just after the last word, as a person does
     keys.release()
     released = time.monotonic()
-    final_at, _ = app.next_matching("INFO app.controller: final", 60)
+    final_at, _ = app.next_matching("INFO app.final_route: final", 60)
     inserted = app.next_matching("characters", 60)[1]  # "Pasted 41 characters"
     steps = read_breakdown(app)
     expected = before + int(re.findall(r"(\d+) characters", inserted)[-1])

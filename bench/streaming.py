@@ -100,6 +100,7 @@ from evaluation import (  # noqa: E402
 
 from engine.asr.ct2_decoder import Ct2Runner  # noqa: E402
 from engine.asr.sequential import SequentialRunner  # noqa: E402
+from engine.asr.wrapper import RunnerWrapper  # noqa: E402
 from engine.audio.decode import load_audio  # noqa: E402
 from engine.audio.sources import FileSource  # noqa: E402
 from engine.core.policy import PolicyOptions  # noqa: E402
@@ -111,7 +112,6 @@ from engine.types import (  # noqa: E402
     Audio,
     DecodeOptions,
     DecodeRequest,
-    ModelInfo,
     Runner,
     Transcript,
 )
@@ -119,29 +119,15 @@ from engine.types import (  # noqa: E402
 DEFAULT_MANIFEST = REPO / "tests" / "audio" / "manifest.jsonl"
 
 
-class Recording:
+class Recording(RunnerWrapper):
     """Wraps the engine's runner to keep each final chunk for the padded comparison."""
 
     def __init__(self, inner: Ct2Runner, busy: float = 1.0) -> None:
-        self.inner = inner
+        super().__init__(inner)
+        self.ct2 = inner  # the beam sweep needs the CTranslate2 runner itself
         self.busy = busy  # ``--busy``, for the record (the engine's decode_cost charges it)
         self.finals: list[tuple[Audio, DecodeOptions]] = []
         self.paths: dict[str, int] = {}
-
-    @property
-    def info(self) -> ModelInfo:
-        return self.inner.info
-
-    @property
-    def streams(self) -> int:
-        return self.inner.streams
-
-    @property
-    def device(self) -> str:
-        return self.inner.device
-
-    def load(self) -> None:
-        self.inner.load()
 
     def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]:
         results = self.inner.decode_batch(requests)
@@ -592,7 +578,7 @@ def main() -> int:
     padded_ms = [] if args.no_peer else padded_rtts(fast.finals, padded)
     fast_final_ms = res["rtts_final"]
     silent = None if args.no_peer else silence_words(fast)
-    sweep = beam_sweep(fast.finals, fast.inner, [int(b) for b in args.beam_sweep.split(",")]) \
+    sweep = beam_sweep(fast.finals, fast.ct2, [int(b) for b in args.beam_sweep.split(",")]) \
         if args.beam_sweep else None
     paths = dict(fast.paths)  # (the short clips')
     continuous = None if args.no_continuous or args.no_peer else run_continuous(

@@ -20,9 +20,11 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 import numpy as np
 
+from engine.asr.wrapper import RunnerWrapper
 from engine.audio.sources import AudioSource
 from engine.core.captions import CaptionLine, EchoGuard
 from engine.errors import EngineError
@@ -43,14 +45,18 @@ from engine.types import (
     Audio,
     DecodeOptions,
     DecodeRequest,
-    ModelInfo,
     Runner,
-    Transcript,
 )
 
 log = logging.getLogger(__name__)
 
-EngineBuilder = Callable[[AudioSource, EventSink], LiveEngine]
+class SourceEngine(LiveEngine, Protocol):
+    """The engine of one caption source: a live engine that can also stop at once."""
+
+    def abort(self) -> None: ...
+
+
+EngineBuilder = Callable[[AudioSource, EventSink], SourceEngine]
 Masker = Callable[[str], str]
 
 
@@ -80,6 +86,9 @@ class RecentAudio:
 
     def stop(self) -> None:
         self.inner.stop()
+
+    def take_notice(self) -> str | None:
+        return None  # the caption engine does not report a device change it copies
 
     def read(self, timeout: float) -> Audio | None:
         block = self.inner.read(timeout)
@@ -141,7 +150,7 @@ class CaptionEngine:
         self._running = {feed.label for feed in feeds}
         self._primary = feeds[0].label  # whose lifecycle states stand for all
         self._listening: set[str] = set()
-        self._engines: list[LiveEngine] = []
+        self._engines: list[SourceEngine] = []
         for feed in feeds:
             source = feed.source
             if translate_with is not None:
@@ -171,8 +180,7 @@ class CaptionEngine:
         if self._translator is not None:
             self._translator.abort()
         for engine in self._engines:
-            abort = getattr(engine, "abort", None)
-            (abort or engine.stop)()
+            engine.abort()
 
     def begin_utterance(self) -> int | None:
         return None  # captions follow voice activity, not a key
@@ -319,33 +327,22 @@ class CaptionEngine:
             log.exception("caption sink raised on %s", type(event).__name__)
 
 
-class SharedRunner:
+class SharedRunner(RunnerWrapper):
     """A runner several caption engines (and the translator) share: one model in memory. Its
     calls are already safe from several threads (a replica each, the others wait); `load()`
     is made safe too, so the first caller loads and the others wait for it."""
 
     def __init__(self, runner: Runner) -> None:
-        self.runner = runner
+        super().__init__(runner)
         self._lock = threading.Lock()
 
     @property
-    def info(self) -> ModelInfo:
-        return self.runner.info
-
-    @property
-    def streams(self) -> int:
-        return self.runner.streams
-
-    @property
-    def device(self) -> str:
-        return self.runner.device
+    def runner(self) -> Runner:
+        return self.inner
 
     def load(self) -> None:
         with self._lock:
-            self.runner.load()
-
-    def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]:
-        return self.runner.decode_batch(requests)
+            self.inner.load()
 
 
 def final_line(final: FinalText) -> CaptionLine:

@@ -172,7 +172,7 @@ class LocalLiveEngine:
         self._journal = journal if journal is not None else (
             Journal() if self.options.journal else None)
         self._clock = clock
-        self._simulated = bool(getattr(source, "simulated", False))
+        self._simulated = source.simulated
         self._lock = threading.Condition()
         self._core: StreamCore | None = None
         self._early: list[tuple[str, int, int]] = []  # key presses before the core exists

@@ -162,6 +162,8 @@ class MutingEngine:
         from support.ui_fake_engine import FakeLiveEngine
 
         class Engine(FakeLiveEngine):
+            can_mute_input = True
+
             def mute_input(self, seconds: float, at: int | None = None) -> int:
                 self.calls.append(f"mute {seconds:.2f} at {at}")
                 return 777 if at is None else at

@@ -21,6 +21,7 @@ CLIP = "jfk-inaugural-1961-excerpt.wav"
 
 @pytest.fixture
 def mic_controller(qtbot, tmp_path, monkeypatch, virtual_mic, tiny_transcriber):  # noqa: F811
+    from app.app_engine import LocalAppEngine
     from app.controller import Controller, LaunchOptions
     from app.settings import Settings
     from engine.audio.sources import MicrophoneSource
@@ -32,8 +33,11 @@ def mic_controller(qtbot, tmp_path, monkeypatch, virtual_mic, tiny_transcriber):
     monkeypatch.setattr("app.handsfree.FIRST_WORD_GRACE_S", 5.0)
 
     def factory(config, sink):  # type: ignore[no-untyped-def]
-        return LocalLiveEngine(sink, source=MicrophoneSource("pulse"), runner=tiny_transcriber,
-                               options=LiveOptions(mode=config.mode, journal=False))
+        microphone = MicrophoneSource("pulse")
+        engine = LocalLiveEngine(sink, source=microphone, runner=tiny_transcriber,
+                                 options=LiveOptions(mode=config.mode, journal=False))
+        return LocalAppEngine(engine, tiny_transcriber, microphone,
+                              lambda _model, _device: tiny_transcriber)
 
     settings = Settings(hotkey_mode="toggle", auto_stop_s=1.5, sounds=True, sound_volume=60,
                         inject_mode="paste")

@@ -418,7 +418,7 @@ def test_the_app_starts_with_a_settings_file_it_cannot_use(jfk_wav: Path, tmp_pa
     finally:
         app.stop()
     log = "\n".join(app.log)
-    assert "Traceback" not in log and "app.controller: final 1" in log, log
+    assert "Traceback" not in log and "app.final_route: final 1" in log, log
     assert "settings: replacements = '/x{1,99999999999}/ => y' is invalid" in log
     assert "the file was kept as settings.toml.bad" in log
     assert (path.parent / "settings.toml.bad").read_text() == original

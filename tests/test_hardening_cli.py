@@ -532,7 +532,7 @@ def test_the_app_quits_on_signals_and_keeps_what_was_heard(
         pytest.skip("needs an X display (source .ci/desktop.sh)")
     app = app_process(tmp_path, shared_audio / JFK)
     try:
-        final = app.wait_for("app.controller: final 1", 240)  # type: ignore[attr-defined]
+        final = app.wait_for("app.final_route: final 1", 240)  # type: ignore[attr-defined]
         proc = app.proc  # type: ignore[attr-defined]
         if len(signals) == 1:
             proc.send_signal(signals[0])

@@ -20,7 +20,6 @@ from app.settings import (
     SETTINGS_VERSION,
     Settings,
     SettingsFileError,
-    _toml_loads,
     from_mapping,
     from_mapping_report,
     load_settings,
@@ -30,6 +29,7 @@ from app.settings import (
     settings_path,
     with_changes,
 )
+from app.settings_file import _toml_loads
 from engine.atomic import OutputWriteError  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from support.pulse import Mics, play
+from support.ui_fake_engine import FakeLiveEngine
 
 pytestmark = pytest.mark.skipif(
     not os.environ.get("DISPLAY"), reason="needs an X display: run under Xvfb (.ci/desktop.sh)")
@@ -256,11 +257,11 @@ def test_controller_cycles_languages_and_switches_microphone_without_a_reload(
     assert controller.captions.language_tag.text() == "AUTO"
     shown: list[str] = []
     controller.language_shown.connect(lambda text, _cycle: shown.append(text))
-    controller.cycle_language()
-    controller.cycle_language()
+    controller.live.cycle_language()
+    controller.live.cycle_language()
     assert controller.settings.language == "fr" and box.currentText() == "French"
     assert controller.captions.language_tag.text() == "FR"
-    controller.cycle_language()
+    controller.live.cycle_language()
     assert controller.settings.language == ""
     assert shown == ["English", "French", "Auto-detect (English, French)"]
     assert [c for c in engines[0].calls if c.startswith("language")] == [
@@ -274,8 +275,9 @@ def test_controller_cycles_languages_and_switches_microphone_without_a_reload(
     assert controller.captions.language_tag.text() == "EN"
 
 
-class SlowLoadingEngine:
-    """Stays "loading" until `loaded` is set, as a big model does."""
+class SlowLoadingEngine(FakeLiveEngine):
+    """Stays "loading" until `loaded` is set, as a big model does (the scripted engine's
+    declared capabilities otherwise)."""
 
     def __init__(self, sink, loaded: threading.Event) -> None:  # type: ignore[no-untyped-def]
         from engine.events import StateChanged

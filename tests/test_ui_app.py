@@ -34,7 +34,7 @@ def test_input_file_is_transcribed_and_the_app_exits(manifest, app_env):
         assert app.proc.wait(180) == 0, "\n".join(app.log)
     finally:
         app.stop()
-    finals = [line.split(": ", 2)[-1] for line in app.log if "app.controller: final" in line]
+    finals = [line.split(": ", 2)[-1] for line in app.log if "app.final_route: final" in line]
     assert finals, "\n".join(app.log)
     assert error_rate([entry.text], [" ".join(finals)]) <= 0.25
     assert any("engine state stopped" in line for line in app.log)

@@ -328,5 +328,5 @@ def test_a_new_vocabulary_reaches_the_running_engine_without_a_restart(qtbot, ma
     new = with_changes(controller.settings, vocabulary="# names\nConcord\nAbigail Claflin\n")
     controller.apply_settings(new)
     assert len(engines) == 1 and engines[0].calls[-1] == "vocabulary: Concord, Abigail Claflin"
-    assert controller.vocabulary_terms(("work",)) == ("Concord", "Abigail Claflin")
+    assert controller.live.vocabulary_terms(("work",)) == ("Concord", "Abigail Claflin")
     assert load_settings().vocabulary == new.vocabulary

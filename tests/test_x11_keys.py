@@ -270,16 +270,14 @@ def test_a_taken_hotkey_is_named_and_the_grab_is_let_go_on_stop(qtbot):
 
 def test_the_app_says_which_hotkey_is_taken_and_the_others_work(
         qtbot, make_controller) -> None:  # noqa: F811
-    from dataclasses import replace
-
     from app.hotkeys import GlobalHotkey
 
     other_app = GlobalHotkey("<ctrl>+<alt>+v", "tap", lambda _action: None)
     other_app.start()  # another client holds the paste-last chord
     controller, _ = make_controller()
-    controller.options = replace(controller.options, enable_hotkey=True)
+    controller.hotkeys.enabled = True
     talking: list[str] = []
-    controller._hotkey_action.connect(talking.append)
+    controller.hotkeys.action.connect(talking.append)
     try:
         controller.start_hotkey()
         assert controller.window.statusBar().currentMessage() == (
@@ -291,7 +289,7 @@ def test_the_app_says_which_hotkey_is_taken_and_the_others_work(
             xdotool("keyup", "space", "alt", "ctrl")
         qtbot.waitUntil(lambda: talking == ["press", "release"], timeout=10000)
     finally:
-        controller._hotkey.stop()
+        controller.hotkeys.stop()
         controller.dictation.stop_hotkey()
         other_app.stop()
 

@@ -36,7 +36,10 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QLabel, QSizeGrip, QWidget
 
 from engine.core.captions import CaptionLine, amend
+from ui.caption_style import COLORS, CaptionStyle, Run, merge_runs
 from ui.qt_compat import keep_none_alive
+
+__all__ = ["CaptionStyle", "CaptionWindow"]
 
 CAPTION_FLAGS = (
     Qt.WindowType.Window
@@ -45,39 +48,8 @@ CAPTION_FLAGS = (
     | Qt.WindowType.WindowDoesNotAcceptFocus
     | Qt.WindowType.Tool
 )
-DOCKS = ("bottom", "top", "floating")
-BACKGROUNDS = ("box", "outline")
 SCROLLBACK_LINES = 2000
 MARGIN = 14
-COLORS = {"final": "#ffffff", "partial": "#b0b0b0", "translation": "#b8f0a0", "tag": "#9aa4ad",
-          "label0": "#7fd0ff", "label1": "#ffcf6e", "more": "#9aa4ad"}
-
-
-@dataclass(frozen=True)
-class CaptionStyle:
-    """How the overlay looks. ``opacity``: the box's, in percent (the outline has no box);
-    ``languages``: show each line's detected language; ``translation_below``: the English line
-    under the original (its text arrives after the original's)."""
-
-    lines: int = 2
-    font_family: str = ""  # "" = the system's default sans
-    font_pt: int = 28
-    background: str = "box"
-    opacity: int = 67
-    dock: str = "bottom"
-    click_through: bool = False
-    languages: bool = False
-    translated: bool = False  # the text itself is the English translation ("[fr → en]")
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.lines <= 20:
-            raise ValueError("lines must be between 1 and 20")
-        if self.background not in BACKGROUNDS or self.dock not in DOCKS:
-            raise ValueError(f"background must be one of {BACKGROUNDS}, dock one of {DOCKS}")
-        if not 0 <= self.opacity <= 100:
-            raise ValueError("opacity must be between 0 and 100")
-
-
 @dataclass
 class _Line:
     """One line as shown: a (possibly amended) final, or a source's partial."""
@@ -86,9 +58,6 @@ class _Line:
     final: bool = True
     tentative: str = ""  # partial only: the words that may still change
     keys: set[str] = field(default_factory=set)  # the finals it holds (for translations)
-
-
-Run = tuple[str, str]  # (text, kind): kind "label0"/"label1", "tag", "final", "partial", ...
 
 
 class CaptionWindow(QWidget):
@@ -316,7 +285,7 @@ class CaptionWindow(QWidget):
                 current.append(piece)
         if current and (current != head or not rows):
             rows.append(current)
-        return [_merge_runs(row) for row in rows if row]
+        return [merge_runs(row) for row in rows if row]
 
     def _font_for(self, kind: str) -> QFont:
         font = QFont(self._font)
@@ -392,15 +361,4 @@ class CaptionWindow(QWidget):
 
     def mouseReleaseEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt override
         self._drag_offset = None
-
-
-def _merge_runs(row: list[Run]) -> list[Run]:
-    """Adjacent runs of one kind as one (fewer, longer draws; plain text unchanged)."""
-    merged: list[Run] = []
-    for text, kind in row:
-        if merged and merged[-1][1] == kind:
-            merged[-1] = (merged[-1][0] + text, kind)
-        else:
-            merged.append((text, kind))
-    return merged
 

@@ -29,14 +29,10 @@ from PySide6.QtWidgets import (
 from ui.caption_settings import CaptionSettings, CaptionsPage
 from ui.hotkey_edit import HotkeyEdit
 from ui.polish_page import PolishPage, PolishSettings
+from ui.settings_languages import LanguagesPage
+from ui.settings_microphone import MicrophonePage, MicrophoneService
 from ui.settings_pages import DictationPage, DictationSettings, FieldValue, TextPage, VocabularyPage
-from ui.settings_setup import (
-    LanguagesPage,
-    MicrophonePage,
-    MicrophoneService,
-    ModelService,
-    ModelsPage,
-)
+from ui.settings_setup import ModelService, ModelsPage
 
 
 class ShownSettings(DictationSettings, CaptionSettings, PolishSettings, Protocol):

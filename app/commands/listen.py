@@ -24,13 +24,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
+from app.app_engine import RunningEngine
+from app.captions import CaptionConfig
+from app.engine_factory import EngineConfig, make_engine
 from app.stop_signals import StopSignals, run_until_stopped
-from engine.asr import local_runner
-from engine.audio.sources import AudioSource, FileSource, MicrophoneSource
 from engine.captions import final_line
 from engine.core.captions import CaptionLine, continues
 from engine.core.form import has_form
-from engine.core.policy import PolicyOptions
 from engine.core.sanitize import clean, one_line
 from engine.errors import EngineError
 from engine.events import (
@@ -42,7 +42,6 @@ from engine.events import (
     StateChanged,
     Translation,
 )
-from engine.live import LiveOptions, LocalLiveEngine
 from engine.models import DEFAULT_MODEL
 from engine.types import samples_to_seconds
 
@@ -171,16 +170,7 @@ class Printer:
         return "\n".join(lines)
 
 
-def _source(args: argparse.Namespace) -> AudioSource:
-    if args.input:
-        return FileSource(args.input, realtime=not args.fast, tail_silence_s=1.0)
-    device: int | str | None = args.device
-    if isinstance(device, str) and device.isdigit():
-        device = int(device)
-    return MicrophoneSource(device)
-
-
-def _toggle_on_enter(engine: LocalLiveEngine, printer: Printer) -> None:
+def _toggle_on_enter(engine: RunningEngine) -> None:
     """Push-to-talk from the keyboard: each Enter alternates begin/end."""
     talking = False
     for _line in sys.stdin:
@@ -271,33 +261,23 @@ def _list_apps() -> int:
     return 0
 
 
-def _run_captions(args: argparse.Namespace, signals: StopSignals) -> int:
-    from app.captions import CaptionConfig, caption_engine
-
-    try:
-        config = CaptionConfig(
+def _engine_config(args: argparse.Namespace, captions: bool) -> EngineConfig:
+    """The engine the app would run for these options (raises ValueError on bad ones)."""
+    device: int | str = args.device or ""
+    if isinstance(device, str) and device.isdigit():
+        device = int(device)
+    input_path = Path(args.input) if args.input else None
+    if captions:
+        return EngineConfig(mode="vad", captions=CaptionConfig(
             source=args.source or "mic", you=args.you, them=args.them,
             translate=args.translate or "off", mask=args.mask_profanity, model=args.model,
             language=args.language, server=args.server or "", journal=not args.no_journal,
-            mic=int(args.device) if args.device and args.device.isdigit() else args.device,
-            input_path=Path(args.input) if args.input else None)
-    except ValueError as exc:
-        print(f"error: {one_line(str(exc))}", file=sys.stderr)
-        return 2
-    if config.decode_model != args.model:
-        print(f"translating with the multilingual {config.decode_model!r} model",
-              file=sys.stderr)
-    printer = CaptionPrinter(sys.stdout)
-    try:
-        engine, _runner = caption_engine(config, printer)
-    except EngineError as exc:
-        print(f"error: {one_line(str(exc))}", file=sys.stderr)
-        return 1
-    if signals.received:  # stopped before anything was heard
-        return signals.exit_status(0)
-    engine.start()
-    run_until_stopped(engine, signals, abort=engine.abort, finishing="finishing the last line")
-    return _finish(printer, engine.journal_path, signals)
+            mic=device if device != "" else None, input_path=input_path))
+    return EngineConfig(model=args.model, language=args.language, mode=args.mode,
+                        input_path=input_path, input_device=device,
+                        partials=not args.no_partials, padded=args.padded,
+                        journal=not args.no_journal, realtime=not args.fast,
+                        microphone_fallback=False)
 
 
 def _finish(printer: Printer, journal_path: str | None, signals: StopSignals) -> int:
@@ -310,33 +290,39 @@ def _finish(printer: Printer, journal_path: str | None, signals: StopSignals) ->
 def run(args: argparse.Namespace) -> int:
     if args.list_apps:
         return _list_apps()
-    if args.source or args.translate or args.server:
-        if args.mode == "ptt" or args.fast or args.padded:
-            print("error: captions listen by voice activity in real time (no --mode ptt, "
-                  "--fast or --padded)", file=sys.stderr)
-            return 2
-        with StopSignals() as signals:
-            return _run_captions(args, signals)
+    captions = bool(args.source or args.translate or args.server)
+    if captions and (args.mode == "ptt" or args.fast or args.padded):
+        print("error: captions listen by voice activity in real time (no --mode ptt, "
+              "--fast or --padded)", file=sys.stderr)
+        return 2
     if args.fast and not args.input:
         print("error: --fast needs --input", file=sys.stderr)
         return 2
+    try:
+        config = _engine_config(args, captions)
+    except ValueError as exc:
+        print(f"error: {one_line(str(exc))}", file=sys.stderr)
+        return 2
+    if config.captions is not None and config.captions.decode_model != args.model:
+        print(f"translating with the multilingual {config.captions.decode_model!r} model",
+              file=sys.stderr)
     with StopSignals() as signals:
-        return _run_live(args, signals)
+        return _run(config, CaptionPrinter(sys.stdout) if captions else Printer(sys.stdout),
+                    signals)
 
 
-def _run_live(args: argparse.Namespace, signals: StopSignals) -> int:
-    policy = PolicyOptions(language=args.language, partials=not args.no_partials,
-                           short_context=not args.padded)
-    options = LiveOptions(mode=args.mode, policy=policy, journal=not args.no_journal)
-    printer = Printer(sys.stdout)
-    engine = LocalLiveEngine(printer, source=_source(args),
-                             runner=local_runner(args.model, fast=not args.padded),
-                             options=options)
+def _run(config: EngineConfig, printer: Printer, signals: StopSignals) -> int:
+    """Run the engine until its input ends or a signal stops it; then the summary."""
+    try:
+        engine = make_engine(config, printer)
+    except EngineError as exc:
+        print(f"error: {one_line(str(exc))}", file=sys.stderr)
+        return 1
     if signals.received:  # stopped before anything was heard
         return signals.exit_status(0)
     engine.start()
-    if args.mode == "ptt":
-        threading.Thread(target=_toggle_on_enter, args=(engine, printer), daemon=True).start()
-    run_until_stopped(engine, signals, abort=engine.abort,
-                      finishing="finishing the last utterance")
+    if config.mode == "ptt":
+        threading.Thread(target=_toggle_on_enter, args=(engine,), daemon=True).start()
+    run_until_stopped(engine, signals, abort=engine.abort, finishing="finishing the last line"
+                      if config.captions is not None else "finishing the last utterance")
     return _finish(printer, engine.journal_path, signals)

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.asr.wrapper import RunnerWrapper
 from engine.errors import EngineError
 from engine.types import (
     SAMPLE_RATE,
@@ -130,35 +131,20 @@ def read_recordings(path: Path) -> tuple[ModelInfo, dict[str, dict[str, Any]]]:
     return info, records
 
 
-class RecordingRunner:
+class RecordingRunner(RunnerWrapper):
     """Decodes with ``inner`` and writes each decode to ``path`` (a new file: the recordings of
     one scenario are made in one run, so none is stale)."""
 
     def __init__(self, inner: Runner, path: Path) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._path = Path(path)
         self._lock = threading.Lock()
         self._keys: set[str] = set()
         self._started = False
 
-    @property
-    def info(self) -> ModelInfo:
-        return self._inner.info
-
-    @property
-    def streams(self) -> int:
-        return self._inner.streams
-
-    @property
-    def device(self) -> str:
-        return self._inner.device
-
-    def load(self) -> None:
-        self._inner.load()
-
     def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]:
-        results = self._inner.decode_batch(requests)
-        info = self._inner.info
+        results = self.inner.decode_batch(requests)
+        info = self.inner.info
         lines = []
         with self._lock:
             for request, transcript in zip(requests, results, strict=True):

@@ -60,6 +60,11 @@ class AudioSource(Protocol):
         """The next block, or None if none came within ``timeout`` s (or the source is done)."""
         ...
 
+    def take_notice(self) -> str | None:
+        """What to tell the user about the device, once (a microphone that went and the default
+        that took over); None: nothing, and always for sources without a device."""
+        ...
+
     @property
     def finished(self) -> bool:
         """No more audio will come: stopped or at end of file, and everything read."""
@@ -110,11 +115,9 @@ def resolve_input_device(device: int | str | None) -> tuple[int, str, int]:
     return found[0]
 
 
-def device_notice(source: object) -> str | None:
-    """What a source has to tell the user about its device (a microphone that went and the
-    default that took over: `MicrophoneSource.take_notice`), once; None for other sources."""
-    take = getattr(source, "take_notice", None)
-    notice = take() if take is not None else None
+def device_notice(source: AudioSource) -> str | None:
+    """What a source has to tell the user about its device (`AudioSource.take_notice`), once."""
+    notice = source.take_notice()
     return str(notice) if notice else None
 
 
@@ -437,6 +440,9 @@ class FileSource:
 
     def stop(self) -> None:
         self._stopped.set()
+
+    def take_notice(self) -> str | None:
+        return None  # a file has no device to lose
 
     def read(self, timeout: float) -> Audio | None:
         if self.finished:

@@ -167,6 +167,10 @@ class RemoteLiveEngine:
             thread.join(remaining)
         return not any(t.is_alive() for t in self._threads)
 
+    @property
+    def journal_path(self) -> str | None:
+        return None  # the server keeps what it transcribed; this client journals nothing
+
     # -- capture thread ------------------------------------------------------------------
 
     def _capture_main(self) -> None:

@@ -42,8 +42,9 @@ from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from engine.asr.wrapper import RunnerWrapper
 from engine.errors import EngineError, TranscriptionError
-from engine.types import SAMPLE_RATE, DecodeRequest, ModelInfo, Runner, Transcript
+from engine.types import SAMPLE_RATE, DecodeRequest, Runner, Transcript
 
 log = logging.getLogger(__name__)
 
@@ -380,26 +381,15 @@ def audio_seconds(requests: list[DecodeRequest]) -> float:
     return sum(len(r.audio) for r in requests) / SAMPLE_RATE
 
 
-class SchedulerRunner:
+class SchedulerRunner(RunnerWrapper):
     """The scheduler as a `Runner` for work off the event loop (a file decoded by the long-form
     pipeline in a worker thread): each request is queued as file work on ``loop``, so it is
     batched with other files' chunks and never delays a live session's decode."""
 
     def __init__(self, scheduler: BatchScheduler, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(scheduler.runner)
         self._scheduler = scheduler
         self._loop = loop
-
-    @property
-    def info(self) -> ModelInfo:
-        return self._scheduler.runner.info
-
-    @property
-    def streams(self) -> int:
-        return self._scheduler.runner.streams
-
-    @property
-    def device(self) -> str:
-        return self._scheduler.runner.device
 
     def load(self) -> None:
         """The server's runner is loaded before it serves."""

@@ -38,6 +38,9 @@ class HeldSource:
         self._released.set()
         self._source.stop()
 
+    def take_notice(self) -> str | None:
+        return self._source.take_notice()
+
     def read(self, timeout: float) -> Audio | None:
         if self._source.position >= self.hold_at and not self._released.is_set():
             self.reached.set()

@@ -94,6 +94,26 @@ class FakeLiveEngine:
         self.calls.append("stop")
         self._in_thread(lambda: self.sink(StateChanged("stopped")))
 
+    # -- the rest of app.app_engine.RunningEngine: a scripted engine changes nothing in place
+    model_info = None
+    journal_path: str | None = None
+    can_mute_input = False
+
+    def abort(self) -> None:
+        pass  # nothing is in flight between calls
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return True  # its threads end with each call
+
+    def mute_input(self, seconds: float, at: int | None = None) -> int | None:
+        return None
+
+    def switch_model(self, model: str, device: str) -> bool:
+        return False
+
+    def set_input_device(self, name: str) -> bool:
+        return False
+
 
 class JournalledEngine(FakeLiveEngine):
     """The scripted engine journalling its finals as engine.live.LocalLiveEngine does (in
@@ -109,6 +129,6 @@ class JournalledEngine(FakeLiveEngine):
             sink(event)
         super().__init__(journalled, script)
 
-    @property
+    @property  # type: ignore[override]
     def journal_path(self) -> str:
         return str(self.journal.path)
