@@ -1,0 +1,196 @@
+"""The input-method route (app.ibus_route + resources/ibus/sottovoce_ibus_engine.py) against a real ibus-daemon on
+the virtual X11 desktop, committing into a real Qt text field in its own process that talks to
+the daemon through Qt's ibus plugin (QT_IM_MODULE=ibus), as a user's app does.
+
+Exact field contents: non-ASCII on German, French and Russian layouts, line breaks and tabs,
+backspaces of a correction, a held Ctrl; the user's own engine is theirs again after each text;
+through the app's injector in paste mode the clipboard is left alone; with no daemon the route
+says why and the caller goes on. Needs ibus, gir1.2-ibus-1.0 and python3-gi (scripts/test).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from support.desktop_driver import REPO, LoggedProcess
+from test_x11_keys import layout  # noqa: F401 - the fixture
+
+from app.ibus_route import SYSTEM_PYTHON, IBusRoute, probe, session_uses_ibus
+from app.wayland_inject import RouteError
+
+TEXT = "Zürich yz ß é € Ж"
+USER_ENGINE = "xkb:fr::fra"
+TIMEOUT_S = 30.0
+
+
+def _missing() -> str | None:
+    for tool in ("ibus-daemon", "ibus", "xdotool", "setxkbmap"):
+        if shutil.which(tool) is None:
+            return f"needs {tool} (apt: ibus xdotool x11-xkb-utils)"
+    probe_gi = subprocess.run(
+        [SYSTEM_PYTHON, "-c", "import gi; gi.require_version('IBus', '1.0'); "
+                              "from gi.repository import IBus"], capture_output=True, timeout=60)
+    if probe_gi.returncode != 0:
+        return "needs python3-gi and gir1.2-ibus-1.0 for the system python3"
+    if not os.environ.get("DISPLAY"):
+        return "needs an X display (.ci/desktop.sh)"
+    return None
+
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+
+
+def ibus(*args: str) -> str:
+    done = subprocess.run(["ibus", *args], capture_output=True, text=True, timeout=30)
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def daemon(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """A private ibus-daemon (its own socket and home, so it never meets a user's)."""
+    reason = _missing()
+    if reason:
+        pytest.skip(reason)
+    folder = Path(tempfile.mkdtemp(prefix="sottovoce-ibus-"))  # short: a socket path
+    address = f"unix:path={folder / 'bus'}"
+    monkeypatch.setenv("IBUS_ADDRESS", address)
+    monkeypatch.setenv("HOME", str(folder))
+    proc = subprocess.Popen(["ibus-daemon", "--panel=disable", "--emoji-extension=disable",
+                             "--config=disable", f"--address={address}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + TIMEOUT_S
+        while "xkb:" not in ibus("list-engine"):
+            assert proc.poll() is None, "ibus-daemon exited"
+            assert time.monotonic() < deadline, "ibus-daemon did not answer"
+            time.sleep(0.1)  # the daemon makes its socket while it starts
+        yield proc
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def field(daemon):  # type: ignore[no-untyped-def]
+    """The Qt field with the focus and the user's engine (French) on its input context."""
+    env = {**os.environ, "QT_IM_MODULE": "ibus", "QT_QPA_PLATFORM": "xcb"}
+    target = LoggedProcess([sys.executable, str(REPO / "tests" / "im_target_app.py"),
+                            "Sottovoce IM target"], env, read_stdout=True)
+    try:
+        target.wait_for("ready", TIMEOUT_S)
+        subprocess.run(["xdotool", "search", "--sync", "--name", "^Sottovoce IM target$",
+                        "windowfocus", "--sync"], check=True, timeout=TIMEOUT_S)
+        deadline = time.monotonic() + TIMEOUT_S
+        while ibus("engine") != USER_ENGINE:  # the field's context must exist first
+            assert time.monotonic() < deadline, "the user's engine was never set"
+            subprocess.run(["ibus", "engine", USER_ENGINE], capture_output=True, timeout=30)
+        yield target
+    finally:
+        target.stop()
+
+
+def wait_for_text(target: LoggedProcess, expected: str) -> str:
+    """The field's text once it equals ``expected`` (or the last seen, for the message)."""
+    seen = ""
+    deadline = time.monotonic() + TIMEOUT_S
+    while seen != expected and time.monotonic() < deadline:
+        for line in [*target.log]:
+            if line.startswith("text "):
+                seen = json.loads(line[5:])
+        if seen != expected:
+            try:
+                target.next_matching("text ", max(0.1, deadline - time.monotonic()))
+            except AssertionError:
+                break
+    return seen
+
+
+@pytest.fixture
+def route():  # type: ignore[no-untyped-def]
+    r = IBusRoute()
+    yield r
+    r.close()
+
+
+@pytest.mark.parametrize("name", ["us", "de", "fr", "ru"])
+def test_any_character_arrives_on_any_layout(field, route, layout, name: str) -> None:  # noqa: F811
+    layout(name)
+    text = f"{TEXT}\nzweite Zeile\tTab 東 😀"
+    route.insert(text)
+    assert wait_for_text(field, text) == text
+    assert ibus("engine") == USER_ENGINE  # the user's engine is theirs again
+
+
+def test_a_correction_backspaces_then_commits(field, route) -> None:
+    route.insert("Zürich abc")
+    assert wait_for_text(field, "Zürich abc") == "Zürich abc"
+    route.insert("€ Ж", delete_chars=3)
+    assert wait_for_text(field, "Zürich € Ж") == "Zürich € Ж"
+    assert ibus("engine") == USER_ENGINE
+
+
+def test_a_held_ctrl_does_not_make_shortcuts(field, route) -> None:
+    # Ctrl still down (the hotkey's): Return and Tab must stay Return and Tab, and
+    # Ctrl+Return / Ctrl+A-like chords never happen because text is committed, not typed.
+    subprocess.run(["xdotool", "keydown", "ctrl"], check=True, timeout=10)
+    try:
+        route.insert(f"a{TEXT}\nb\tc")
+    finally:
+        subprocess.run(["xdotool", "keyup", "ctrl"], check=True, timeout=10)
+    assert wait_for_text(field, f"a{TEXT}\nb\tc") == f"a{TEXT}\nb\tc"
+
+
+def test_the_injector_uses_it_first_and_leaves_the_clipboard(field, qtbot) -> None:
+    from PySide6.QtGui import QGuiApplication
+
+    from app.inject import TextInjector
+
+    QGuiApplication.clipboard().setText("the user's clipboard")
+    injector = TextInjector("paste")
+    ibus_route = IBusRoute()
+    injector.use_ibus(ibus_route)
+    try:
+        with qtbot.waitSignal(injector.finished, timeout=TIMEOUT_S * 1000) as done:
+            injector.insert(TEXT + "\n")
+        assert done.args == [True, f"Committed {len(TEXT)} characters (IBus)"]
+        assert wait_for_text(field, TEXT + "\n") == TEXT + "\n"
+        assert QGuiApplication.clipboard().text() == "the user's clipboard"
+    finally:
+        injector.close()
+
+
+def test_no_daemon_is_a_clear_reason(monkeypatch, tmp_path) -> None:
+    if _missing():
+        pytest.skip(_missing() or "")
+    monkeypatch.setenv("IBUS_ADDRESS", f"unix:path={tmp_path / 'nobody'}")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("QT_IM_MODULE", "ibus")
+    with pytest.raises(RouteError, match="ibus-daemon is not running"):
+        IBusRoute().insert("x")
+    usable, why = probe()
+    assert not usable and why.startswith("QT_IM_MODULE=ibus, but IBus: ibus-daemon is not")
+
+
+def test_a_python_without_the_typelib_is_a_clear_reason(tmp_path) -> None:
+    broken = tmp_path / "python3"
+    broken.write_text("#!/bin/sh\nexit 1\n")
+    broken.chmod(0o755)
+    with pytest.raises(RouteError, match="needs python3-gi and gir1.2-ibus-1.0"):
+        IBusRoute(python=str(broken)).prepare()
+
+
+def test_which_sessions_use_ibus() -> None:
+    assert session_uses_ibus({"GTK_IM_MODULE": "ibus"}) == "GTK_IM_MODULE=ibus"
+    assert session_uses_ibus({"XMODIFIERS": "@im=ibus"}) == "XMODIFIERS=@im=ibus"
+    assert session_uses_ibus({"XDG_CURRENT_DESKTOP": "ubuntu:GNOME"}) is not None
+    assert session_uses_ibus({"GTK_IM_MODULE": "fcitx", "XDG_CURRENT_DESKTOP": "KDE"}) is None
+    assert session_uses_ibus({"GTK_IM_MODULE": "ibus", "SOTTOVOCE_IBUS": "0"}) is None
