@@ -34,6 +34,7 @@ START_TIMEOUT_S = 10.0
 REPLY_TIMEOUT_S = 10.0  # the engine itself gives up after its 3 s focus wait
 IM_VARIABLES = ("GTK_IM_MODULE", "QT_IM_MODULE", "XMODIFIERS", "SDL_IM_MODULE")
 NAME = "ibus"
+NOT_IBUS = "the session's input method is not IBus"
 
 
 def session_uses_ibus(env: Mapping[str, str] | None = None) -> str | None:
@@ -157,21 +158,32 @@ class IBusRoute:
 
 
 def probe(env: Mapping[str, str] | None = None) -> tuple[bool, str]:
-    """Whether the IBus route would be used now, and why, in words (doctor, Settings)."""
-    route, why = start_route(env)
-    if route is None:
-        return False, why
-    route.close()
-    if route.user_engine:
-        why += f"; your engine {route.user_engine} is switched back after each text"
-    return True, why
+    """Whether the IBus route would be used now, and why, in words (doctor). The engine is
+    asked to check only: registering it (and leaving) would make the daemon drop the user's."""
+    why = session_uses_ibus(env)
+    if why is None:
+        return False, NOT_IBUS
+    python = os.environ.get("SOTTOVOCE_IBUS_PYTHON", SYSTEM_PYTHON)
+    try:
+        done = subprocess.run([python, str(ENGINE_SCRIPT), "--check"], capture_output=True,
+                              text=True, encoding="utf-8", timeout=START_TIMEOUT_S, check=False)
+        hello = json.loads(done.stdout.splitlines()[0]) if done.stdout.strip() else {}
+    except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
+        return False, f"{why}, but IBus: cannot run {python} for the IBus engine: {exc}"
+    if not hello.get("ready"):
+        reason = hello.get("error") or (f"the engine process could not start ({python} needs "
+                                         "python3-gi and gir1.2-ibus-1.0)")
+        return False, f"{why}, but IBus: {reason}"
+    engine = hello.get("engine")
+    kept = f"; your engine {engine} is switched back after each text" if engine else ""
+    return True, f"commits text through IBus ({why}){kept}"
 
 
 def start_route(env: Mapping[str, str] | None = None) -> tuple[IBusRoute | None, str]:
     """The started route when the session uses IBus and it works, and why (or why not)."""
     why = session_uses_ibus(env)
     if why is None:
-        return None, "the session's input method is not IBus"
+        return None, NOT_IBUS
     route = IBusRoute()
     try:
         route.prepare()
@@ -179,3 +191,12 @@ def start_route(env: Mapping[str, str] | None = None) -> tuple[IBusRoute | None,
         log.info("IBus route unavailable: %s", exc)
         return None, f"{why}, but {exc}"
     return route, f"commits text through IBus ({why})"
+
+
+def route_line(insert_line: str, used: bool, why: str) -> str:
+    """The insertion route's line (doctor, Settings) with whether IBus goes first, and why."""
+    if used:
+        return f"input method (IBus) first: {why}; then {insert_line}"
+    if why != NOT_IBUS:
+        return f"{insert_line}; IBus not used: {why}"
+    return insert_line

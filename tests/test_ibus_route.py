@@ -194,3 +194,58 @@ def test_which_sessions_use_ibus() -> None:
     assert session_uses_ibus({"XDG_CURRENT_DESKTOP": "ubuntu:GNOME"}) is not None
     assert session_uses_ibus({"GTK_IM_MODULE": "fcitx", "XDG_CURRENT_DESKTOP": "KDE"}) is None
     assert session_uses_ibus({"GTK_IM_MODULE": "ibus", "SOTTOVOCE_IBUS": "0"}) is None
+
+
+def test_the_doctor_says_ibus_goes_first_and_why(field, monkeypatch) -> None:
+    from app.commands import doctor
+
+    monkeypatch.setenv("QT_IM_MODULE", "ibus")
+    result = doctor.check_insertion()
+    assert result.status == doctor.OK
+    assert result.detail.startswith("input method (IBus) first: commits text through IBus "
+                                    f"(QT_IM_MODULE=ibus); your engine {USER_ENGINE} is "
+                                    "switched back after each text; then ")
+    assert ibus("engine") == USER_ENGINE
+
+
+def test_the_wayland_inserter_commits_through_it_in_paste_mode(field) -> None:
+    # The same inserter runs on Wayland sessions that use IBus (GNOME): IBus goes first and
+    # paste mode needs no clipboard, since the text is committed.
+    import queue
+
+    from app.wayland_inject import Insertion, WaylandInserter
+
+    inserter = WaylandInserter([IBusRoute()], None)
+    inserter.start()
+    answers: queue.Queue[tuple[bool, str]] = queue.Queue()
+    try:
+        inserter.submit(Insertion(TEXT + "\tx", 0, "paste", "ctrl+v",
+                                  lambda ok, msg: answers.put((ok, msg))))
+        ok, message = answers.get(timeout=TIMEOUT_S)
+    finally:
+        inserter.stop()
+    assert (ok, message) == (True, f"Typed {len(TEXT) + 2} characters (Wayland, ibus)")
+    assert wait_for_text(field, TEXT + "\tx") == TEXT + "\tx"
+
+
+def test_the_route_line_says_why() -> None:
+    from app.ibus_route import NOT_IBUS, route_line
+
+    assert route_line("keys via wtype", False, NOT_IBUS) == "keys via wtype"
+    assert route_line("key events (X11)", True, "commits text through IBus (GNOME)") == \
+        "input method (IBus) first: commits text through IBus (GNOME); then key events (X11)"
+    assert route_line("keys", False, "XMODIFIERS=@im=ibus, but IBus: no daemon") == \
+        "keys; IBus not used: XMODIFIERS=@im=ibus, but IBus: no daemon"
+
+
+def test_the_users_engine_is_back_when_the_app_quits(field) -> None:
+    # ibus-daemon drops the global engine when the component's process leaves: the engine
+    # process leaves a restorer behind.
+    route = IBusRoute()
+    route.insert("x")
+    assert wait_for_text(field, "x") == "x"
+    route.close()
+    deadline = time.monotonic() + TIMEOUT_S
+    while ibus("engine") != USER_ENGINE and time.monotonic() < deadline:
+        time.sleep(0.05)  # the restorer sets it once the daemon has let the component go
+    assert ibus("engine") == USER_ENGINE

@@ -21,6 +21,8 @@ committed "\\n" is dropped by single-line fields and a held Ctrl must not make t
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import threading
 from typing import Any
@@ -32,6 +34,7 @@ from gi.repository import GLib, IBus  # noqa: E402
 
 COMPONENT, ENGINE = "org.sottovoce.IBus", "sottovoce"
 FOCUS_TIMEOUT_MS = 3000  # our engine given the focused context, else the request fails
+RESTORE_TIMEOUT_MS = 5000
 KEYS = {"\n": IBus.KEY_Return, "\t": IBus.KEY_Tab, "\b": IBus.KEY_BackSpace}
 
 
@@ -88,7 +91,6 @@ class Service:
             "Sottovoce", "", "default"))
         if not self.bus.register_component(component):
             raise RuntimeError("ibus-daemon refused to register the Sottovoce engine")
-        self.bus.request_name(COMPONENT, 0)
 
     def user_engine(self) -> str:
         desc = self.bus.get_global_engine()
@@ -146,12 +148,47 @@ def reply(message: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
+def restore_after_exit(engine: str) -> None:
+    """ibus-daemon drops the global engine when a component's process leaves, even one never
+    switched to: a detached child of ours sets the user's engine again once we are gone."""
+    if not engine:
+        return
+    subprocess.Popen([sys.executable, __file__, "--restore", engine, str(os.getpid())],
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def restore(engine: str, parent: int) -> int:
+    """Wait (bounded) for ``parent`` to end, then keep ``engine`` the global one until the
+    daemon has stopped changing it."""
+    deadline = GLib.get_monotonic_time() + RESTORE_TIMEOUT_MS * 1000
+    while os.path.exists(f"/proc/{parent}") and GLib.get_monotonic_time() < deadline:
+        GLib.usleep(20_000)
+    bus = IBus.Bus()
+    steady = 0
+    while steady < 10 and bus.is_connected() and GLib.get_monotonic_time() < deadline:
+        desc = bus.get_global_engine()
+        if desc is None or desc.get_name() != engine:
+            steady = 0
+            bus.set_global_engine(engine)
+        else:
+            steady += 1
+        GLib.usleep(50_000)
+    return 0
+
+
 def main() -> int:
     IBus.init()
+    if sys.argv[1:2] == ["--restore"]:
+        return restore(sys.argv[2], int(sys.argv[3]))
     bus = IBus.Bus()
     if not bus.is_connected():
         reply({"ready": False, "error": "ibus-daemon is not running (no IBus bus to connect to)"})
         return 1
+    if sys.argv[1:2] == ["--check"]:  # doctor: registering (and leaving) would cost the engine
+        desc = bus.get_global_engine()
+        reply({"ready": True, "engine": desc.get_name() if desc is not None else ""})
+        return 0
     loop = GLib.MainLoop()
     service = Service(bus, loop)
     try:
@@ -184,6 +221,8 @@ def main() -> int:
     reply({"ready": True, "engine": service.user_engine()})
     threading.Thread(target=read_stdin, daemon=True).start()
     loop.run()
+    current = service.user_engine()
+    restore_after_exit(current if current not in ("", ENGINE) else service.restore)
     return 0
 
 
