@@ -10,17 +10,15 @@ says why and the caller goes on. Needs ibus, gir1.2-ibus-1.0 and python3-gi (scr
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
-from support.desktop_driver import REPO, LoggedProcess
+from support.text_field import start_text_field, wait_for_text
 from test_x11_keys import layout  # noqa: F401 - the fixture
 
 from app.ibus_route import SYSTEM_PYTHON, IBusRoute, probe, session_uses_ibus
@@ -83,10 +81,8 @@ def daemon(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
 def field(daemon):  # type: ignore[no-untyped-def]
     """The Qt field with the focus and the user's engine (French) on its input context."""
     env = {**os.environ, "QT_IM_MODULE": "ibus", "QT_QPA_PLATFORM": "xcb"}
-    target = LoggedProcess([sys.executable, str(REPO / "tests" / "im_target_app.py"),
-                            "Sottovoce IM target"], env, read_stdout=True)
+    target = start_text_field(env, "Sottovoce IM target")
     try:
-        target.wait_for("ready", TIMEOUT_S)
         subprocess.run(["xdotool", "search", "--sync", "--name", "^Sottovoce IM target$",
                         "windowfocus", "--sync"], check=True, timeout=TIMEOUT_S)
         deadline = time.monotonic() + TIMEOUT_S
@@ -96,22 +92,6 @@ def field(daemon):  # type: ignore[no-untyped-def]
         yield target
     finally:
         target.stop()
-
-
-def wait_for_text(target: LoggedProcess, expected: str) -> str:
-    """The field's text once it equals ``expected`` (or the last seen, for the message)."""
-    seen = ""
-    deadline = time.monotonic() + TIMEOUT_S
-    while seen != expected and time.monotonic() < deadline:
-        for line in [*target.log]:
-            if line.startswith("text "):
-                seen = json.loads(line[5:])
-        if seen != expected:
-            try:
-                target.next_matching("text ", max(0.1, deadline - time.monotonic()))
-            except AssertionError:
-                break
-    return seen
 
 
 @pytest.fixture
