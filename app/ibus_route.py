@@ -34,7 +34,15 @@ START_TIMEOUT_S = 10.0
 REPLY_TIMEOUT_S = 10.0  # the engine itself gives up after its 3 s focus wait
 IM_VARIABLES = ("GTK_IM_MODULE", "QT_IM_MODULE", "XMODIFIERS", "SDL_IM_MODULE")
 NAME = "ibus"
+FAKE_CONTEXT_HINT = "/org/freedesktop/IBus/InputContext_1"  # for tests: see the engine script
 NOT_IBUS = "the session's input method is not IBus"
+
+
+class NotAnIBusField(RouteError):
+    """The focused window does not use IBus (a terminal without it, nothing focused): this text
+    goes the usual way, and the route stays for the next one."""
+
+    transient = True
 
 
 def session_uses_ibus(env: Mapping[str, str] | None = None) -> str | None:
@@ -130,6 +138,8 @@ class IBusRoute:
             if answer is None:
                 self.close()
                 raise RouteError("IBus engine did not answer")
+            if not answer.get("ok") and answer.get("unfocused"):
+                raise NotAnIBusField(f"IBus: {answer.get('error')}")
             if not answer.get("ok"):
                 raise RouteError(f"IBus: {answer.get('error') or 'commit failed'}")
 

@@ -102,7 +102,7 @@ class TextInjector(QObject):
         self._restore_pending = False
         self.timings: list[tuple[str, float]] = []
         self._typed.connect(forwarder(self.finished, 2))
-        self._ibus_failed.connect(self._insert_now)
+        self._ibus_failed.connect(partial(self._insert_now, via_ibus=False))
         # Texts waiting for held keys to be let go (text, delete_chars, mode), and since when.
         self._waiting: deque[tuple[str, int, str]] = deque()
         self._waiting_since = 0.0
@@ -180,9 +180,9 @@ class TextInjector(QObject):
             if text or delete_chars > 0:
                 self._insert_now(text, delete_chars, mode)
 
-    def _insert_now(self, text: str, delete_chars: int, mode: str) -> None:
+    def _insert_now(self, text: str, delete_chars: int, mode: str, via_ibus: bool = True) -> None:
         self.timings = [("inject_start", time.monotonic())]
-        if self.ibus is not None:
+        if self.ibus is not None and via_ibus:
             try:
                 self._typing.submit(self._commit, mode, text, delete_chars)
             except RuntimeError:  # closed: the app is quitting
@@ -300,7 +300,8 @@ class TextInjector(QObject):
             self.timings.append(("committed", time.monotonic()))
         except Exception as exc:  # noqa: BLE001 - top of the typing thread: any failure falls back
             log.warning("IBus route failed (%s): inserting the usual way", exc)
-            self.ibus = None
+            if not getattr(exc, "transient", False):  # else only this window lacks IBus
+                self.ibus = None
             emit(self._ibus_failed, text, delete_chars, mode)
             return
         done = f"Committed {len(text.strip())} characters" if text else ""

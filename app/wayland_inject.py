@@ -289,8 +289,9 @@ class WaylandInserter:
                     job.timings.append(("typed", time.monotonic()))
             except RouteError as exc:
                 log.warning("insertion route %s failed: %s", route.name, exc)
-                self.failures[route.name] = str(exc)
-                self.routes.remove(route)
+                if not getattr(exc, "transient", False):  # else: only this text, this window
+                    self.failures[route.name] = str(exc)
+                    self.routes.remove(route)
                 continue
             return True, done_message(job, paste, route.name)
         return self._last_resort(job)

@@ -229,3 +229,40 @@ def test_the_users_engine_is_back_when_the_app_quits(field) -> None:
     while ibus("engine") != USER_ENGINE and time.monotonic() < deadline:
         time.sleep(0.05)  # the restorer sets it once the daemon has let the component go
     assert ibus("engine") == USER_ENGINE
+
+
+def focused_context() -> str:
+    code = ("import gi; gi.require_version('IBus', '1.0'); from gi.repository import IBus; "
+            "print(IBus.Bus().current_input_context() or '')")
+    return subprocess.run([SYSTEM_PYTHON, "-c", code], capture_output=True, text=True,
+                          timeout=30).stdout.strip()
+
+
+def test_a_window_without_ibus_gets_the_text_the_usual_way(field, qtbot) -> None:
+    # A field of this process (its Qt does not use IBus) takes the focus from the IBus field:
+    # nothing may be committed into the void, the text is typed instead (XTEST), and the
+    # route stays for the next window that uses IBus.
+    from PySide6.QtWidgets import QPlainTextEdit
+    from support.controller import focused_field
+
+    from app.ibus_route import FAKE_CONTEXT_HINT, NotAnIBusField
+    from app.inject import TextInjector
+
+    own = focused_field(qtbot, QPlainTextEdit)
+    deadline = time.monotonic() + TIMEOUT_S
+    while focused_context() != FAKE_CONTEXT_HINT and time.monotonic() < deadline:
+        time.sleep(0.05)  # the daemon hears of the focus change from the other app
+    route = IBusRoute()
+    with pytest.raises(NotAnIBusField, match="does not use IBus"):
+        route.insert("lost?")
+    injector = TextInjector("type")
+    injector.use_ibus(route)
+    try:
+        with qtbot.waitSignal(injector.finished, timeout=TIMEOUT_S * 1000) as done:
+            injector.insert(TEXT)
+        assert done.args == [True, f"Typed {len(TEXT)} characters"]
+        qtbot.waitUntil(lambda: own.toPlainText() == TEXT, timeout=int(TIMEOUT_S * 1000))
+        assert injector.ibus is route
+        assert wait_for_text(field, TEXT, timeout=0) == ""  # nothing went to the IBus field
+    finally:
+        injector.close()

@@ -6,6 +6,7 @@ engine, `sottovoce`, with the running ibus-daemon, then reads one JSON request a
 and answers one JSON line on stdout:
   {"id": 1, "text": "Zürich\\n", "delete": 2}  ->  {"id": 1, "ok": true}
                                              or  {"id": 1, "ok": false, "error": "..."}
+("unfocused": true with the error: no field that uses IBus has the focus; nothing was sent.)
 Its first line says whether it is usable: {"ready": true, "engine": "<the user's engine>"} or
 {"ready": false, "error": "..."}.
 
@@ -35,6 +36,9 @@ from gi.repository import GLib, IBus  # noqa: E402
 COMPONENT, ENGINE = "org.sottovoce.IBus", "sottovoce"
 FOCUS_TIMEOUT_MS = 3000  # our engine given the focused context, else the request fails
 RESTORE_TIMEOUT_MS = 5000
+# Where keys go while no field that uses IBus has the focus: the daemon's "fake" context, the
+# first one it makes (bus_ibus_impl_init). A commit there would be lost while reported done.
+FAKE_CONTEXT = "/org/freedesktop/IBus/InputContext_1"
 KEYS = {"\n": IBus.KEY_Return, "\t": IBus.KEY_Tab, "\b": IBus.KEY_BackSpace}
 
 
@@ -98,6 +102,9 @@ class Service:
 
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
         text = "\b" * int(request.get("delete", 0)) + str(request.get("text", ""))
+        if (self.bus.current_input_context() or FAKE_CONTEXT) == FAKE_CONTEXT:
+            return {"ok": False, "unfocused": True,
+                    "error": "the focused window does not use IBus (or no field has the focus)"}
         before = self.user_engine()
         if before == ENGINE:  # a switch back failed earlier: the one we knew from then
             before = self.restore
