@@ -113,7 +113,11 @@ class IBusRoute:
         return answer if isinstance(answer, dict) else None
 
     def _no_engine_reason(self) -> str:
-        if self.proc is not None and self.proc.poll() not in (None, 0):
+        try:  # its output ended: its exit status follows at once
+            code = self.proc.wait(2) if self.proc is not None else None
+        except subprocess.TimeoutExpired:
+            code = None
+        if code not in (None, 0):
             return (f"the engine process could not start ({self.python} needs python3-gi and "
                     "gir1.2-ibus-1.0)")
         return "the engine process did not answer"

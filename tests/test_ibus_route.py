@@ -77,11 +77,27 @@ def daemon(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
         shutil.rmtree(folder, ignore_errors=True)
 
 
-@pytest.fixture
-def field(daemon):  # type: ignore[no-untyped-def]
-    """The Qt field with the focus and the user's engine (French) on its input context."""
-    env = {**os.environ, "QT_IM_MODULE": "ibus", "QT_QPA_PLATFORM": "xcb"}
-    target = start_text_field(env, "Sottovoce IM target")
+def _gtk_missing() -> str | None:
+    probe_gtk = subprocess.run(
+        [SYSTEM_PYTHON, "-c", "import gi; gi.require_version('Gtk', '3.0'); "
+                              "from gi.repository import Gtk"], capture_output=True, timeout=60)
+    if probe_gtk.returncode != 0:
+        return "needs gir1.2-gtk-3.0 for the system python3"
+    if not list(Path("/usr/lib").glob("*/gtk-3.0/3.0.0/immodules/im-ibus.so")):
+        return "needs GTK's IBus input module (apt: ibus-gtk3)"
+    return None
+
+
+@pytest.fixture(params=["qt"])
+def field(request, daemon):  # type: ignore[no-untyped-def]
+    """A field with the focus (Qt through QT_IM_MODULE=ibus; or GTK through GTK_IM_MODULE=ibus,
+    where a test asks for it) and the user's engine (French) on its input context."""
+    toolkit = request.param
+    if toolkit == "gtk" and _gtk_missing():
+        pytest.skip(_gtk_missing() or "")
+    env = {**os.environ, "QT_IM_MODULE": "ibus", "GTK_IM_MODULE": "ibus",
+           "QT_QPA_PLATFORM": "xcb"}
+    target = start_text_field(env, "Sottovoce IM target", toolkit)
     try:
         subprocess.run(["xdotool", "search", "--sync", "--name", "^Sottovoce IM target$",
                         "windowfocus", "--sync"], check=True, timeout=TIMEOUT_S)
@@ -101,6 +117,7 @@ def route():  # type: ignore[no-untyped-def]
     r.close()
 
 
+@pytest.mark.parametrize("field", ["qt", "gtk"], indirect=True)
 @pytest.mark.parametrize("name", ["us", "de", "fr", "ru"])
 def test_any_character_arrives_on_any_layout(field, route, layout, name: str) -> None:  # noqa: F811
     layout(name)
@@ -110,6 +127,7 @@ def test_any_character_arrives_on_any_layout(field, route, layout, name: str) ->
     assert ibus("engine") == USER_ENGINE  # the user's engine is theirs again
 
 
+@pytest.mark.parametrize("field", ["qt", "gtk"], indirect=True)
 def test_a_correction_backspaces_then_commits(field, route) -> None:
     route.insert("Zürich abc")
     assert wait_for_text(field, "Zürich abc") == "Zürich abc"
@@ -118,6 +136,7 @@ def test_a_correction_backspaces_then_commits(field, route) -> None:
     assert ibus("engine") == USER_ENGINE
 
 
+@pytest.mark.parametrize("field", ["qt", "gtk"], indirect=True)
 def test_a_held_ctrl_does_not_make_shortcuts(field, route) -> None:
     # Ctrl still down (the hotkey's): Return and Tab must stay Return and Tab, and
     # Ctrl+Return / Ctrl+A-like chords never happen because text is committed, not typed.

@@ -14,9 +14,10 @@ The user's engine is never replaced for long: for each request the engine is swi
 `sottovoce` (IBus 1.5 engines are global), the text is committed once our engine has the focused
 input context, and the user's engine is switched back at once; so their layout, their input
 method and its settings stay theirs, and a key typed meanwhile passes through ours untouched.
-Text goes as commit_text (any character, whatever the layout); line breaks, tabs and the
-backspaces of a correction go as forwarded Return/Tab/BackSpace keys with no modifier, since a
-committed "\\n" is dropped by single-line fields and a held Ctrl must not make them shortcuts.
+The whole text, line breaks and tabs included, goes as one commit_text (any character,
+whatever the layout, and no key a held Ctrl could turn into a shortcut); a correction's
+backspaces go as delete_surrounding_text where the field supports it. Both are signals the
+client handles in order, whereas forwarded keys are not (GTK queues them behind later commits).
 """
 
 from __future__ import annotations
@@ -39,7 +40,6 @@ RESTORE_TIMEOUT_MS = 5000
 # Where keys go while no field that uses IBus has the focus: the daemon's "fake" context, the
 # first one it makes (bus_ibus_impl_init). A commit there would be lost while reported done.
 FAKE_CONTEXT = "/org/freedesktop/IBus/InputContext_1"
-KEYS = {"\n": IBus.KEY_Return, "\t": IBus.KEY_Tab, "\b": IBus.KEY_BackSpace}
 
 
 class SottovoceEngine(IBus.Engine):  # type: ignore[misc]
@@ -51,6 +51,7 @@ class SottovoceEngine(IBus.Engine):  # type: ignore[misc]
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.focused = False
+        self.caps = 0
         SottovoceEngine.instances.append(self)
 
     def do_process_key_event(self, keyval: int, keycode: int, state: int) -> bool:
@@ -65,19 +66,21 @@ class SottovoceEngine(IBus.Engine):  # type: ignore[misc]
     def do_enable(self) -> None:
         self.focused = True
 
-    def send(self, text: str) -> None:
-        piece: list[str] = []
-        for char in text.replace("\r\n", "\n"):
-            if char in KEYS:
-                if piece:
-                    self.commit_text(IBus.Text.new_from_string("".join(piece)))
-                    piece = []
+    def do_set_capabilities(self, caps: int) -> None:
+        self.caps = caps
+
+    def send(self, text: str, delete: int) -> None:
+        """Delete ``delete`` characters before the cursor, then commit ``text`` whole."""
+        if delete > 0 and self.caps & IBus.Capabilite.SURROUNDING_TEXT:
+            # A signal like the commit, so the two stay in order (GTK handles forwarded keys
+            # later, from its event queue: a BackSpace would land after the new text).
+            self.delete_surrounding_text(-delete, delete)
+        elif delete > 0:  # a client that cannot delete text: the keys
+            for _ in range(delete):
                 for state in (0, IBus.ModifierType.RELEASE_MASK):
-                    self.forward_key_event(KEYS[char], 0, state)
-            else:
-                piece.append(char)
-        if piece:
-            self.commit_text(IBus.Text.new_from_string("".join(piece)))
+                    self.forward_key_event(IBus.KEY_BackSpace, 0, state)
+        if text:
+            self.commit_text(IBus.Text.new_from_string(text.replace("\r\n", "\n")))
 
 
 class Service:
@@ -101,7 +104,7 @@ class Service:
         return desc.get_name() if desc is not None else ""
 
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
-        text = "\b" * int(request.get("delete", 0)) + str(request.get("text", ""))
+        text, delete = str(request.get("text", "")), int(request.get("delete", 0))
         if (self.bus.current_input_context() or FAKE_CONTEXT) == FAKE_CONTEXT:
             return {"ok": False, "unfocused": True,
                     "error": "the focused window does not use IBus (or no field has the focus)"}
@@ -117,7 +120,7 @@ class Service:
                 (e for e in SottovoceEngine.instances if e.focused), None))
             if engine is None:
                 return {"ok": False, "error": "no focused text field took the IBus engine"}
-            engine.send(text)
+            engine.send(text, delete)
             self.bus.get_connection().flush_sync(None)
         finally:
             if before:

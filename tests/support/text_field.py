@@ -12,9 +12,11 @@ from support.desktop_driver import REPO, LoggedProcess
 TIMEOUT_S = 30.0
 
 
-def start_text_field(env: dict[str, str], title: str) -> LoggedProcess:
-    target = LoggedProcess([sys.executable, str(REPO / "tests" / "im_target_app.py"), title],
-                           env, read_stdout=True)
+def start_text_field(env: dict[str, str], title: str, toolkit: str = "qt") -> LoggedProcess:
+    """A Qt field (this venv's PySide6), or ``toolkit="gtk"``: a GTK 3 one (the system python3)."""
+    command = ([sys.executable, str(REPO / "tests" / "im_target_app.py")] if toolkit == "qt"
+               else ["/usr/bin/python3", str(REPO / "tests" / "im_target_gtk.py")])
+    target = LoggedProcess([*command, title], env, read_stdout=True)
     try:
         target.wait_for("ready", TIMEOUT_S * 2)
     except AssertionError:
