@@ -1,11 +1,13 @@
-"""The input-method route (app.ibus_route + resources/ibus/sottovoce_ibus_engine.py) against a real ibus-daemon on
-the virtual X11 desktop, committing into a real Qt text field in its own process that talks to
-the daemon through Qt's ibus plugin (QT_IM_MODULE=ibus), as a user's app does.
+"""The input-method route (app.ibus_route, resources/ibus/sottovoce_ibus_engine.py) against a
+real ibus-daemon on the virtual X11 desktop, committing into a real text field in its own process that talks to
+the daemon as a user's app does: Qt through its ibus plugin (QT_IM_MODULE=ibus) and, for the
+text tests, GTK 3 through its IBus input module (GTK_IM_MODULE=ibus).
 
 Exact field contents: non-ASCII on German, French and Russian layouts, line breaks and tabs,
 backspaces of a correction, a held Ctrl; the user's own engine is theirs again after each text;
 through the app's injector in paste mode the clipboard is left alone; with no daemon the route
-says why and the caller goes on. Needs ibus, gir1.2-ibus-1.0 and python3-gi (scripts/test).
+says why and the caller goes on. Needs ibus, gir1.2-ibus-1.0 and python3-gi (GTK: ibus-gtk3,
+gir1.2-gtk-3.0; scripts/test installs them).
 """
 
 from __future__ import annotations
@@ -138,8 +140,8 @@ def test_a_correction_backspaces_then_commits(field, route) -> None:
 
 @pytest.mark.parametrize("field", ["qt", "gtk"], indirect=True)
 def test_a_held_ctrl_does_not_make_shortcuts(field, route) -> None:
-    # Ctrl still down (the hotkey's): Return and Tab must stay Return and Tab, and
-    # Ctrl+Return / Ctrl+A-like chords never happen because text is committed, not typed.
+    # Ctrl still down (the hotkey's): the line break, the tab and the letters must not become
+    # Ctrl+Return, Ctrl+Tab or Ctrl+letter shortcuts.
     subprocess.run(["xdotool", "keydown", "ctrl"], check=True, timeout=10)
     try:
         route.insert(f"a{TEXT}\nb\tc")
