@@ -287,3 +287,36 @@ def test_a_window_without_ibus_gets_the_text_the_usual_way(field, qtbot) -> None
         assert wait_for_text(field, TEXT, timeout=0) == ""  # nothing went to the IBus field
     finally:
         injector.close()
+
+
+def test_the_app_chooses_it_first_and_settings_say_so(field, qtbot, monkeypatch) -> None:
+    from app.desktop_routes import DesktopRoutes
+    from app.inject import TextInjector
+    from app.settings import Settings
+
+    monkeypatch.setenv("QT_IM_MODULE", "ibus")
+
+    class Host:  # what DesktopRoutes.start uses of the controller
+        settings = Settings()
+        window = None
+        injector = TextInjector("type")
+
+        def on_ptt(self, action: str) -> None:
+            raise AssertionError(action)
+
+    host = Host()
+    routes = DesktopRoutes(host)  # type: ignore[arg-type]
+    routes.start()
+    try:
+        assert routes.ibus is not None and host.injector.ibus is routes.ibus
+        assert routes.status_lines()[1].startswith(
+            "input method (IBus) first: commits text through IBus (QT_IM_MODULE=ibus); "
+            "then key events")
+        with qtbot.waitSignal(host.injector.finished, timeout=TIMEOUT_S * 1000) as done:
+            host.injector.insert(TEXT)
+        assert done.args == [True, f"Committed {len(TEXT)} characters (IBus)"]
+        assert wait_for_text(field, TEXT) == TEXT
+    finally:
+        routes.stop()
+        host.injector.close()
+    assert host.injector.ibus is None
