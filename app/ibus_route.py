@@ -68,6 +68,7 @@ class IBusRoute:
         self.python = python or os.environ.get("SOTTOVOCE_IBUS_PYTHON", SYSTEM_PYTHON)
         self.proc: subprocess.Popen[str] | None = None
         self.user_engine = ""
+        self.known_engine = ""
         self._lines: queue.Queue[str | None] = queue.Queue()
         self._lock = threading.Lock()
         self._next_id = 0
@@ -84,7 +85,8 @@ class IBusRoute:
         except OSError as exc:
             raise RouteError(f"cannot run {self.python} for the IBus engine: {exc}") from exc
         assert self.proc.stdout is not None
-        threading.Thread(target=self._read, args=(self.proc.stdout,), daemon=True,
+        self._lines = queue.Queue()  # this process's lines only
+        threading.Thread(target=self._read, args=(self.proc.stdout, self._lines), daemon=True,
                          name="sottovoce-ibus-reader").start()
         hello = self._answer(START_TIMEOUT_S)
         if hello is None or not hello.get("ready"):
@@ -92,11 +94,14 @@ class IBusRoute:
             self.close()
             raise RouteError(f"IBus: {why}")
         self.user_engine = str(hello.get("engine") or "")
+        # The user's engine as first seen: the one to restore if ours is left set.
+        self.known_engine = self.known_engine or self.user_engine
 
-    def _read(self, stream: IO[str]) -> None:
+    @staticmethod
+    def _read(stream: IO[str], lines: queue.Queue[str | None]) -> None:
         for line in stream:
-            self._lines.put(line)
-        self._lines.put(None)
+            lines.put(line)
+        lines.put(None)
 
     def _answer(self, timeout: float) -> dict[str, Any] | None:
         try:
@@ -126,10 +131,15 @@ class IBusRoute:
         """Backspace over ``delete_chars`` characters, then commit ``text`` into the focused
         field; RouteError when it did not go."""
         with self._lock:
+            if self.proc is not None and self.proc.poll() is not None:
+                # It ended (ibus-daemon restarted, a crash): a new one, once, for this text.
+                log.info("IBus engine process ended (%s): starting it again", self.proc.poll())
+                self.close()
             self.prepare()
             assert self.proc is not None and self.proc.stdin is not None
             self._next_id += 1
-            request = {"id": self._next_id, "text": text, "delete": max(0, delete_chars)}
+            request = {"id": self._next_id, "text": text, "delete": max(0, delete_chars),
+                       "restore": self.known_engine}
             try:
                 self.proc.stdin.write(json.dumps(request, ensure_ascii=False) + "\n")
                 self.proc.stdin.flush()

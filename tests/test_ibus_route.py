@@ -320,3 +320,14 @@ def test_the_app_chooses_it_first_and_settings_say_so(field, qtbot, monkeypatch)
         routes.stop()
         host.injector.close()
     assert host.injector.ibus is None
+
+
+def test_an_engine_process_that_ended_is_started_again(field, route) -> None:
+    route.insert("a")
+    assert wait_for_text(field, "a") == "a"
+    assert route.proc is not None
+    route.proc.kill()  # as when ibus-daemon restarts and drops its components
+    route.proc.wait(10)
+    route.insert(TEXT)
+    assert wait_for_text(field, "a" + TEXT) == "a" + TEXT
+    assert ibus("engine") == USER_ENGINE  # switched back, though the dead one restored nothing

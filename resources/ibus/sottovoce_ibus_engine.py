@@ -4,7 +4,7 @@ typelib, which the app's venv cannot host) that commits dictated text into the f
 It imports nothing from the app. It registers the component `org.sottovoce.IBus` with one
 engine, `sottovoce`, with the running ibus-daemon, then reads one JSON request a line on stdin
 and answers one JSON line on stdout:
-  {"id": 1, "text": "Zürich\\n", "delete": 2}  ->  {"id": 1, "ok": true}
+  {"id": 1, "text": "Zürich\\n", "delete": 2, "restore": "xkb:de::ger"}  ->  {"id": 1, "ok": true}
                                              or  {"id": 1, "ok": false, "error": "..."}
 ("unfocused": true with the error: no field that uses IBus has the focus; nothing was sent.)
 Its first line says whether it is usable: {"ready": true, "engine": "<the user's engine>"} or
@@ -109,8 +109,9 @@ class Service:
             return {"ok": False, "unfocused": True,
                     "error": "the focused window does not use IBus (or no field has the focus)"}
         before = self.user_engine()
-        if before == ENGINE:  # a switch back failed earlier: the one we knew from then
-            before = self.restore
+        if before in ("", ENGINE):  # a switch back failed, or an earlier engine process of
+            # the app's died without restoring: the user's engine as known before that
+            before = self.restore or str(request.get("restore") or "")
         self.restore = before
         del SottovoceEngine.instances[:]
         if not self._switch(ENGINE):
