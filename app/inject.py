@@ -10,7 +10,7 @@ clipboard and the virtual keyboard, the RemoteDesktop portal or ydotool for the 
 thread of its own, falling back route by route.
 Where the session's input method is IBus (`use_ibus`, app.ibus_route) the text is committed
 through it first, in either mode, on the typing thread; if that fails the text goes the usual
-way and IBus is not tried again.
+way, and IBus is not tried again unless only the focused window lacked it (a terminal).
 
 `insert(text, delete_chars)` is the exact form dictation uses: backspace over `delete_chars`
 characters first ("scratch that", a dictated mark replacing the previous one), then insert the
