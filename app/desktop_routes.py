@@ -18,6 +18,7 @@ from PySide6.QtCore import QObject, Signal
 
 from app.desktop import WLROOTS, Desktop, detect
 from app.hotkeys import PortalHotkey
+from app.ibus_route import IBusRoute, route_line, start_route
 from app.inject import TextInjector
 from app.routes import (
     COMPOSITOR,
@@ -88,6 +89,8 @@ class DesktopRoutes(QObject):
         self.routes: Routes | None = None
         self.portal_hotkey: PortalHotkey | None = None
         self.captions_pinned = False
+        self.ibus: IBusRoute | None = None
+        self.ibus_why = ""
         self._action.connect(on_ptt)
         self._bound.connect(self._on_bound)
         self._failed.connect(self._on_failed)
@@ -98,24 +101,30 @@ class DesktopRoutes(QObject):
         """Probe and set up insertion; returns the routes chosen."""
         self.desktop = detect()
         self.routes = choose(self.desktop, self._settings().allow_ydotool)
+        # The input method goes first where the session's is IBus (app.ibus_route).
+        self.ibus, self.ibus_why = start_route()
         hotkey_line, insert_line = self.status_lines()
         log.info("desktop: %s", self.desktop.describe())
         log.info("hotkey route: %s", hotkey_line)
         log.info("insertion route: %s", insert_line)
         if self.desktop.wayland:
-            inserter = WaylandInserter(key_routes(self.routes.insert),
+            first: list[KeyRoute] = [self.ibus] if self.ibus is not None else []
+            inserter = WaylandInserter(first + key_routes(self.routes.insert),
                                        WlClipboard() if self.routes.clipboard else None,
                                        desktop_notify)
             inserter.start()
             self.injector.use_wayland(inserter)
             if self.desktop.family == WLROOTS and "swaymsg" in self.desktop.tools:
                 self.captions_pinned = pin_captions_on_sway()
+        elif self.ibus is not None:
+            self.injector.use_ibus(self.ibus)
         return self.routes
 
     def status_lines(self) -> tuple[str, str]:
         if self.desktop is None or self.routes is None:
             return ("not set up yet", "not set up yet")
-        return summary(self.routes, self.desktop)
+        hotkey, insert = summary(self.routes, self.desktop)
+        return hotkey, route_line(insert, self.ibus is not None, self.ibus_why)
 
     def advice(self) -> list[str]:
         """The compositor lines to paste where the hotkey is the compositor's job."""
@@ -149,6 +158,7 @@ class DesktopRoutes(QObject):
             self.portal_hotkey.stop()
             self.portal_hotkey = None
         self.injector.use_wayland(None)
+        self.injector.use_ibus(None)
 
     def _on_bound(self, trigger: str) -> None:
         keys = trigger or "not set yet: choose keys in your desktop's shortcut settings"

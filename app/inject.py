@@ -8,6 +8,9 @@ type: synthesise the characters (for apps that block paste): on X11 through XTES
 On Wayland both go through app.wayland_inject instead (`use_wayland`): wl-copy for the
 clipboard and the virtual keyboard, the RemoteDesktop portal or ydotool for the keys, on a
 thread of its own, falling back route by route.
+Where the session's input method is IBus (`use_ibus`, app.ibus_route) the text is committed
+through it first, in either mode, on the typing thread; if that fails the text goes the usual
+way, and IBus is not tried again unless only the focused window lacked it (a terminal).
 
 `insert(text, delete_chars)` is the exact form dictation uses: backspace over `delete_chars`
 characters first ("scratch that", a dictated mark replacing the previous one), then insert the
@@ -81,6 +84,7 @@ class TextInjector(QObject):
 
     finished = Signal(bool, str)  # ok, message for the user
     _typed = Signal(bool, str)  # from the typing thread
+    _ibus_failed = Signal(str, int, str)  # text, delete_chars, mode: insert it the usual way
 
     def __init__(self, mode: str = "paste", paste_keys: str = "ctrl+v",
                  parent: QObject | None = None) -> None:
@@ -92,11 +96,13 @@ class TextInjector(QObject):
         # One typing thread: texts are typed in the order they came, never interleaved.
         self._typing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sottovoce-type")
         self.wayland: WaylandInserter | None = None
+        self.ibus: Any = None  # app.ibus_route.IBusRoute where the session uses IBus
         self._saved: QMimeData | None = None
         self._pastes = 0  # pastes so far: the marker of the latest one
         self._restore_pending = False
         self.timings: list[tuple[str, float]] = []
         self._typed.connect(forwarder(self.finished, 2))
+        self._ibus_failed.connect(partial(self._insert_now, via_ibus=False))
         # Texts waiting for held keys to be let go (text, delete_chars, mode), and since when.
         self._waiting: deque[tuple[str, int, str]] = deque()
         self._waiting_since = 0.0
@@ -113,6 +119,12 @@ class TextInjector(QObject):
         if self.wayland is not None:
             self.wayland.stop()
         self.wayland = inserter
+
+    def use_ibus(self, route: Any) -> None:
+        """Commit through this IBus route first (X11; Wayland's inserter has it as a route)."""
+        if self.ibus is not None:
+            self.ibus.close()
+        self.ibus = route
 
     def inject(self, text: str, mode: str | None = None) -> None:
         """Insert ``text`` (stripped, with a trailing space) into the focused app."""
@@ -168,8 +180,14 @@ class TextInjector(QObject):
             if text or delete_chars > 0:
                 self._insert_now(text, delete_chars, mode)
 
-    def _insert_now(self, text: str, delete_chars: int, mode: str) -> None:
+    def _insert_now(self, text: str, delete_chars: int, mode: str, via_ibus: bool = True) -> None:
         self.timings = [("inject_start", time.monotonic())]
+        if self.ibus is not None and via_ibus:
+            try:
+                self._typing.submit(self._commit, mode, text, delete_chars)
+            except RuntimeError:  # closed: the app is quitting
+                emit(self.finished, False, "Could not insert the text: the app is quitting")
+            return
         if mode == "type" and uses_x11():
             self._type_later(self._x11_typer().type_text, text, delete_chars)
             return
@@ -275,6 +293,22 @@ class TextInjector(QObject):
             done = f"Deleted {delete_chars} characters" + (f"; {done.lower()}" if done else "")
         emit(self._typed, True, done)
 
+    def _commit(self, mode: str, text: str, delete_chars: int) -> None:
+        """On the typing thread: through IBus, or (it failed) back to the GUI thread's routes."""
+        try:
+            self.ibus.insert(text, delete_chars)
+            self.timings.append(("committed", time.monotonic()))
+        except Exception as exc:  # noqa: BLE001 - top of the typing thread: any failure falls back
+            log.warning("IBus route failed (%s): inserting the usual way", exc)
+            if not getattr(exc, "transient", False):  # else only this window lacks IBus
+                self.ibus = None
+            emit(self._ibus_failed, text, delete_chars, mode)
+            return
+        done = f"Committed {len(text.strip())} characters" if text else ""
+        if delete_chars:
+            done = f"Deleted {delete_chars} characters" + (f"; {done.lower()}" if done else "")
+        emit(self._typed, True, done + " (IBus)")
+
     def _x11_typer(self) -> Any:
         if self._typer is None:
             from app.x11_typing import X11Typer
@@ -285,6 +319,8 @@ class TextInjector(QObject):
     def close(self) -> None:
         """Finish the texts being typed and give back the keycodes borrowed for them."""
         self._typing.shutdown(wait=True)
+        if self.ibus is not None:
+            self.ibus.close()
         if self._typer is not None:
             self._typer.close()
 

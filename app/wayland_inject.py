@@ -8,6 +8,8 @@ rest of the session and the next one is tried at once, so no text is lost to a b
   so every run first waits SETTLE_MS for the keymap to be in place.
 - `PortalKeys`: the RemoteDesktop portal's keysyms (GNOME, KDE), consent asked once.
 - `Ydotool`: uinput, only when the user opted in (it needs a root daemon and types ASCII only).
+- `app.ibus_route.IBusRoute` (first, where the session's input method is IBus) commits text
+  rather than keys (`commits_text`): paste mode commits too, with no clipboard step.
 Paste mode puts the text on the Wayland clipboard with `wl-copy` (Qt's own clipboard is only
 valid while one of our windows has focus), sends the paste keys through the first working key
 route and restores the user's clipboard afterwards (unless something newer was copied).
@@ -262,7 +264,9 @@ class WaylandInserter:
             job.done(ok, message)
 
     def insert(self, job: Insertion) -> tuple[bool, str]:
-        paste = job.mode == "paste" and self.clipboard is not None and bool(job.text)
+        commits = bool(self.routes) and getattr(self.routes[0], "commits_text", False)
+        paste = (job.mode == "paste" and self.clipboard is not None and bool(job.text)
+                 and not commits)
         if paste:
             try:
                 self._put_on_clipboard(job.text)
@@ -285,8 +289,9 @@ class WaylandInserter:
                     job.timings.append(("typed", time.monotonic()))
             except RouteError as exc:
                 log.warning("insertion route %s failed: %s", route.name, exc)
-                self.failures[route.name] = str(exc)
-                self.routes.remove(route)
+                if not getattr(exc, "transient", False):  # else: only this text, this window
+                    self.failures[route.name] = str(exc)
+                    self.routes.remove(route)
                 continue
             return True, done_message(job, paste, route.name)
         return self._last_resort(job)

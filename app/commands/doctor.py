@@ -310,10 +310,14 @@ def check_insertion() -> CheckResult:
     """How dictated text reaches the focused app here (app.routes), probed, not guessed."""
     if not sys.platform.startswith("linux"):
         return CheckResult("Text insertion", OK, "key events (pynput)")
+    from app.ibus_route import probe, route_line
     from app.routes import summary
 
     desktop, routes = _desktop_routes()
-    _, line = summary(routes, desktop)
+    ibus_used, ibus_why = probe()
+    line = route_line(summary(routes, desktop)[1], ibus_used, ibus_why)
+    if ibus_used:
+        return CheckResult("Text insertion", OK, line)
     if not routes.insert:
         hint = ("on wlroots/Hyprland: install wtype; on GNOME/KDE: install "
                 "xdg-desktop-portal-gnome / -kde (RemoteDesktop); or allow ydotool in the "
