@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from support.runners import QuietScorer, SilentRunner
 
@@ -91,6 +91,7 @@ def test_close_reason_always_fits_a_close_frame(message: str) -> None:
 @given(field=st.sampled_from(["protocol", "session_id", "sample_rate", "language", "offset",
                               "type"]),
        value=st.text(alphabet=st.characters(min_codepoint=0x80), min_size=40, max_size=120))
+@example(field="session_id", value="\x80" * 39 + "\ud800")  # a lone surrogate: no UTF-8 reply
 def test_any_non_ascii_field_value_gets_one_error_frame(server: ServerThread, field: str,
                                                         value: str) -> None:
     hello = {"type": "hello", "v": 1, "protocol": 1, "session_id": "s", "sample_rate": 16000,

@@ -215,6 +215,12 @@ def _str(data: dict[str, Any], key: str, default: str | None = None, *,
         return None
     if not isinstance(value, str) or len(value) > max_len:
         raise _Malformed(BAD_MESSAGE, f"'{key}' must be a string of at most {max_len} chars")
+    # JSON can escape a lone surrogate (\ud800), which no UTF-8 frame can carry back.
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise _Malformed(BAD_MESSAGE, f"'{key}' must be Unicode text (a lone surrogate)") from None
     return value
 
 
