@@ -21,6 +21,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 from PySide6.QtWidgets import QApplication
 
 from app.caption_wiring import caption_config, caption_line, caption_style
+from app.checked_inject import checked
 from app.desktop_routes import DesktopRoutes
 from app.dictation import Dictation
 from app.dictation_text import Dictated, TextWorker, shown_final
@@ -101,7 +102,7 @@ class Controller(ImportHost):
         self.window = MainWindow()
         self.captions = CaptionWindow(settings.caption_lines, settings.caption_font_pt)
         self.captions.apply_style(caption_style(settings))
-        self.injector = TextInjector(settings.inject_mode, settings.paste_keys, self)
+        self.injector = checked(TextInjector(settings.inject_mode, settings.paste_keys, self))
         self.last_injection: tuple[bool, str] | None = None
         self._released_at: float | None = None  # the last push-to-talk release (monotonic)
         self._stages: list[tuple[str, float]] = []  # the last final's steps (app.latency_trace)

@@ -16,9 +16,9 @@ from typing import Protocol
 
 from PySide6.QtCore import QObject, Signal
 
+from app.checked_inject import CheckedInjector
 from app.desktop import WLROOTS, Desktop, detect
 from app.hotkeys import PortalHotkey
-from app.inject import TextInjector
 from app.routes import (
     COMPOSITOR,
     PORTAL,
@@ -49,7 +49,7 @@ class RoutesHost(Protocol):
     @property
     def window(self) -> MainWindow: ...
     @property
-    def injector(self) -> TextInjector: ...
+    def injector(self) -> CheckedInjector: ...
 
     def on_ptt(self, action: str) -> None: ...
 

@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Protocol
 
 from PySide6.QtCore import QObject, Signal, Slot
 
+from app.checked_inject import CheckedInjector
 from app.handsfree import AutoStop
 from app.hotkeys import GlobalHotkey, HotkeyUnavailableError
-from app.inject import TextInjector
 from app.profiles import (
     NO_PROFILE,
     DictationTarget,
@@ -67,7 +67,7 @@ class DictationHost(Protocol):
     @property
     def window(self) -> MainWindow: ...
     @property
-    def injector(self) -> TextInjector: ...
+    def injector(self) -> CheckedInjector: ...
     @property
     def bridge(self) -> EngineBridge: ...
 

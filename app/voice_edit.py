@@ -23,8 +23,9 @@ from typing import Protocol
 from PySide6.QtCore import QMimeData, QObject, QTimer
 from PySide6.QtGui import QClipboard, QGuiApplication
 
+from app.checked_inject import CheckedInjector
 from app.hotkeys import pynput_keyboard
-from app.inject import TextInjector, snapshot_clipboard
+from app.inject import snapshot_clipboard
 from app.polish import Outcome, Polisher
 from app.settings import Settings
 from ui.main_window import MainWindow
@@ -43,7 +44,7 @@ class EditHost(Protocol):
     @property
     def window(self) -> MainWindow: ...
     @property
-    def injector(self) -> TextInjector: ...
+    def injector(self) -> CheckedInjector: ...
     @property
     def polisher(self) -> Polisher: ...
 

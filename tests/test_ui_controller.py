@@ -114,7 +114,7 @@ def test_copying_the_transcript_right_after_a_paste_is_not_undone(qtbot, make_co
     qtbot.waitUntil(lambda: controller.last_injection is not None, timeout=10000)
     controller.copy_all()  # File > Copy transcript, before the restore is due
     # The delayed restore has run (an event: it clears its flag), and left the copy alone.
-    qtbot.waitUntil(lambda: not controller.injector._restore_pending, timeout=10000)
+    qtbot.waitUntil(lambda: not controller.injector.raw._restore_pending, timeout=10000)
     assert QGuiApplication.clipboard().text() == "Dictated into the field."
 
 
@@ -138,7 +138,7 @@ def test_typing_mode_types_into_the_focused_field(qtbot, make_controller):
     qtbot.waitUntil(lambda: target.text() == "Typed text.", timeout=10000)
     # The typing thread reports after the last key; wait for it, or the report lands in the
     # next test, on this controller's deleted window.
-    qtbot.waitUntil(lambda: controller.last_injection == (True, "Typed 11 characters"))
+    qtbot.waitUntil(lambda: controller.last_injection == (True, "Typed 11 characters · sent, not verified"))
 
 
 def test_injection_failure_is_shown_not_hidden(qtbot, make_controller, monkeypatch):
