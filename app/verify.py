@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from app.atspi import AccessibilityBus, AccessibilityError, Field
+from app.atspi import REGISTRY, ROOT, AccessibilityBus, AccessibilityError, Field
 from app.focus import focused_window_pid
 
 log = logging.getLogger(__name__)
@@ -74,6 +74,24 @@ def judge(probe: Probe, text: str, after: str) -> Check:
     if arrived is not None and text.startswith(arrived):
         return Check(MISSING, text[len(arrived):], 0)
     return Check(CHANGED)
+
+
+def availability() -> tuple[bool, str]:
+    """(can check, a line for `sottovoce doctor`): is the accessibility bus there, and how
+    many apps show their fields on it."""
+    try:
+        bus = AccessibilityBus()
+    except AccessibilityError as exc:
+        return False, f"texts are sent, not verified ({exc})"
+    try:
+        apps = len(bus.children(REGISTRY, ROOT))
+    except AccessibilityError as exc:
+        return False, f"texts are sent, not verified (the registry did not answer: {exc})"
+    finally:
+        bus.close()
+    return True, ("inserted text is read back over the accessibility bus (apps showing their "
+                  f"fields now: {apps}; one that does not gets \"sent, not verified\"); "
+                  "password fields get nothing")
 
 
 def focus_pid() -> int | None:

@@ -63,6 +63,18 @@ def test_an_unreadable_field_is_not_checked() -> None:
     assert Verifier().check(Probe(None), "text").verdict == UNVERIFIABLE
 
 
+def test_the_doctor_says_whether_insertions_can_be_checked(monkeypatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from app.commands import doctor
+
+    if missing_prerequisite() is None:
+        found = doctor.check_verification()
+        assert found.status == doctor.OK and "read back" in found.detail, found
+    monkeypatch.setenv("DBUS_SESSION_BUS_ADDRESS", f"unix:path={tmp_path}/no-bus")
+    found = doctor.check_verification()
+    assert found.status == doctor.WARN and "sent, not verified" in found.detail, found
+    assert "at-spi2-core" in found.hint
+
+
 class Target:
     def __init__(self, process: LoggedProcess, out: Path, title: str) -> None:
         self.process, self.out, self.title = process, out, title
