@@ -24,7 +24,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtCore import QObject, QTimer, Signal, SignalInstance
 
 from app.inject import (
     HELD_POLL_MS,
@@ -36,6 +36,7 @@ from app.inject import (
 )
 from app.verify import CHANGED, MISSING, PASSWORD, UNVERIFIABLE, VERIFIED, Check, Probe, Verifier
 from app.wayland_inject import RouteError, WaylandInserter
+from engine.core.sanitize import clean
 from ui.qt_compat import emit
 
 log = logging.getLogger(__name__)
@@ -112,6 +113,8 @@ class CheckedInjector(QObject):
 
     def insert(self, text: str, delete_chars: int = 0, mode: str | None = None) -> None:
         mode = mode or self.raw.mode
+        # Cleaned as the raw injector will (app.inject): a text it drops must not be waited for.
+        text = clean(text, newlines=True, tabs=True)
         if (not text and delete_chars <= 0) or mode == "off":
             return
         if not self._jobs:
@@ -136,11 +139,21 @@ class CheckedInjector(QObject):
         self._jobs = deque(Job(*each) for each in merged[1:])
         self._since = time.monotonic()
         self._job = job = Job(*merged[0])
-        self._submit(lambda: emit(self._probed, self.verifier.probe(job.delete_chars)))
+        self._submit(lambda: self.verifier.probe(job.delete_chars), self._probed, Probe(None))
 
-    def _submit(self, work: Callable[[], None]) -> None:
+    def _submit(self, work: Callable[[], object], done: SignalInstance, fallback: object) -> None:
+        """`work` on the worker, its answer to `done`; `fallback` if it breaks unexpectedly (a
+        job left waiting would hold every later dictation back)."""
+        def run() -> None:
+            try:
+                answer = work()
+            except Exception:  # noqa: BLE001 - top of the worker: fall back, never get stuck
+                log.exception("checking an insertion failed")
+                answer = fallback
+            emit(done, answer)
+
         try:
-            self._worker.submit(work)
+            self._worker.submit(run)
         except RuntimeError:  # closed: the app is quitting
             self._job = None
 
@@ -167,7 +180,8 @@ class CheckedInjector(QObject):
         job.message = f"{job.message}; {message}" if job.message else message
         probe, text = job.probe, job.text
         assert probe is not None
-        self._submit(lambda: emit(self._checked, self.verifier.check(probe, text)))
+        self._submit(lambda: self.verifier.check(probe, text), self._checked,
+                     Check(UNVERIFIABLE))
 
     def _on_checked(self, check: Check) -> None:
         job = self._job
@@ -179,8 +193,8 @@ class CheckedInjector(QObject):
         elif check.verdict == UNVERIFIABLE:
             self._done(True, f"{job.message} · sent, not verified")
         elif check.verdict == CHANGED:
-            self._done(True, f"{job.message} · sent, but the field changed otherwise: "
-                             "not verified")
+            self._done(True, f"{job.message} · sent, but the field does not show it as "
+                             "dictated: not verified, check it")
         elif check.verdict == MISSING and not job.retried:
             log.warning("%d of %d characters did not arrive through %s: trying %s",
                         len(check.missing), len(job.text), job.mode, OTHER_MODE[job.mode])
