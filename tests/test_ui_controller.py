@@ -81,7 +81,9 @@ def test_dictation_is_pasted_into_the_focused_field_and_clipboard_restored(qtbot
     controller.on_ptt("press")
     controller.on_ptt("release")
     qtbot.waitUntil(lambda: target.text() == "Dictated into the field.", timeout=10000)
-    assert controller.last_injection is not None and controller.last_injection[0]
+    # (Said once the field was checked, a moment after the text landed.)
+    qtbot.waitUntil(lambda: controller.last_injection is not None, timeout=10000)
+    assert controller.last_injection[0]
     # Where the time went, from the key release to the paste keys, in the meter's tooltip.
     steps = [name for name, _ in controller.window.latency.breakdown]
     assert steps[0] == "release"
