@@ -12,7 +12,8 @@ editing use it unchanged) and, for each text, in order:
    the other route (type for paste, paste for type), checked again; still missing -> the text
    is left on the clipboard and the user told "not inserted: press Ctrl+V". Something else in
    the field changed (the user typed, an autocorrect) -> not sent again: nothing goes in twice.
-A "verified" step joins the latency breakdown (app.latency_trace) when the check succeeds.
+The outcome joins the latency breakdown (app.latency_trace, the latency meter's tooltip) as its
+last step: "verified", "sent not verified" or "not inserted".
 """
 
 from __future__ import annotations
@@ -163,6 +164,8 @@ class CheckedInjector(QObject):
             return
         job.probe = probe
         if probe.verdict == PASSWORD:
+            self.raw.timings = []  # (the last insertion's steps are not this one's)
+            self._stamp("password_field_skipped")
             self._done(False, "Not typed: a password field has focus (dictation never types "
                               "into one)")
             return
@@ -188,11 +191,13 @@ class CheckedInjector(QObject):
         if job is None:
             return
         if check.verdict == VERIFIED:
-            self.raw.timings.append(("verified", time.monotonic()))
+            self._stamp("verified")
             self._done(True, f"{job.message} · verified")
         elif check.verdict == UNVERIFIABLE:
+            self._stamp("sent_not_verified")
             self._done(True, f"{job.message} · sent, not verified")
         elif check.verdict == CHANGED:
+            self._stamp("sent_not_verified")
             self._done(True, f"{job.message} · sent, but the field does not show it as "
                              "dictated: not verified, check it")
         elif check.verdict == MISSING and not job.retried:
@@ -214,7 +219,12 @@ class CheckedInjector(QObject):
         except RouteError as exc:
             self._done(False, f"Not inserted, and the clipboard failed too: {exc}")
             return
+        self._stamp("not_inserted")
         self._done(False, "Not inserted: press Ctrl+V (the text is on the clipboard)")
+
+    def _stamp(self, step: str) -> None:
+        """The check's outcome as the last step of the latency breakdown (the meter's tooltip)."""
+        self.raw.timings.append((step, time.monotonic()))
 
     def _done(self, ok: bool, message: str) -> None:
         self._job = None

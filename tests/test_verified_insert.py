@@ -182,16 +182,18 @@ def test_when_no_route_gets_through_the_text_waits_on_the_clipboard(qtbot, targe
     from PySide6.QtGui import QGuiApplication
 
     field = target("qt", "--read-only")
-    (ok, message), _ = insert(qtbot, "type")
+    (ok, message), timings = insert(qtbot, "type")
     assert not ok and message.startswith("Not inserted: press Ctrl+V"), message
+    assert [step for step, _ in timings][-1] == "not_inserted"
     assert field.text() == ""
     assert QGuiApplication.clipboard().text() == TEXT.strip()
 
 
 def test_a_field_off_the_bus_is_sent_not_verified(qtbot, target) -> None:  # type: ignore[no-untyped-def]
     field = target("qt", a11y=False)
-    (ok, message), _ = insert(qtbot, "type", ASCII)
+    (ok, message), timings = insert(qtbot, "type", ASCII)
     assert ok and message.endswith(" · sent, not verified"), message
+    assert [step for step, _ in timings][-1] == "sent_not_verified"  # the latency meter's
     qtbot.waitUntil(lambda: field.text() == ASCII, timeout=20000)
 
 
