@@ -137,8 +137,10 @@ def insert(qtbot, mode: str, text: str = TEXT, delete_chars: int = 0):  # type: 
 
     injector = CheckedInjector(TextInjector(mode))
     try:
+        started = time.monotonic()
         with qtbot.waitSignal(injector.finished, timeout=30000) as done:
             injector.insert(text, delete_chars)
+        print(f"X11 {mode}: {done.args[1]!r} after {(time.monotonic() - started) * 1000:.0f} ms")
         return tuple(done.args), injector.timings
     finally:
         injector.close()

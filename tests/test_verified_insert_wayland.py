@@ -82,8 +82,10 @@ def insert(qtbot, mode: str, text: str = TEXT):  # type: ignore[no-untyped-def]
     injector = CheckedInjector(TextInjector(mode))
     injector.use_wayland(inserter)
     try:
+        started = time.monotonic()
         with qtbot.waitSignal(injector.finished, timeout=60000) as done:
             injector.insert(text, 0)
+        print(f"sway {mode}: {done.args[1]!r} after {(time.monotonic() - started) * 1000:.0f} ms")
         return tuple(done.args)
     finally:
         injector.close()
