@@ -2,7 +2,8 @@
 
 `Verifier.probe` (before) finds the focused object on the accessibility bus (app.atspi) and
 keeps the text around its caret; `Verifier.check` (after) polls that same object until it holds
-exactly what the insertion should have made of it, or until `wait_s` is up, and `judge` says
+exactly what the insertion should have made of it, or until it has not changed for `wait_s`
+(text still arriving is waited for: sending the rest then would put it in twice), and `judge` says
 what the text shows: all of it arrived (VERIFIED), none or only the first part (MISSING, with
 what is missing, so only that is sent again: nothing goes in twice), something else changed
 (CHANGED: not retried), or the field can't be read (UNVERIFIABLE: a terminal, a game, an app
@@ -136,21 +137,24 @@ class Verifier:
             return Probe(None)
 
     def check(self, probe: Probe, text: str) -> Check:
-        """Poll the probed field until it holds the insertion or `wait_s` is up."""
+        """Poll the probed field until it holds the insertion or stays the same for `wait_s`."""
         if probe.verdict is not None:
             return Check(probe.verdict)
         bus = self._get_bus()
         assert probe.field is not None
         deadline = time.monotonic() + self.wait_s
-        result = Check(UNVERIFIABLE)
+        result, seen = Check(UNVERIFIABLE), None
         while bus is not None:
             try:
                 grown = bus.count(probe.field) - probe.count
                 end = probe.start + len(probe.before) + grown
-                result = judge(probe, text, bus.text(probe.field, probe.start, end))
+                after = bus.text(probe.field, probe.start, end)
             except AccessibilityError as exc:
                 log.info("focused field no longer readable: %s", exc)
                 return Check(UNVERIFIABLE)
+            result = judge(probe, text, after)
+            if after != seen:  # still arriving (slow typing): sending the rest now would double it
+                seen, deadline = after, time.monotonic() + self.wait_s
             if result.verdict == VERIFIED or time.monotonic() >= deadline:
                 break
             time.sleep(POLL_S)  # the next look; the outcome is what the field holds
