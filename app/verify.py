@@ -105,9 +105,11 @@ class Verifier:
     """Probes and checks through one accessibility-bus connection, made on first use."""
 
     def __init__(self, connect: Callable[[], AccessibilityBus] = AccessibilityBus,
-                 wait_s: float = WAIT_S) -> None:
+                 wait_s: float = WAIT_S, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         self._connect = connect
         self.wait_s = wait_s
+        self._clock, self._sleep = clock, sleep  # (tests model time with these)
         self._bus: AccessibilityBus | None = None
 
     def _get_bus(self) -> AccessibilityBus | None:
@@ -142,7 +144,7 @@ class Verifier:
             return Check(probe.verdict)
         bus = self._get_bus()
         assert probe.field is not None
-        deadline = time.monotonic() + self.wait_s
+        deadline = self._clock() + self.wait_s
         result, seen = Check(UNVERIFIABLE), None
         while bus is not None:
             try:
@@ -154,10 +156,10 @@ class Verifier:
                 return Check(UNVERIFIABLE)
             result = judge(probe, text, after)
             if after != seen:  # still arriving (slow typing): sending the rest now would double it
-                seen, deadline = after, time.monotonic() + self.wait_s
-            if result.verdict == VERIFIED or time.monotonic() >= deadline:
+                seen, deadline = after, self._clock() + self.wait_s
+            if result.verdict == VERIFIED or self._clock() >= deadline:
                 break
-            time.sleep(POLL_S)  # the next look; the outcome is what the field holds
+            self._sleep(POLL_S)  # the next look; the outcome is what the field holds
         return result
 
     def close(self) -> None:

@@ -62,6 +62,42 @@ def test_judge_reads_what_arrived() -> None:
     assert judge(probe, "X ", "ab Z cd").verdict == "changed"  # never sent again
 
 
+class ArrivingField:
+    """A field read on a modelled clock: "ab " then the text one character per read, each read
+    taking 1 s: far slower than the check's wait (0.5 s) between the first and the last."""
+
+    def __init__(self, text: str) -> None:
+        self.reads, self.text, self.now = 0, text, 0.0
+
+    def count(self, _field: object) -> int:
+        return len(self.current())
+
+    def current(self) -> str:
+        return "ab " + self.text[:self.reads]
+
+    def text_of(self, _field: object, start: int, end: int) -> str:
+        self.reads += 1
+        self.now += 1.0
+        return self.current()[start:end]
+
+
+def test_the_check_waits_while_the_text_is_still_arriving() -> None:
+    from app.atspi import Field
+
+    field = ArrivingField("slow")
+    bus = type("Bus", (), {"count": field.count, "text": field.text_of, "close": lambda: None})
+    verifier = Verifier(lambda: bus, wait_s=0.5, clock=lambda: field.now,  # type: ignore[arg-type,return-value]
+                        sleep=lambda _s: None)
+    probe = Probe(Field(":1.1", "/f", 61, frozenset(), True), 0, "ab ", 3, 3, 0)
+    assert verifier.check(probe, "slow").verdict == VERIFIED
+    stalled = ArrivingField("sl")  # stops after two characters: the rest is missing
+    bus = type("Bus", (), {"count": stalled.count, "text": stalled.text_of})
+    verifier = Verifier(lambda: bus, wait_s=0.5, clock=lambda: stalled.now,  # type: ignore[arg-type,return-value]
+                        sleep=lambda _s: None)
+    missing = verifier.check(probe, "slow")
+    assert (missing.verdict, missing.missing) == (MISSING, "ow")
+
+
 def test_an_unreadable_field_is_not_checked() -> None:
     assert Verifier().check(Probe(None), "text").verdict == UNVERIFIABLE
 
