@@ -55,3 +55,16 @@ if ! pactl info >/dev/null 2>&1; then
   pactl set-default-sink vspk
   pactl set-default-source vmic
 fi
+
+# 5. The accessibility bus (at-spi2-core), which app.verify reads the focused field through:
+#    the session bus starts at-spi-bus-launcher on the first GetAddress, and that bus starts
+#    at-spi2-registryd when asked; asking now keeps the first checked insertion from paying
+#    for the start-up. Apps expose their fields when they see it (GTK), or when told (Qt:
+#    QT_LINUX_ACCESSIBILITY_ALWAYS_ON=1, tests/test_verified_insert.py).
+if [ -x /usr/libexec/at-spi-bus-launcher ]; then
+  a11y=$(dbus-send --session --print-reply=literal --dest=org.a11y.Bus /org/a11y/bus \
+    org.a11y.Bus.GetAddress 2>/dev/null | tr -d ' ')
+  [ -n "$a11y" ] && DBUS_SESSION_BUS_ADDRESS="$a11y" dbus-send --session --print-reply \
+    --dest=org.a11y.atspi.Registry /org/a11y/atspi/accessible/root \
+    org.a11y.atspi.Accessible.GetChildren >/dev/null 2>&1
+fi

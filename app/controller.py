@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QApplication
 
 from app.app_engine import RunningEngine
 from app.caption_wiring import caption_style
+from app.checked_inject import checked
 from app.desktop_routes import DesktopRoutes
 from app.dictation import Dictation
 from app.dictation_text import TextWorker
@@ -56,7 +57,7 @@ class Controller(QObject):
         self.window = w = MainWindow()
         self.captions = CaptionWindow(settings.caption_lines, settings.caption_font_pt)
         self.captions.apply_style(caption_style(settings))
-        self.injector = TextInjector(settings.inject_mode, settings.paste_keys, self)
+        self.injector = checked(TextInjector(settings.inject_mode, settings.paste_keys, self))
         current = self.current_settings
         self.live = LiveSession(current, self.update_settings, options, engine_factory,
                                 self.bridge.sink, w, self.captions, self)

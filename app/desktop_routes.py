@@ -16,10 +16,10 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QObject, Signal
 
+from app.checked_inject import CheckedInjector
 from app.desktop import WLROOTS, Desktop, detect
 from app.hotkeys import PortalHotkey
 from app.ibus_route import IBusRoute, route_line, start_route
-from app.inject import TextInjector
 from app.routes import (
     COMPOSITOR,
     PORTAL,
@@ -81,7 +81,7 @@ class DesktopRoutes(QObject):
     _notice = Signal(str)
 
     def __init__(self, settings: Callable[[], Settings], window: MainWindow,
-                 injector: TextInjector, on_ptt: Callable[[str], None],
+                 injector: CheckedInjector, on_ptt: Callable[[str], None],
                  parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._settings, self.window, self.injector = settings, window, injector

@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal, Slot
 
+from app.checked_inject import CheckedInjector
 from app.handsfree import AutoStop
 from app.hotkey_set import listen_chord
 from app.hotkeys import GlobalHotkey
-from app.inject import TextInjector
 from app.live_session import LiveSession
 from app.profiles import (
     NO_PROFILE,
@@ -64,7 +64,7 @@ class Dictation(QObject):
     talking_changed = Signal(bool)
 
     def __init__(self, settings: Callable[[], Settings], live: LiveSession, window: MainWindow,
-                 injector: TextInjector, bridge: EngineBridge, prepare: Callable[[], None],
+                 injector: CheckedInjector, bridge: EngineBridge, prepare: Callable[[], None],
                  window_class: WindowClassReader = _read_window_class,
                  clock: Callable[[], float] = time.monotonic,
                  parent: QObject | None = None) -> None:

@@ -16,9 +16,9 @@ from pathlib import Path
 from PySide6.QtCore import QObject
 
 from app.caption_wiring import caption_line
+from app.checked_inject import CheckedInjector
 from app.dictation import Dictation
 from app.dictation_text import Dictated, TextWorker, shown_final
-from app.inject import TextInjector
 from app.latency_trace import breakdown, describe
 from app.live_session import LiveSession
 from app.polish import Outcome, Polisher
@@ -41,7 +41,7 @@ class FinalRoute(QObject):
 
     def __init__(self, settings: Callable[[], Settings], live: LiveSession, text: TextWorker,
                  dictation: Dictation, polisher: Polisher, voice_edit: VoiceEdit,
-                 injector: TextInjector, session: Session, window: MainWindow,
+                 injector: CheckedInjector, session: Session, window: MainWindow,
                  captions: CaptionWindow, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._settings, self.live, self.text = settings, live, text

@@ -12,15 +12,34 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 log = logging.getLogger(__name__)
 
 MAX_PARENTS = 8
+T = TypeVar("T")
 
 
 def focused_window_class() -> tuple[str, ...] | None:
     """(instance, class) of the focused window's WM_CLASS, or None where it can't be read."""
+    def names(window: Any, _conn: Any, _x: Any) -> tuple[str, ...] | None:
+        found = window.get_wm_class()
+        return tuple(str(n) for n in found if n) if found else None
+    return _read_focused(names)
+
+
+def focused_window_pid() -> int | None:
+    """The process id (_NET_WM_PID) of the focused window's app, or None where it can't be
+    read: app.atspi picks that app's focused field, not a stale one of a window behind."""
+    def pid(window: Any, conn: Any, x: Any) -> int | None:
+        found = window.get_full_property(conn.intern_atom("_NET_WM_PID"), x.AnyPropertyType)
+        return int(found.value[0]) if found is not None and len(found.value) else None
+    return _read_focused(pid)
+
+
+def _read_focused(read: Callable[[Any, Any, Any], T | None]) -> T | None:
+    """`read(window, conn, Xlib.X)` on the focused window and its parents, the first answer."""
     if not sys.platform.startswith("linux") or not os.environ.get("DISPLAY"):
         return None
     try:
@@ -35,15 +54,15 @@ def focused_window_class() -> tuple[str, ...] | None:
         log.debug("cannot open the X display: %s", exc)
         return None
     try:
-        return _window_class(conn, X)
+        return _walk_up(conn, X, read)
     except Exception as exc:  # noqa: BLE001 - a window can vanish between two requests
-        log.debug("cannot read the focused window's class: %s", exc)
+        log.debug("cannot read the focused window: %s", exc)
         return None
     finally:
         conn.close()
 
 
-def _window_class(conn: Any, x: Any) -> tuple[str, ...] | None:
+def _walk_up(conn: Any, x: Any, read: Callable[[Any, Any, Any], T | None]) -> T | None:
     root = conn.screen().root
     window = None
     active = root.get_full_property(conn.intern_atom("_NET_ACTIVE_WINDOW"), x.AnyPropertyType)
@@ -56,8 +75,8 @@ def _window_class(conn: Any, x: Any) -> tuple[str, ...] | None:
     for _ in range(MAX_PARENTS):
         if window is None or window == root:
             return None
-        names = window.get_wm_class()
-        if names:
-            return tuple(str(n) for n in names if n)
+        found = read(window, conn, x)
+        if found is not None:
+            return found
         window = window.query_tree().parent
     return None

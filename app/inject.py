@@ -32,7 +32,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
@@ -77,6 +77,21 @@ def snapshot_clipboard(clipboard: QClipboard) -> QMimeData | None:
     for fmt in source.formats():
         copy.setData(fmt, source.data(fmt))
     return copy
+
+
+def merge_waiting(waiting: Iterable[tuple[str, int, str]]) -> list[tuple[str, int, str]]:
+    """Texts (text, delete_chars, mode) that waited together, as few insertions as can be:
+    two pastes back to back would race for the clipboard (the target reads it after it sees
+    the keys)."""
+    merged: list[tuple[str, int, str]] = []
+    for text, delete_chars, mode in waiting:
+        if merged and merged[-1][2] == mode:
+            before, deleted, _ = merged[-1]
+            cut = min(delete_chars, len(before))  # ("scratch that" of a text still here)
+            merged[-1] = (before[:len(before) - cut] + text, deleted + delete_chars - cut, mode)
+        else:
+            merged.append((text, delete_chars, mode))
+    return merged
 
 
 class TextInjector(QObject):
@@ -164,17 +179,7 @@ class TextInjector(QObject):
                 self._held.start()
                 return
             log.warning("a modifier key has been held for %.0f s: inserting anyway", HELD_WAIT_S)
-        # Texts that waited together go in as one (two pastes back to back would race for
-        # the clipboard: the target reads it after it sees the keys).
-        merged: list[tuple[str, int, str]] = []
-        for text, delete_chars, mode in self._waiting:
-            if merged and merged[-1][2] == mode:
-                before, deleted, _ = merged[-1]
-                cut = min(delete_chars, len(before))  # ("scratch that" of a text still here)
-                merged[-1] = (before[:len(before) - cut] + text,
-                              deleted + delete_chars - cut, mode)
-            else:
-                merged.append((text, delete_chars, mode))
+        merged = merge_waiting(self._waiting)
         self._waiting.clear()
         for text, delete_chars, mode in merged:
             if text or delete_chars > 0:

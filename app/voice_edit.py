@@ -22,8 +22,9 @@ from collections.abc import Callable
 from PySide6.QtCore import QMimeData, QObject, QTimer
 from PySide6.QtGui import QClipboard, QGuiApplication
 
+from app.checked_inject import CheckedInjector
 from app.hotkeys import pynput_keyboard
-from app.inject import TextInjector, snapshot_clipboard
+from app.inject import snapshot_clipboard
 from app.polish import Outcome, Polisher
 from app.settings import Settings
 from ui.main_window import MainWindow
@@ -92,7 +93,7 @@ class VoiceEdit(QObject):
     final), busy (reading the selection, asking the server)."""
 
     def __init__(self, settings: Callable[[], Settings], window: MainWindow,
-                 injector: TextInjector, polisher: Polisher, on_ptt: Callable[[str], None],
+                 injector: CheckedInjector, polisher: Polisher, on_ptt: Callable[[str], None],
                  parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._settings, self.window, self.injector = settings, window, injector

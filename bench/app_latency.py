@@ -17,6 +17,10 @@ the peer in the same run) it starts the app cold and measures:
                start, clipboard set, paste keys sent or text typed) plus the bench's own
                "xdotool_returned" (its key-up command came back) and "visible" (the text
                complete in the target app), all in ms after the app saw the release
+  release->verified  the app's own check that the text is in the field (app.verify reads the
+               target field back over AT-SPI; the target runs with accessibility on): the
+               breakdown's "verified" step, how much later than "visible" it comes ("check
+               adds"), and each dictation's verdict (verified / sent, not verified / failed)
 On Wayland (`--sessions wayland`, or `x11 wayland` to compare in one run) the same app runs as a
 native Wayland client of a headless sway (tests/support/wayland_driver.py), the target field too; there
 is no key grab, so push-to-talk is what a sway binding sends, the control socket's `ptt press` /
@@ -129,7 +133,7 @@ def write_settings(config_dir: Path, mode: str) -> None:
 
 
 def dictate_once(app: LoggedProcess, target: LoggedProcess, keys: Any,
-                 clip: Path, before: int) -> tuple[float, float, int, dict[str, float]]:
+                 clip: Path, before: int) -> tuple[float, float, int, dict[str, float], str]:
     """One push-to-talk dictation into a field holding `before` characters: ms from key release
     to the complete text in the other app, ms from release to the app logging its final text
     (the engine's share), the field's new length and the breakdown (module docstring). The
@@ -144,7 +148,7 @@ def dictate_once(app: LoggedProcess, target: LoggedProcess, keys: Any,
     keys.release()
     released = time.monotonic()
     final_at, _ = app.next_matching("INFO app.final_route: final", 60)
-    inserted = app.next_matching("characters", 60)[1]  # "Pasted 41 characters"
+    inserted = app.next_matching("characters", 60)[1]  # "Pasted 41 characters · verified"
     steps = read_breakdown(app)
     expected = before + int(re.findall(r"(\d+) characters", inserted)[-1])
     while True:
@@ -157,7 +161,15 @@ def dictate_once(app: LoggedProcess, target: LoggedProcess, keys: Any,
                 # how long after the app saw the key up that happened (not a delay of the app).
                 steps["xdotool_returned"] = (released - app_release) * 1000
                 steps["visible"] = (at - app_release) * 1000
-            return (at - released) * 1000, (final_at - released) * 1000, length, steps
+            return (at - released) * 1000, (final_at - released) * 1000, length, steps, \
+                verdict(inserted)
+
+
+def verdict(message: str) -> str:
+    """What the app's insertion message says of the check (app.checked_inject)."""
+    if "· verified" in message:
+        return "verified"
+    return "sent, not verified" if "not verified" in message else "failed"
 
 
 def read_breakdown(app: LoggedProcess) -> dict[str, float]:
@@ -191,7 +203,11 @@ def run_mode(mode: str, runs: int, clips: list[Path], root: Path,
     if sway is not None:
         env = sway.env(env)
     write_settings(root / "config", mode)
-    target = start_target(env, root / "field.txt")
+    # On the accessibility bus, so the app can check its text arrived (app.verify).
+    target = start_target(dict(env, QT_LINUX_ACCESSIBILITY_ALWAYS_ON="1"), root / "field.txt")
+    # A Wayland seat without a keyboard tells no window it is active, so nothing reads as
+    # focused; a real session has one (wtype's own come and go with each run).
+    keyboard = subprocess.Popen(["wtype", "-s", "3600000"], env=env) if sway else None
     started = time.monotonic()
     app = start_app(env)
     try:
@@ -202,11 +218,13 @@ def run_mode(mode: str, runs: int, clips: list[Path], root: Path,
         keys = WaylandKeys(sway, root / "control.sock") if sway else X11Keys()
         timings: list[tuple[float, float]] = []
         steps: list[dict[str, float]] = []
+        verdicts: list[str] = []
         length = 0
         for run in range(runs):
             clip = clips[run % len(clips)]
-            to_text, to_final, length, row = dictate_once(app, target, keys, clip, length)
+            to_text, to_final, length, row, said = dictate_once(app, target, keys, clip, length)
             timings.append((to_text, to_final))
+            verdicts.append(said)
             if row:
                 steps.append(row)
         _, rss_peak = app.rss_mib()
@@ -218,7 +236,14 @@ def run_mode(mode: str, runs: int, clips: list[Path], root: Path,
     finally:
         app.stop()
         target.stop()
-    return {"cold_start_s": cold_start_s, "control_command_startup_ms": command_ms, "rss_ready_mib": rss_ready, "rss_peak_mib": rss_peak,
+        if keyboard is not None:
+            keyboard.kill()
+            keyboard.wait(10)
+    return {"verdicts": {v: verdicts.count(v) for v in sorted(set(verdicts))},
+            "release_to_verified_ms": pct([r["verified"] for r in steps if "verified" in r]),
+            "check_adds_ms": pct([r["verified"] - r["visible"] for r in steps
+                                  if "verified" in r and "visible" in r]),
+            "cold_start_s": cold_start_s, "control_command_startup_ms": command_ms, "rss_ready_mib": rss_ready, "rss_peak_mib": rss_peak,
             "release_to_text_ms": pct([t for t, _ in timings]),
             "release_to_final_ms": pct([f for _, f in timings]),
             "samples_ms": [t for t, _ in timings],
@@ -244,6 +269,12 @@ def print_results(results: dict[str, dict[str, Any]]) -> None:
                   round(r["rss_peak_mib"]), r["release_to_text_ms"]["p50"],
                   r["release_to_text_ms"]["p95"], r["release_to_final_ms"]["p50"])
                  for mode, r in results.items()])
+    print()
+    print_table(("route", "verdicts", "release->verified median ms", "p95 ms",
+                 "check adds median ms"),
+                [(mode, ", ".join(f"{n} {v}" for v, n in r["verdicts"].items()),
+                  r["release_to_verified_ms"]["p50"], r["release_to_verified_ms"]["p95"],
+                  r["check_adds_ms"]["p50"]) for mode, r in results.items()])
     for mode, r in results.items():
         if r.get("breakdown_ms"):
             print()

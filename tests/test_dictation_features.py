@@ -138,7 +138,7 @@ def test_the_focused_apps_profile_chooses_insert_mode_and_style(qtbot, make_cont
     controller.start_engine()
     _dictate(qtbot, controller, engines)
     qtbot.waitUntil(lambda: target.text() == "sounds good", timeout=10000)
-    qtbot.waitUntil(lambda: controller.last_injection == (True, "Typed 11 characters"))
+    qtbot.waitUntil(lambda: controller.last_injection == (True, "Typed 11 characters · sent, not verified"))
     controller.apply_settings(with_changes(controller.settings,
                                            app_profiles=f"{names[0]}: insert=off"))
     _dictate(qtbot, controller, engines)  # "See you." is not inserted here

@@ -81,12 +81,16 @@ def test_dictation_is_pasted_into_the_focused_field_and_clipboard_restored(qtbot
     controller.on_ptt("press")
     controller.on_ptt("release")
     qtbot.waitUntil(lambda: target.text() == "Dictated into the field.", timeout=10000)
-    assert controller.last_injection is not None and controller.last_injection[0]
+    # (Said once the field was checked, a moment after the text landed.)
+    qtbot.waitUntil(lambda: controller.last_injection is not None, timeout=10000)
+    assert controller.last_injection[0]
     # Where the time went, from the key release to the paste keys, in the meter's tooltip.
     steps = [name for name, _ in controller.window.latency.breakdown]
     assert steps[0] == "release"
-    assert steps[-5:] == ["received", "dictated", "inject_start", "clipboard_set", "keys_sent"]
+    assert steps[-6:] == ["received", "dictated", "inject_start", "clipboard_set", "keys_sent",
+                          "sent_not_verified"]  # (this process's field is off the a11y bus)
     assert "keys sent" in controller.window.latency.toolTip()
+    assert "sent not verified" in controller.window.latency.toolTip()
     qtbot.waitUntil(
         lambda: QGuiApplication.clipboard().text() == "the user's own clipboard", timeout=5000)
     assert QApplication.focusWidget() is target  # the app never took focus
@@ -114,7 +118,7 @@ def test_copying_the_transcript_right_after_a_paste_is_not_undone(qtbot, make_co
     qtbot.waitUntil(lambda: controller.last_injection is not None, timeout=10000)
     controller.copy_all()  # File > Copy transcript, before the restore is due
     # The delayed restore has run (an event: it clears its flag), and left the copy alone.
-    qtbot.waitUntil(lambda: not controller.injector._restore_pending, timeout=10000)
+    qtbot.waitUntil(lambda: not controller.injector.raw._restore_pending, timeout=10000)
     assert QGuiApplication.clipboard().text() == "Dictated into the field."
 
 
@@ -138,7 +142,7 @@ def test_typing_mode_types_into_the_focused_field(qtbot, make_controller):
     qtbot.waitUntil(lambda: target.text() == "Typed text.", timeout=10000)
     # The typing thread reports after the last key; wait for it, or the report lands in the
     # next test, on this controller's deleted window.
-    qtbot.waitUntil(lambda: controller.last_injection == (True, "Typed 11 characters"))
+    qtbot.waitUntil(lambda: controller.last_injection == (True, "Typed 11 characters · sent, not verified"))
 
 
 def test_injection_failure_is_shown_not_hidden(qtbot, make_controller, monkeypatch):

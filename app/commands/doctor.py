@@ -330,6 +330,17 @@ def check_insertion() -> CheckResult:
     return CheckResult("Text insertion", OK, line)
 
 
+def check_verification() -> CheckResult:
+    """Whether inserted text can be read back (app.verify), so "verified" can be said."""
+    if not sys.platform.startswith("linux"):
+        return CheckResult("Insertion check", OK, "not available here: texts are sent, not verified")
+    from app.verify import availability
+
+    ok, line = with_deadline(availability)
+    return CheckResult("Insertion check", OK if ok else WARN, line, "" if ok else (
+        "install at-spi2-core (the accessibility bus); until then texts are sent, not verified"))
+
+
 def check_captions() -> CheckResult:
     if not sys.platform.startswith("linux"):
         return CheckResult("Caption window", OK, "always on top, never focused")
@@ -445,6 +456,7 @@ CHECKS: tuple[tuple[str, Callable[[], CheckResult]], ...] = (
     ("Keyring", check_keyring),
     ("Hotkeys", check_hotkeys),
     ("Text insertion", check_insertion),
+    ("Insertion check", check_verification),
     ("Caption window", check_captions),
     ("Model", check_model),
     ("Transcription", check_transcription),
