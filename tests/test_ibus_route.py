@@ -296,30 +296,27 @@ def test_the_app_chooses_it_first_and_settings_say_so(field, qtbot, monkeypatch)
 
     monkeypatch.setenv("QT_IM_MODULE", "ibus")
 
-    class Host:  # what DesktopRoutes.start uses of the controller
-        settings = Settings()
-        window = None
-        injector = TextInjector("type")
+    settings = Settings()
+    injector = TextInjector("type")
 
-        def on_ptt(self, action: str) -> None:
-            raise AssertionError(action)
+    def on_ptt(action: str) -> None:
+        raise AssertionError(action)
 
-    host = Host()
-    routes = DesktopRoutes(host)  # type: ignore[arg-type]
+    routes = DesktopRoutes(lambda: settings, None, injector, on_ptt)  # type: ignore[arg-type]
     routes.start()
     try:
-        assert routes.ibus is not None and host.injector.ibus is routes.ibus
+        assert routes.ibus is not None and injector.ibus is routes.ibus
         assert routes.status_lines()[1].startswith(
             "input method (IBus) first: commits text through IBus (QT_IM_MODULE=ibus); "
             "then key events")
-        with qtbot.waitSignal(host.injector.finished, timeout=TIMEOUT_S * 1000) as done:
-            host.injector.insert(TEXT)
+        with qtbot.waitSignal(injector.finished, timeout=TIMEOUT_S * 1000) as done:
+            injector.insert(TEXT)
         assert done.args == [True, f"Committed {len(TEXT)} characters (IBus)"]
         assert wait_for_text(field, TEXT) == TEXT
     finally:
         routes.stop()
-        host.injector.close()
-    assert host.injector.ibus is None
+        injector.close()
+    assert injector.ibus is None
 
 
 def test_an_engine_process_that_ended_is_started_again(field, route) -> None:
