@@ -309,7 +309,9 @@ def test_many_emits_do_not_drain_references_to_true(qtbot):
     for i in range(3000):
         bridge.sink(metrics(float(i)))
     qtbot.waitUntil(lambda: len(seen) == 3000)
-    assert sys.getrefcount(True) >= before - 50
+    # The bug drops one reference per emit (3000); other threads of the process take and drop
+    # references to True meanwhile, so the bound leaves them room and still catches the bug.
+    assert sys.getrefcount(True) >= before - 1000
 
 
 @pytest.mark.parametrize("mode, expected", [("hold", ["press", "release", "press", "release"]),
