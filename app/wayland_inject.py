@@ -36,7 +36,7 @@ from engine.core.sanitize import clean
 
 log = logging.getLogger(__name__)
 
-SETTLE_MS = 40  # measured on sway: 1 ms lost the first key 3 times in 8, 5 ms never
+SETTLE_MS = 40  # a new virtual keyboard loses its first key without a pause (docs/evidence.md)
 TOOL_TIMEOUT_S = 15.0
 RESTORE_DELAY_S = 0.6
 CLIPBOARD_CONFIRM_S = 2.0  # as on X11 (app.inject.RESTORE_DELAY_MS)
