@@ -41,7 +41,7 @@ from PySide6.QtCore import QMimeData, QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QClipboard, QGuiApplication
 
 from app.hotkeys import HotkeyUnavailableError, pynput_keyboard, uses_x11
-from app.wayland_inject import Insertion, WaylandInserter
+from app.wayland_inject import Insertion, RouteError, WaylandInserter
 from engine.core.sanitize import clean
 from ui.qt_compat import emit, forwarder
 
@@ -305,7 +305,7 @@ class TextInjector(QObject):
             self.timings.append(("committed", time.monotonic()))
         except Exception as exc:  # noqa: BLE001 - top of the typing thread: any failure falls back
             log.warning("IBus route failed (%s): inserting the usual way", exc)
-            if not getattr(exc, "transient", False):  # else only this window lacks IBus
+            if not (isinstance(exc, RouteError) and exc.transient):  # else: only this window
                 self.ibus = None
             emit(self._ibus_failed, text, delete_chars, mode)
             return

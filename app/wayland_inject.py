@@ -45,12 +45,17 @@ CTRL, SHIFT, INSERT, BACKSPACE, V = 0xFFE3, 0xFFE1, 0xFF63, 0xFF08, 0x76
 
 
 class RouteError(RuntimeError):
-    """A route could not deliver; the message says why."""
+    """A route could not deliver; the message says why. A transient one concerns only this
+    text and window (the route stays for the next)."""
+
+    transient = False
 
 
 class KeyRoute(Protocol):
     name: str
+    commits_text: bool  # takes text, not keys: paste mode needs no clipboard step
 
+    def prepare(self) -> None: ...  # start what it needs (the portal: its consent dialog)
     def type_text(self, text: str) -> None: ...
     def paste(self, keys: str) -> None: ...
     def backspace(self, count: int) -> None: ...
@@ -77,6 +82,10 @@ def run_tool(args: list[str], data: bytes | None = None, *, output: bool = True)
 
 class Wtype:
     name = "wtype"
+    commits_text = False
+
+    def prepare(self) -> None:
+        return None
 
     def _run(self, *commands: str) -> None:
         run_tool(["wtype", "-s", str(SETTLE_MS), *commands])
@@ -100,6 +109,10 @@ class Ydotool:
     """Linux input event codes (ydotool key CODE:1 / CODE:0)."""
 
     name = "ydotool"
+    commits_text = False
+
+    def prepare(self) -> None:
+        return None
 
     def type_text(self, text: str) -> None:
         if not text.isascii():
@@ -120,6 +133,7 @@ class Ydotool:
 
 class PortalKeys:
     name = "portal"
+    commits_text = False
 
     def __init__(self, keyboard: RemoteKeyboard) -> None:
         self.keyboard = keyboard
@@ -234,11 +248,8 @@ class WaylandInserter:
     def _prepare(self) -> None:
         """Routes that need a session (the portal: its consent dialog) start it now."""
         for route in list(self.routes):
-            prepare = getattr(route, "prepare", None)
-            if prepare is None:
-                continue
             try:
-                prepare()
+                route.prepare()
             except RouteError as exc:
                 log.warning("insertion route %s unavailable: %s", route.name, exc)
                 self.failures[route.name] = str(exc)
@@ -264,7 +275,7 @@ class WaylandInserter:
             job.done(ok, message)
 
     def insert(self, job: Insertion) -> tuple[bool, str]:
-        commits = bool(self.routes) and getattr(self.routes[0], "commits_text", False)
+        commits = bool(self.routes) and self.routes[0].commits_text
         paste = (job.mode == "paste" and self.clipboard is not None and bool(job.text)
                  and not commits)
         if paste:
@@ -289,7 +300,7 @@ class WaylandInserter:
                     job.timings.append(("typed", time.monotonic()))
             except RouteError as exc:
                 log.warning("insertion route %s failed: %s", route.name, exc)
-                if not getattr(exc, "transient", False):  # else: only this text, this window
+                if not exc.transient:  # else: only this text, this window
                     self.failures[route.name] = str(exc)
                     self.routes.remove(route)
                 continue
