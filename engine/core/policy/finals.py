@@ -15,6 +15,7 @@ from engine.core.policy.job import Job, end_of
 from engine.core.policy.options import PolicyOptions
 from engine.core.policy.retries import MAX_FINAL_DECODES, RETRIES, Retry
 from engine.core.policy.utterance import Utterance
+from engine.events import FinalText
 from engine.types import SAMPLE_RATE, DecodeOptions, Segment, Transcript, Word
 
 EARLY_END_S = 0.8  # the last word ending this long before the speech did: words were dropped
@@ -87,7 +88,7 @@ def judge(o: PolicyOptions, request: Job, transcript: Transcript, *, soft: bool,
     ladder's rungs that are switched on, one retry after a first decode only (``decodes``: of
     this final so far), PADDED alone while other finals wait (``behind``: a low-confidence
     final is not worth the wait)."""
-    kept = [s for s in spoken(transcript.segments, o.quality)
+    kept = [s for s in speech_segments(transcript.segments, o.quality)
             if not (soft and s.no_speech_prob > o.soft_no_speech)]
     flags = final_flags(request, transcript, kept, speech_end, o.quality, o.early_end)
     rungs = dataclasses.replace(LIVE, rungs=tuple(
@@ -170,9 +171,27 @@ def early_end_of(words: list[Word], request: Job, speech_end: int) -> set[str]:
     return set()
 
 
-def spoken(segments: Iterable[Segment], thresholds: QualityThresholds) -> list[Segment]:
+def speech_segments(segments: Iterable[Segment], thresholds: QualityThresholds
+                    ) -> list[Segment]:
     """The segments the quality checks do not take for text on no speech."""
     return [s for s in segments if "no_speech" not in segment_flags(s, thresholds)]
+
+
+def final_text(utt: Utterance, text: str, words: tuple[Word, ...], request: Job | None,
+               now: float, language: str | None) -> FinalText:
+    """The `FinalText` of ``utt`` (``request``: the decode it was read from; None: no decode),
+    with the times of its stages for the latency breakdown."""
+    latency = (utt.decoded_at - request.issued_at) * 1000 if request is not None else 0.0
+    stages = [("speech_end", utt.speech_end_at), ("ended", utt.ended_at)]
+    if request is not None:
+        stages += [("queued", request.issued_at),
+                   ("decode_start", utt.decoded_at - utt.decode_ms / 1000),
+                   ("decoded", utt.decoded_at)]
+    return FinalText(
+        utterance_id=utt.id, text=text, words=words, start=utt.first, end=max(utt.end, utt.first),
+        latency_ms=latency, after_speech_end_ms=max(0.0, now - utt.speech_end_at) * 1000,
+        language=language, stages=(*stages, ("emitted", now)),
+    )
 
 
 def segment_flags(segment: Segment, thresholds: QualityThresholds) -> set[str]:

@@ -4,8 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from enum import Enum
 
 from engine.types import Audio, DecodeOptions, DecodeRequest, Segment, Word
+
+
+class JobKind(str, Enum):
+    """What a job's decode is for; its value is the `Metrics.kind` of its result (a str enum,
+    so drivers that compare or label with the plain strings read the same)."""
+
+    PARTIAL = "partial"  # tentative text of the utterance so far, shown and replaced
+    FINAL = "final"  # the text that stands for an utterance (a retry is one too)
+
+    def __str__(self) -> str:
+        return self.value
 
 
 @dataclass(frozen=True)
@@ -17,7 +29,7 @@ class Job:
 
     request_id: int
     utterance_id: int
-    kind: str  # "partial" | "final"
+    kind: JobKind
     start: int
     issued_at: float
     audio_arrived_at: float

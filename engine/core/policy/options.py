@@ -106,10 +106,10 @@ class PolicyOptions:
     # Rule switches (docs/streaming-rules.md: each rule's trigger, effect, measured effect and
     # the test that pins it); `without` turns rules off by name (`RULES`), as
     # `bench/streaming.py --ablate RULE` does. VAD-mode pause hints to the segmenter, from how
-    # the speculative final reads: shorter wait when it reads finished (hurry), longer when it
-    # reads as going on (linger), and no end while it is being decoded (await_reading).
-    hurry: bool = True
-    linger: bool = True
+    # the speculative final reads: shorter wait when it reads finished (shorten_end_wait), longer when
+    # it reads as going on (extend_end_wait), and no end while it is being decoded (await_reading).
+    shorten_end_wait: bool = True
+    extend_end_wait: bool = True
     await_reading: bool = True
     # One more decode, as the partials decode, of a final that dropped words they heard.
     replay: bool = True
@@ -164,8 +164,8 @@ class PolicyOptions:
 # Each streaming rule by name, and the options that switch it off (`PolicyOptions.without`).
 RULES: dict[str, dict[str, object]] = {
     "speculation": {"speculative_finals": False},
-    "hurry": {"hurry": False},
-    "linger": {"linger": False},
+    "shorten_end_wait": {"shorten_end_wait": False},
+    "extend_end_wait": {"extend_end_wait": False},
     "await_reading": {"await_reading": False},
     "sentence_cut": {"sentence_cut_s": 0.0},
     "replay": {"replay": False},

@@ -7,7 +7,7 @@ Partials re-decode the whole growing utterance, no sooner than ``partial_interva
 backoff), so a slow machine decodes less often instead of drifting. Until the first words show,
 a partial is tried again as soon as ``first_words_step_s`` more audio is in (the first-words
 cadence, `PolicyOptions.first_words`); committing early, so is the rest of an utterance once
-its words so far were committed (`commit.Commits._commit`)."""
+its words so far were committed (`commit.Committer.commit`)."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def due(o: PolicyOptions, utt: Utterance, now: float, *, next_at: float, verdict
         and (o.commit_stable or utt.speech_upto > utt.start + utt.partial_samples)
         # (A speculation kept for a sentence cut waits for a partial past its pause.)
         and (utt.spec.state is SpecState.NONE
-             or (utt.spec.back and utt.spec.resumed(utt.speech_upto)))
+             or (utt.spec.has_result and utt.spec.resumed(utt.speech_upto)))
         # With two decode streams or more, the last free one is kept for a final.
         and (o.max_in_flight == 1 or final_in_flight or in_flight < o.max_in_flight - 1)
     )

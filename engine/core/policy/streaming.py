@@ -19,40 +19,37 @@ one, so a slow machine decodes less often instead of drifting. When a result arr
 lag recovers) and finals are decoded greedily while others wait; the lag is reported in every
 `Metrics` event.
 
-The package, by job: `options` (PolicyOptions, the rule switches `RULES`), `jobs` (a decode
-job, the utterance's state), `speculation` (the speculative final: one object, `SpecState`),
-`finals` (planning and judging a final: pure functions) with `retries` (every retry of a final
-in one table), `commit` (committing early), `hints` (what the policy tells the segmenter, as
-events) and this module, which schedules partials and finals and ties the rest together.
+The package, by job: `options` (PolicyOptions, the rule switches `RULES`), `job` and
+`utterance` (a decode job, the utterance's state), `speculation` (the speculative final: a state
+object with an enum), `commit` (committing early: the utterance's and the stream's state
+objects), `partials` and `finals` (planning and judging decodes: pure functions) with `retries`
+(every retry of a final in one table), `hints` (what the policy tells the segmenter, as events)
+and this module, which schedules partials and finals and ties the rest together.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 from collections import deque
 
 from engine.core import hotwords
 from engine.core.agreement import tokens
-from engine.core.form import (
-    OpenSentence,
-    ends_sentence_in,
-    ensure_form,
-    reads_finished,
-    reads_open,
-)
+from engine.core.form import OpenSentence, ensure_form, reads_finished, reads_open
 from engine.core.policy import finals, partials
-from engine.core.policy.commit import Commits
 from engine.core.policy.finals import (
     DROPPED_MIN_WORDS,
     PROMPT_CHARS_PER_S,
     Judged,
+    final_text,
     segment_flags,
-    spoken,
+    speech_segments,
 )
 from engine.core.policy.hints import AwaitReading, CutAt, Hint, PauseReads
-from engine.core.policy.job import Job, end_of, placed, text_of
+from engine.core.policy.job import Job, JobKind, end_of, placed, text_of
 from engine.core.policy.options import PolicyOptions
+from engine.core.policy.pieces import Committer
 from engine.core.policy.retries import Retry, rule
 from engine.core.policy.speculation import Reading, SpecState, usable
 from engine.core.policy.utterance import Utterance
@@ -67,25 +64,26 @@ from engine.core.segmenter import (
 from engine.events import (
     EngineFailed,
     Event,
-    FinalText,
     Metrics,
     PartialText,
     SpeechEnded,
     SpeechStarted,
 )
-from engine.types import SAMPLE_RATE, Audio, DecodeOptions, DecodeRequest, Transcript, Word
+from engine.types import (
+    SAMPLE_RATE,
+    Audio,
+    DecodeOptions,
+    DecodeRequest,
+    Segment,
+    Transcript,
+)
 
 log = logging.getLogger(__name__)
 
-# A partial that heard this much past a sentence cut's pause without saying whether a sentence
-# ends there (the cut's verdict): the cut is given up. One that heard less than CUT_HEARD_S past
-# it cannot tell yet (no word after the pause), so the verdict's partial waits for that much.
-CUT_VERDICT_S = 4.0
-CUT_HEARD_S = 0.5
-MAX_BACKOFF = 8.0
+MAX_BACKOFF = 8.0  # the most times the base partial interval a lagging stream waits
 
 
-class StreamingPolicy(Commits):
+class StreamingPolicy:
     """See the module docstring. Not thread-safe: call from one thread (or under one lock)."""
 
     def __init__(self, options: PolicyOptions | None = None) -> None:
@@ -96,7 +94,7 @@ class StreamingPolicy(Commits):
         self._finals: deque[Utterance] = deque()
         self._in_flight: dict[int, tuple[Job, Utterance]] = {}
         self._hints: list[Hint] = []
-        self._next_utterance = 1
+        self._ids = itertools.count(1)  # utterance ids
         self._next_request = 1
         self._next_partial_at = 0.0
         self._backoff = 1.0
@@ -104,11 +102,7 @@ class StreamingPolicy(Commits):
         # The next final may go on with a sentence the last one left open: within the
         # prompt's memory, as the prompt carries that sentence.
         self._open = OpenSentence(int(self.options.prompt.reset_after_s * SAMPLE_RATE))
-        # Committing early (engine.core.policy.commit).
-        self._committed = 0
-        self._said: list[Word] = []
-        self._said_language: str | None = None
-        self._prompted = 0
+        self.committer = Committer(self.prompt, self._open, lambda: next(self._ids))
 
     @property
     def idle(self) -> bool:
@@ -150,7 +144,7 @@ class StreamingPolicy(Commits):
                 self._active.speech |= event.speech
                 self._append(self._active, event.audio, now)
                 if event.speech:
-                    self._spoke(self._active)
+                    self._speech_heard(self._active)
             return []
         if isinstance(event, SegmentPaused):
             if self._active is not None:
@@ -194,7 +188,7 @@ class StreamingPolicy(Commits):
         # sentence cut, which speech has gone on past): its text tells how long to wait.
         awaited = request.speculative and not utt.spec.resumed(utt.speech_upto)
         lag = max(0.0, now - request.audio_arrived_at)
-        if not (request.kind == "partial" and utt is not self._active):
+        if not (request.kind is JobKind.PARTIAL and utt is not self._active):
             # (A partial of an utterance that has ended is thrown away; it ran beside that
             # utterance's final, and its slowness must not space out the next one's partials.)
             self._track_lag(lag)
@@ -202,18 +196,18 @@ class StreamingPolicy(Commits):
             chunk_rtt_ms=(now - request.issued_at) * 1000, decode_ms=transcript.decode_ms,
             network_ms=None, lag_ms=lag * 1000,
             rtf=transcript.decode_ms / 1000 / max(len(request.audio) / SAMPLE_RATE, 1e-3),
-            dropped_frames=0, kind=request.kind,
+            dropped_frames=0, kind=request.kind.value,
         )
-        if request.kind == "partial":
+        if request.kind is JobKind.PARTIAL:
             events = [metrics, *self._partial_result(request, utt, transcript, now)]
         else:
             utt.decoded_at, utt.decode_ms = now, transcript.decode_ms
             if utt is self._active:  # speculative, the end not confirmed yet: keep it till then
                 # Read once: a speculation kept for a sentence cut is asked on every window.
-                text = " ".join(
-                    s.text for s in spoken(transcript.segments, self.options.quality)).strip()
-                utt.spec.take(transcript, text, "finished" if reads_finished(text)
-                              else "open" if reads_open(text) else None)
+                text = " ".join(s.text for s in speech_segments(
+                    transcript.segments, self.options.quality)).strip()
+                utt.spec.store_result(transcript, text, "finished" if reads_finished(text)
+                                      else "open" if reads_open(text) else None)
                 events = [metrics]
             else:
                 events = [metrics, *self._final_result(request, utt, transcript, now)]
@@ -238,8 +232,8 @@ class StreamingPolicy(Commits):
                 if utt is not self._active:  # it had ended: decode its final the usual way
                     self._finals.append(utt)
             return events
-        if request.kind == "final":
-            events.append(self._final_text(utt, "", (), request, now, None))
+        if request.kind is JobKind.FINAL:
+            events.append(final_text(utt, "", (), request, now, None))
         return events
 
     def cancel(self) -> None:
@@ -269,18 +263,17 @@ class StreamingPolicy(Commits):
         if self._active is not None:  # a segmenter never does this; be safe anyway
             end = self._active.start + self._active.samples
             events.extend(self._end(SegmentEnded(end, end, 1), now))
-        utt = Utterance(id=self._next_utterance, start=event.start, started_at=now,
+        utt = Utterance(id=next(self._ids), start=event.start, started_at=now,
                         speech=event.speech, first=event.start,
                         speech_upto=event.start + len(event.audio) if event.speech else 0)
-        self._next_utterance += 1
         self._append(utt, event.audio, now)
         self._active = utt
         # Each utterance starts its own partial cadence (the first-words one): the spacing
         # of the previous utterance's partials is not this one's wait.
         self._next_partial_at = min(self._next_partial_at, now)
-        if self._committed > utt.start:  # the segmenter split its utterance past a commit
-            utt.first = self._committed
-            self._trim(utt, now)
+        if self.committer.committed.upto > utt.start:  # the segmenter split its utterance past a commit
+            utt.first = self.committer.committed.upto
+            self.committer.trim(utt, now)
         events.append(SpeechStarted(utterance_id=utt.id, at=utt.first))
         return events
 
@@ -310,14 +303,14 @@ class StreamingPolicy(Commits):
         spec = utt.spec
         if event.speech_windows == 0 or keep == 0:
             self._drop_speculation(utt)
-            events.append(self._final_text(utt, "", (), None, now, None))
+            events.append(final_text(utt, "", (), None, now, None))
         elif spec.issued and usable(
                 spec.end, spec.soft, end=utt.end, speech_end=event.speech_end,
                 # Cut where the speculation ends (a sentence cut): the speech after it is not
                 # this utterance's.
                 speech_upto=spec.upto if utt.end <= spec.end else utt.speech_upto,
                 ended_soft=utt.soft):
-            if spec.back:
+            if spec.has_result:
                 assert spec.job is not None and spec.result is not None
                 events.extend(self._final_result(spec.job, utt, spec.result, now))
             # else: the speculative decode in flight is the final (on_result)
@@ -339,19 +332,16 @@ class StreamingPolicy(Commits):
             # its place.
             self._drop_speculation(utt)
         if not utt.spec.issued:
-            utt.spec.due(at, soft)
+            utt.spec.schedule(at, soft)
 
     def _reading(self) -> Reading | None:
         """How the speculative final of the utterance in flight reads, once it is back and
         speech has not resumed since: "finished" (a finished sentence: the pause is likely the
         end), "open" (it goes on: the pause is likely inside a sentence), or None (no text,
-        nothing to tell); None too for a rule switched off (hurry, linger)."""
-        utt = self._active
-        if utt is None or not utt.spec.back or utt.spec.resumed(utt.speech_upto):
-            return None
-        reads = utt.spec.reads
-        if (reads == "finished" and not self.options.hurry) or (
-                reads == "open" and not self.options.linger):
+        nothing to tell); None too for a rule switched off."""
+        reads = self._active.spec.reading(self._active.speech_upto) if self._active else None
+        if (reads == "finished" and not self.options.shorten_end_wait) or (
+                reads == "open" and not self.options.extend_end_wait):
             return None
         return reads
 
@@ -359,10 +349,10 @@ class StreamingPolicy(Commits):
         """A long utterance in flight may end where its speculative final ends although speech
         went on (``sentence_cut_s``): once that is back, reads as a finished sentence, speech
         has resumed after it and a partial that heard past it ends a sentence there too
-        (`_judge_cut`): a `CutAt` hint. A speculation that reads otherwise is dropped here, so
-        partials go on."""
+        (`Speculation.judge_cut`): a `CutAt` hint. A speculation that reads otherwise is dropped
+        here, so partials go on."""
         utt = self._active
-        if utt is None or not utt.spec.back or not utt.spec.resumed(utt.speech_upto):
+        if utt is None or not utt.spec.has_result or not utt.spec.resumed(utt.speech_upto):
             return
         spec = utt.spec
         if spec.reads != "finished":
@@ -371,26 +361,7 @@ class StreamingPolicy(Commits):
             assert spec.job is not None
             self._hints.append(CutAt(spec.end, spec.upto, spec.job.request_id))
 
-    def _verdict_due(self, utt: Utterance) -> bool:
-        """A speculation kept for a sentence cut is back, unconfirmed, and the utterance has
-        audio far enough past its pause for a partial to tell (`_judge_cut`)."""
-        spec = utt.spec
-        return (spec.state is SpecState.BACK and spec.resumed(utt.speech_upto)
-                and utt.start + utt.samples - spec.end >= CUT_HEARD_S * SAMPLE_RATE)
-
-    def _judge_cut(self, utt: Utterance, partial: Job, text: str) -> None:
-        """A partial of ``utt`` came back: if it heard past the pause of a speculation kept for
-        a sentence cut, it confirms the cut or lets the speculation go (`_offer_cut`)."""
-        spec = utt.spec
-        if spec.state is not SpecState.BACK or end_of(partial) <= spec.end:
-            return
-        verdict = ends_sentence_in(spec.text, text)
-        if verdict:
-            spec.confirm()
-        elif verdict is False or end_of(partial) - spec.end >= CUT_VERDICT_S * SAMPLE_RATE:
-            self._drop_speculation(utt)
-
-    def _spoke(self, utt: Utterance) -> None:
+    def _speech_heard(self, utt: Utterance) -> None:
         """A window of speech was appended: a speculation of the audio before it is stale,
         unless it may still mark a sentence end to cut a long utterance at (`_offer_cut`)."""
         utt.speech_upto = utt.start + utt.samples
@@ -398,7 +369,7 @@ class StreamingPolicy(Commits):
         if spec.state is SpecState.DUE and spec.at < utt.speech_upto:
             spec.drop()  # its pause is over before its decode could start
         if spec.issued and not (self._may_cut(utt)
-                                and (not spec.back or spec.reads == "finished")):
+                                and (not spec.has_result or spec.reads == "finished")):
             self._drop_speculation(utt)
 
     def _may_cut(self, utt: Utterance) -> bool:
@@ -413,7 +384,7 @@ class StreamingPolicy(Commits):
         utt.spec.drop()
 
     def _final_in_flight(self) -> bool:
-        return any(job.kind == "final" and (not job.speculative or job is utt.spec.job)
+        return any(job.kind is JobKind.FINAL and (not job.speculative or job is utt.spec.job)
                    for job, utt in self._in_flight.values())
 
     def _speculation_due(self, utt: Utterance) -> bool:
@@ -440,7 +411,8 @@ class StreamingPolicy(Commits):
 
     def _partial_due(self, utt: Utterance, now: float) -> bool:
         return partials.due(self.options, utt, now, next_at=self._next_partial_at,
-                            verdict_due=self._verdict_due(utt),
+                            verdict_due=utt.spec.verdict_due(utt.speech_upto,
+                                                             utt.start + utt.samples),
                             decoding=any(u is utt for _, u in self._in_flight.values()),
                             in_flight=len(self._in_flight),
                             final_in_flight=self._final_in_flight())
@@ -448,13 +420,13 @@ class StreamingPolicy(Commits):
     def _partial_request(self, utt: Utterance, now: float) -> Job:
         o = self.options
         if o.commit_stable:
-            self._trim(utt, now)  # (a window that grew without commits)
+            self.committer.trim(utt, now)  # (a window that grew without commits)
         utt.partial_samples = utt.samples
         room = max(1, int(PROMPT_CHARS_PER_S * utt.samples / SAMPLE_RATE))
         vocabulary, left = hotwords.share(self._terms(utt), room)
         prompt = (self.prompt.prompt(now, left, anchor=not utt.soft)
                   if o.commit_stable and left is not None else None)
-        return self._issue(utt, "partial", partials.plan(o, utt.samples, prompt=prompt,
+        return self._issue(utt, JobKind.PARTIAL, partials.plan(o, utt.samples, prompt=prompt,
                                                          vocabulary=vocabulary), now)
 
     def _partial_result(self, request: Job, utt: Utterance, transcript: Transcript,
@@ -471,7 +443,8 @@ class StreamingPolicy(Commits):
         if request.options.word_timestamps and (not kept or any(s.words for s in kept)):
             return self._commit(utt, request, kept, transcript.language, now)
         text = " ".join(s.text for s in kept)
-        self._judge_cut(utt, request, text)
+        if not utt.spec.judge_cut(end_of(request), text):
+            self._drop_speculation(utt)
         committed, tentative = utt.agreement.update(tokens(text))
         utt.heard = f"{committed} {tentative}"
         utt.heard_upto = end_of(request)
@@ -479,6 +452,18 @@ class StreamingPolicy(Commits):
             self._next_partial_at = partials.next_at(o, request, now, self._backoff, heard=False)
         return [PartialText(utterance_id=utt.id, committed=committed, tentative=tentative,
                             start=utt.start)]
+
+    def _commit(self, utt: Utterance, request: Job, kept: list[Segment], language: str | None,
+                now: float) -> list[Event]:
+        # Finals come out in the order spoken: nothing after an earlier utterance's final
+        # still to come is final.
+        held = bool(self._finals) or any(job.kind is JobKind.FINAL and u is not utt
+                                         for job, u in self._in_flight.values())
+        events = self.committer.commit(utt, request, kept, language, now, held=held)
+        if not utt.heard:  # the first-words cadence, as for a new utterance
+            self._next_partial_at = partials.next_at(self.options, request, now,
+                                                     self._backoff, heard=False)
+        return events
 
     # -- finals (engine.core.policy.finals, .retries) ------------------------------------
 
@@ -500,7 +485,7 @@ class StreamingPolicy(Commits):
         options = finals.plan(o, retry, first=utt.attempts == 1, seconds=seconds,
                               soft=utt.soft, behind=bool(self._finals), prompt=prompt,
                               vocabulary=vocabulary)
-        return self._issue(utt, "final", options, now, arrived_at=utt.speech_end_at,
+        return self._issue(utt, JobKind.FINAL, options, now, arrived_at=utt.speech_end_at,
                            samples=samples)
 
     def _final_result(self, request: Job, utt: Utterance, transcript: Transcript,
@@ -512,7 +497,7 @@ class StreamingPolicy(Commits):
             judged = finals.choose(self._judge(earlier[0], utt, earlier[1]), judged)
         request, transcript, kept = judged.request, judged.transcript, judged.kept
         words_of = placed(kept, request, upto=utt.end)
-        beyond = self._beyond(words_of, request, utt)
+        beyond = self.committer.committed.words_not_yet_committed(words_of, request.start, utt.first)
         text = (text_of(beyond) if len(beyond) < sum(len(s.words) for s in kept)
                 else "".join(s.text for s in kept).strip())  # (none committed early)
         # A piece that goes on with the sentence the last final left open starts in lower
@@ -540,32 +525,17 @@ class StreamingPolicy(Commits):
                                - {"low_confidence"}))
         # The prompt takes Whisper's text only if it kept its form (engine.core.prompt); the
         # user always gets a capitalised, ended sentence (engine.core.form).
-        self._prompt_upto(utt.first, now)  # (what it committed early goes first)
+        self.committer.prompt_upto(utt.first, now)  # (what it committed early goes first)
         self.prompt.add(text, at=now, flags=quality, language=transcript.language,
                         goes_on=goes_on)
         text, words = ensure_form(text, words, end=o.end_sentences, start=not goes_on)
         self._open.ended(text, utt.end)
-        return [self._final_text(utt, text, words, request, now, transcript.language)]
+        return [final_text(utt, text, words, request, now, transcript.language)]
 
     def _judge(self, request: Job, utt: Utterance, transcript: Transcript) -> Judged:
         return finals.judge(self.options, request, transcript, soft=utt.soft,
                             speech_end=utt.speech_end, decodes=utt.attempts,
                             behind=bool(self._finals))
-
-    def _final_text(self, utt: Utterance, text: str, words: tuple[Word, ...],
-                    request: Job | None, now: float, language: str | None) -> FinalText:
-        latency = (utt.decoded_at - request.issued_at) * 1000 if request is not None else 0.0
-        stages = [("speech_end", utt.speech_end_at), ("ended", utt.ended_at)]
-        if request is not None:
-            stages += [("queued", request.issued_at),
-                       ("decode_start", utt.decoded_at - utt.decode_ms / 1000),
-                       ("decoded", utt.decoded_at)]
-        return FinalText(
-            utterance_id=utt.id, text=text, words=words, start=utt.first,
-            end=max(utt.end, utt.first),
-            latency_ms=latency, after_speech_end_ms=max(0.0, now - utt.speech_end_at) * 1000,
-            language=language, stages=(*stages, ("emitted", now)),
-        )
 
     # -- shared --------------------------------------------------------------------------
 
@@ -573,7 +543,7 @@ class StreamingPolicy(Commits):
         """The vocabulary, terms like something already heard in ``utt`` first."""
         return hotwords.by_relevance(self.vocabulary, utt.heard) if utt.heard else self.vocabulary
 
-    def _issue(self, utt: Utterance, kind: str, options: DecodeOptions, now: float,
+    def _issue(self, utt: Utterance, kind: JobKind, options: DecodeOptions, now: float,
                arrived_at: float | None = None, samples: int | None = None) -> Job:
         """A job decoding ``utt``'s audio (its first ``samples``; None: all of it)."""
         request = Job(

@@ -7,10 +7,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine.core.agreement import LocalAgreement
+from engine.core.policy.commit import EarlyCommit
 from engine.core.policy.job import Job
 from engine.core.policy.retries import Retry
 from engine.core.policy.speculation import Speculation
-from engine.types import Audio, Transcript, Word
+from engine.types import Audio, Transcript
 
 
 @dataclass
@@ -39,13 +40,10 @@ class Utterance:
     spec: Speculation = field(default_factory=Speculation)  # its speculative final, if any
     decoded_at: float = 0.0  # when the result its final is made of came back
     decode_ms: float = 0.0
-    # Committing early (PolicyOptions.commit_stable): where this utterance's own words begin
-    # (``start``, or the end of the words committed before it: its audio may start earlier,
-    # COMMIT_WINDOW_S), and the last partial's words past the committed ones (LocalAgreement-2),
-    # and the partial's before it (LocalAgreement-3 for unsure words).
+    # Where this utterance's own words begin: ``start``, or the end of the words committed
+    # early before it (its audio may start earlier: commit.COMMIT_WINDOW_S).
     first: int = 0
-    hypothesis: list[Word] = field(default_factory=list)
-    previous_hypothesis: list[Word] = field(default_factory=list)  # ... and the one before it
+    commit: EarlyCommit = field(default_factory=EarlyCommit)  # its words on the way to commit
 
     def audio(self) -> Audio:
         if not self.chunks:
