@@ -177,6 +177,13 @@ def speech_segments(segments: Iterable[Segment], thresholds: QualityThresholds
     return [s for s in segments if "no_speech" not in segment_flags(s, thresholds)]
 
 
+def quality_flags(judged: Judged, thresholds: QualityThresholds) -> tuple[str, ...]:
+    """The flags a final's text carries (into the prompt, the event): its checks' and its
+    segments', but "low_confidence", which only chooses the beam rung."""
+    segments = {f for s in judged.kept for f in segment_flags(s, thresholds)}
+    return tuple(sorted((set(judged.flags) | segments) - {"low_confidence"}))
+
+
 def final_text(utt: Utterance, text: str, words: tuple[Word, ...], request: Job | None,
                now: float, language: str | None) -> FinalText:
     """The `FinalText` of ``utt`` (``request``: the decode it was read from; None: no decode),

@@ -13,8 +13,10 @@ order they come (`StreamingPolicy.hints`), instead of questions whose call order
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
-from engine.core.policy.speculation import Reading
+# How the speculative final of a pause reads: a finished sentence, or one that goes on.
+Reading = Literal["finished", "open"]
 
 
 @dataclass(frozen=True)

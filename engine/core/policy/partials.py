@@ -11,6 +11,8 @@ its words so far were committed (`commit.Committer.commit`)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from engine.core import hotwords
 from engine.core.ladder import LOOP_FLAGS, word_loop
 from engine.core.policy.finals import segment_flags
@@ -91,3 +93,23 @@ def next_at(o: PolicyOptions, request: Job, now: float, backoff: float, *, heard
         return now + (o.busy_factor * (now - request.issued_at) if backoff > 1 else 0.0)
     wait = max(o.partial_interval_s, o.busy_factor * (now - request.issued_at))
     return now + wait * (1.0 if o.commit_stable else backoff)
+
+
+MAX_BACKOFF = 8.0  # the most times the base partial interval a lagging stream waits
+
+
+@dataclass
+class Lag:
+    """How far results trail their audio: past ``max_lag_s`` the partial interval doubles (up
+    to MAX_BACKOFF times), and it halves back once the lag is under half of that."""
+
+    max_lag_s: float
+    backoff: float = 1.0
+    last_ms: float = 0.0
+
+    def track(self, lag: float) -> None:
+        self.last_ms = lag * 1000
+        if lag > self.max_lag_s:
+            self.backoff = min(MAX_BACKOFF, self.backoff * 2)
+        elif lag < self.max_lag_s / 2:
+            self.backoff = max(1.0, self.backoff / 2)

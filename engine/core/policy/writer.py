@@ -1,6 +1,6 @@
-"""Committing early, the events side: the words an utterance's partials agree on
-(`commit.EarlyCommit.agreed`) become a piece of it with a final of its own, and the rest goes on
-as the next utterance."""
+"""What the stream writes: finals and, committing early, pieces of an utterance (the words its
+partials agree on, `commit.EarlyCommit.agreed`, as a final of their own), each in sentence form
+(`engine.core.form`) and fed to the prompt in the order spoken."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from engine.core.form import OpenSentence, ensure_form
 from engine.core.policy.commit import CommittedWords
+from engine.core.policy.finals import final_text
 from engine.core.policy.job import Job, end_of, placed, text_of
 from engine.core.policy.utterance import Utterance
 from engine.core.prompt import PromptTracker
@@ -15,14 +16,14 @@ from engine.events import Event, FinalText, PartialText, SpeechEnded, SpeechStar
 from engine.types import Segment, Word
 
 
-class Committer:
-    """Turns the words an utterance's partials agree on into finals of their own (pieces),
-    keeps the stream's `CommittedWords`, and feeds committed text to the prompt."""
+class Writer:
+    """Writes finals and pieces committed early; keeps the stream's `CommittedWords`, the
+    sentence the last final left open, and the prompt's text."""
 
     def __init__(self, prompt: PromptTracker, sentence: OpenSentence,
                  new_id: Callable[[], int]) -> None:
         self.prompt = prompt
-        self.sentence = sentence  # the sentence the last final left open (shared with finals)
+        self.sentence = sentence
         self.new_id = new_id
         self.committed = CommittedWords()
 
@@ -84,3 +85,25 @@ class Committer:
         if words:
             self.prompt.add(text_of(words), at=now, language=self.committed.language,
                             goes_on=True)
+
+    def final_words(self, kept: list[Segment], request: Job, utt: Utterance
+                    ) -> tuple[list[Word], str]:
+        """The words of a final's decode past those committed early, and their text."""
+        words = self.committed.words_not_yet_committed(placed(kept, request, upto=utt.end),
+                                                       request.start, utt.first)
+        text = (text_of(words) if len(words) < sum(len(s.words) for s in kept)
+                else "".join(s.text for s in kept).strip())  # (none committed early)
+        return words, text
+
+    def final(self, utt: Utterance, text: str, words: list[Word], request: Job,
+              flags: tuple[str, ...], language: str | None, now: float, *,
+              end_sentence: bool) -> FinalText:
+        """The final of ``utt``: its text joins the prompt (after what it committed early)
+        with the decode's quality ``flags``, and the user gets it in sentence form (a piece
+        that goes on with the sentence the last final left open starts in lower case)."""
+        goes_on = self.sentence.goes_on(utt.first)
+        self.prompt_upto(utt.first, now)
+        self.prompt.add(text, at=now, flags=flags, language=language, goes_on=goes_on)
+        text, shown = ensure_form(text, tuple(words), end=end_sentence, start=not goes_on)
+        self.sentence.ended(text, utt.end)
+        return final_text(utt, text, shown, request, now, language)
