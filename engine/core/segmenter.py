@@ -9,21 +9,20 @@ Rules, each there to prevent a complaint users make about peer apps:
   speech so far waits ``short_silence_ms`` instead, so words said one at a time ("one ... two
   ... three") reach the decoder together: Whisper loops or misreads a lone 1 s word, and
   loses the context between them;
-- `shorten_end_wait()`: the utterance reads finished (its speculative final, decoded at the end pad, ends
-  a sentence: engine.core.stream), so the silence that ends it is only
+- `shorten_end_wait()`: the utterance reads finished (its speculative final, decoded at the
+  end pad, ends a sentence: engine.core.stream), so the silence that ends it is only
   ``finished_silence_ms``: the listener's "is that the end?" answered by what was said, not by
   the clock alone. Speech resuming before that restores the usual wait;
-- `extend_end_wait()`: the mirror of `shorten_end_wait()`: the speculative final reads as a sentence that goes on
-  (it trails off with "...", ends with a comma, or has no sentence end), so the silence that
-  ends it is ``open_silence_ms``: a speaker who pauses mid-sentence ("And so, my fellow
-  Americans ... ask not ...") is decoded as one utterance, read in context, not as fragments
-  each decoded alone. Speech resuming clears it, like the hint above;
+- `extend_end_wait()`: the mirror of `shorten_end_wait()`: the speculative final reads as a
+  sentence that goes on (it trails off with "...", ends with a comma, or has no sentence end),
+  so the silence that ends it is ``open_silence_ms``: a speaker who pauses mid-sentence ("And
+  so, my fellow Americans ... ask not ...") is decoded as one utterance, read in context, not
+  as fragments each decoded alone. Speech resuming clears it, like the hint above;
 - `await_reading()`: while that speculative final is being decoded, the usual wait does not
   end the utterance (at most ``open_silence_ms`` does): the hint would otherwise come too late
-  whenever the decode outlasts the wait (a busy machine, a long utterance), and waiting costs
-  nothing, since no final could be shown before that decode is back anyway (measured with
-  decodes slowed as on a busy machine: docs/streaming-rules.md, "Under load"). `keep_end_wait()` is
-  the answer "nothing to tell" (the usual wait again);
+  whenever the decode outlasts the wait, and waiting costs nothing, since no final could be
+  shown before that decode is back anyway (docs/streaming-rules.md, "Under load").
+  `keep_end_wait()` is the answer "nothing to tell" (the usual wait again);
 - every utterance starts ``preroll_ms`` (>= 300 ms) before the first speech window, so the
   first word's onset is never cut;
 - `flush()` (stop) ends the utterance in flight, so the last words are never lost;
@@ -178,7 +177,7 @@ class SpeechSegmenter:
         self._windows: list[Audio] = []  # the utterance in flight, window by window
         self._levels: list[float] = []  # level (dB) per window of the utterance, for splitting
         self._silence = 0  # consecutive windows below end_threshold
-        self._end_wait_shortened = False  # the utterance in flight reads finished (`shorten_end_wait`)
+        self._end_wait_shortened = False  # the utterance in flight reads finished
         self._end_wait_extended = False  # ... or reads as going on (`extend_end_wait`)
         self._awaiting = False  # ... or is still being read (`await_reading`)
         self._last_speech_end = 0
@@ -267,8 +266,8 @@ class SpeechSegmenter:
 
     def await_reading(self) -> None:
         """VAD mode, during the silence after speech: the text that tells whether this pause
-        is the end is being decoded; until `shorten_end_wait`, `extend_end_wait` or `keep_end_wait` brings it, only
-        ``open_silence_ms`` of silence ends the utterance (module docstring)."""
+        is the end is being decoded; until `shorten_end_wait`, `extend_end_wait` or
+        `keep_end_wait` brings it, only ``open_silence_ms`` of silence ends the utterance."""
         if self._in_pause() and self.options.open_silence_ms:
             self._awaiting = True
 

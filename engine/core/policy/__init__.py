@@ -7,5 +7,5 @@ from engine.core.policy.job import Job, JobKind
 from engine.core.policy.options import RULES, PolicyOptions
 from engine.core.policy.streaming import StreamingPolicy
 
-__all__ = ["RULES", "AwaitReading", "CutAt", "Hint", "Job", "JobKind", "PauseReads", "PolicyOptions",
-           "StreamingPolicy"]
+__all__ = ["RULES", "AwaitReading", "CutAt", "Hint", "Job", "JobKind", "PauseReads",
+           "PolicyOptions", "StreamingPolicy"]

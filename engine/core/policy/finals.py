@@ -38,11 +38,9 @@ def plan(o: PolicyOptions, retry: Retry | None, *, first: bool, seconds: float, 
             beam_size=o.partial_beam_size, temperatures=(0.0,),
             short_context=o.short_context and seconds <= o.short_context_max_s,
             short_fallback=False)
-    # Careful (beam search): long finals, retries, and soft utterances, whose audio the
-    # VAD doubted; those also take the padded window (mfa-falsetto2: 3 errors in 10 words
-    # greedy on the short window, none padded with beam 5). Both are rare. The ladder's
-    # beam rung (a greedy final of low confidence) keeps the first attempt's window and
-    # prompt: only the search changes.
+    # Careful (beam search): long finals, retries, and soft utterances, whose audio the VAD
+    # doubted and which also take the padded window; the ladder's beam rung changes only the
+    # search, keeping the first attempt's window and prompt.
     beam = retry is Retry.BEAM
     careful = not first or soft or seconds > o.greedy_final_max_s
     short = o.short_context and not soft and seconds <= o.short_context_max_s
@@ -149,9 +147,9 @@ def final_flags(request: Job, transcript: Transcript, kept: list[Segment], speec
 def dropped(text: str, utt: Utterance, request: Job, min_words: int) -> bool:
     """The utterance's last partial heard many words the final does not have, in audio whose
     speech the final's audio holds: the final dropped some (``min_words`` different words,
-    `DROPPED_MIN_WORDS` or fewer, and the final under `DROPPED_SHARE` of the partial's length; a partial that said a
-    sentence twice adds no new words). A partial that heard speech past the final's audio, as
-    past a sentence cut's pause, says nothing of it."""
+    `DROPPED_MIN_WORDS` or fewer, and the final under `DROPPED_SHARE` of the partial's length;
+    a partial that said a sentence twice adds no new words). A partial that heard speech past
+    the final's audio, as past a sentence cut's pause, says nothing of it."""
     final_end = end_of(request)
     if utt.heard_upto > final_end and utt.speech_end > final_end:
         return False

@@ -33,19 +33,17 @@ def due(o: PolicyOptions, utt: Utterance, now: float, *, next_at: float, verdict
     return (
         o.partials
         and utt.speech
-        # A sentence cut waiting for its verdict does not wait out the partial interval
-        # or a slow machine's backoff: on this CPU a long utterance's partial takes the
-        # padded window (~0.5-1 s), and the cut is only worth it while it is early.
+        # A sentence cut waiting for its verdict does not wait out the interval or the
+        # backoff, as the cut is only worth it while it is early.
         and (now >= next_at or verdict_due)
         and utt.samples >= o.min_partial_audio_s * SAMPLE_RATE
         and utt.samples - utt.partial_samples >= SAMPLE_RATE * (
             o.min_new_audio_s if utt.heard.strip() or not o.first_words
             else o.first_words_step_s)
         and not decoding
-        # Speech came after the audio the last partial read: a pause adds no words to read,
-        # and a decode of it would only compete with the final the pause may bring. (Committing
-        # early, a partial in a pause is what commits the words before it; only that mode
-        # trims ``utt.start``.)
+        # Speech came after the audio the last partial read, as a pause adds no words and its
+        # decode would compete with the final (committing early, a partial in a pause is what
+        # commits the words before it).
         and (o.commit_stable or utt.speech_upto > utt.start + utt.partial_samples)
         # (A speculation kept for a sentence cut waits for a partial past its pause.)
         and (utt.spec.state is SpecState.NONE
@@ -58,9 +56,8 @@ def due(o: PolicyOptions, utt: Utterance, now: float, *, next_at: float, verdict
 def plan(o: PolicyOptions, samples: int, *, prompt: str | None, vocabulary: str | None,
          ) -> DecodeOptions:
     """The options of a partial of ``samples`` of audio. Committing early, a partial's words
-    become final text: it is decoded with the prompt a final gets (without it, tiny.en loses
-    case and punctuation, and more words: on the 231 s reading 7.2-7.8 % WER, with it
-    5.6-6.7 %), with word times (where to cut, what was committed) and with
+    become final text: it is decoded with the prompt a final gets (without it tiny.en loses
+    case, punctuation and words), with word times (where to cut, what was committed) and with
     ``commit_beam_size``."""
     commit = o.commit_stable
     return DecodeOptions(

@@ -16,8 +16,8 @@ partials are spaced by `partials.next_at` and the lag's backoff (`partials.Lag`)
 
 The package, by job: `options` (PolicyOptions, `RULES`), `job` and `utterance` (a decode job,
 the utterance's state), `speculation` (the speculative final), `commit` and `writer`
-(committing early; writing finals), `partials` and `finals` (planning and judging decodes) with `retries`,
-`hints` (what the policy tells the segmenter) and this module, which ties them together.
+(committing early; writing finals), `partials` and `finals` (planning and judging decodes)
+with `retries`, `hints` (what the policy tells the segmenter) and this module.
 """
 
 from __future__ import annotations
