@@ -40,6 +40,10 @@ their median length, WER and formatted WER against faster-whisper on the whole f
 a caption viewer waits for a word to be final), besides end of speech -> final (of the
 finals that end an utterance, not of the pieces committed early: ``--commit`` turns
 `PolicyOptions.commit_stable` on, off by default). ``--continuous-only`` runs that part alone.
+Per reading it also reports (`bench/reading_report.py`) the lag, WER and formatted WER of the
+captions against the offline decode with their paired 95 % interval over sentences, and the
+false sentence ends (a full stop where the reference has none). ``--eval-readings K`` adds the
+first K continuous speaker readings `bench/longform.py` builds from the evaluation corpus.
 ``--streams`` decode streams of the fast runner (default 2, as the app: two one-thread
 replicas), ``--no-speculative`` turns speculative finals off, ``--runs N`` repeats the whole set
 N times (latency figures pooled, WER from the first run). ``--busy K``: each decode comes back K
@@ -77,6 +81,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from reading_report import print_rows, reading_row  # noqa: E402
 
 from common import (  # noqa: E402
     EVAL_MANIFEST,
@@ -89,8 +94,10 @@ from common import (  # noqa: E402
     speakers_of,
     utterance_errors,
     write_json,
+    write_wav,
 )
 from evaluation import (  # noqa: E402
+    ManifestEntry,
     english,
     error_rate,
     formatted_error_rate,
@@ -372,14 +379,40 @@ def run_ablations(entries: list[Any], fast: Recording, realtime: bool,
     return 0
 
 
+def long_entries(manifest: Path, eval_readings: int) -> tuple[list[Any], dict[str, list[str]]]:
+    """The manifest's long English recordings, plus the first ``eval_readings`` speaker readings
+    of the evaluation corpus (written as WAV files to a temporary folder), and the sentences of
+    the readings whose reference has no punctuation (file name -> utterance texts)."""
+    entries = english(read_manifest(manifest), kinds=("long",))
+    sentences: dict[str, list[str]] = {}
+    if eval_readings:
+        import tempfile
+
+        from longform import build_speaker_readings
+
+        folder = Path(tempfile.mkdtemp(prefix="sottovoce-readings-"))
+        for item in build_speaker_readings(EVAL_MANIFEST, 100.0)[:eval_readings]:
+            path = write_wav(folder / f"{item.name}.wav", item.audio)
+            entries.append(ManifestEntry(path=path, text=item.reference, language="en",
+                                         kind="long", duration_s=item.seconds))
+            sentences[path.name] = item.pieces
+    rows = [json.loads(line) for line in manifest.read_text().splitlines() if line.strip()]
+    sentences.update({Path(r["file"]).name: r["pieces"] for r in rows if r.get("pieces")})
+    return entries, sentences
+
+
 def run_continuous(entries: list[Any], fast: Recording, offline: SequentialRunner,
-                   realtime: bool) -> dict[str, Any] | None:
+                   realtime: bool, sentences: dict[str, list[str]] | None = None,
+                   ) -> dict[str, Any] | None:
     """Long recordings streamed once (module docstring: continuous speech)."""
     if not entries:
         return None
-    refs, hyps, hyps_off, lags, after, lengths = [], [], [], [], [], []
+    refs, hyps, hyps_off, after, lengths = [], [], [], [], []
+    lags: list[float] = []
     pieces: list[list[str]] = []
+    per_reading = []
     for item in entries:
+        before = len(lags)
         source = FileSource(item.path, realtime=realtime, lead_silence_s=0.5, tail_silence_s=1.5)
         got = stream(fast, source)
         finals = [f for f in got.finals if f.text]
@@ -393,8 +426,11 @@ def run_continuous(entries: list[Any], fast: Recording, offline: SequentialRunne
             if "ended" in dict(f.stages):  # (not a piece committed early)
                 after.append(f.after_speech_end_ms)
             lengths.append((f.end - f.start) / SAMPLE_RATE)
+        per_reading.append(reading_row(item.path.name, item.text,
+                                       (sentences or {}).get(item.path.name), hyps[-1],
+                                       hyps_off[-1], lags[before:]))
         print(f"  {item.path.name:45s} {len(finals)} finals", flush=True)
-    return {"files": len(entries), "finals": len(lengths),
+    return {"files": len(entries), "finals": len(lengths), "per_reading": per_reading,
             "utterance_s_p50": round(statistics.median(lengths), 1) if lengths else None,
             "utterance_s_max": round(max(lengths), 1) if lengths else None,
             "word_lag_ms": pct(lags), "final_after_speech_end_ms": pct(after),
@@ -529,6 +565,9 @@ def main() -> int:
                         help="skip the continuous-speech recordings")
     parser.add_argument("--commit", action="store_true",
                         help="commit the words partials agree on before the utterance ends")
+    parser.add_argument("--eval-readings", type=int, default=0, metavar="K",
+                        help="add the first K speaker readings of the evaluation corpus "
+                             "(bench/longform.py) to the continuous-speech recordings")
     parser.add_argument("--continuous-only", action="store_true",
                         help="only the continuous-speech recordings")
     args = parser.parse_args()
@@ -595,8 +634,10 @@ def main() -> int:
     sweep = beam_sweep(fast.finals, fast.inner, [int(b) for b in args.beam_sweep.split(",")]) \
         if args.beam_sweep else None
     paths = dict(fast.paths)  # (the short clips')
-    continuous = None if args.no_continuous or args.no_peer else run_continuous(
-        english(read_manifest(args.manifest), kinds=("long",)), fast, padded, args.realtime)
+    continuous = None
+    if not (args.no_continuous or args.no_peer):
+        long, sentences = long_entries(args.manifest, args.eval_readings)
+        continuous = run_continuous(long, fast, padded, args.realtime, sentences)
 
     result = {
         "chunk_rtt_ms": pct(res["rtts"]),
@@ -665,8 +706,8 @@ def main() -> int:
 def only_continuous(args: argparse.Namespace, fast: Recording, padded: SequentialRunner,
                     load_start: float) -> int:
     """``--continuous-only``: the long recordings alone (table line and JSON)."""
-    continuous = run_continuous(english(read_manifest(args.manifest), kinds=("long",)), fast,
-                                padded, args.realtime)
+    entries, sentences = long_entries(args.manifest, args.eval_readings)
+    continuous = run_continuous(entries, fast, padded, args.realtime, sentences)
     if continuous is None:
         print("no long recordings in the manifest")
         return 1
@@ -686,6 +727,8 @@ def print_continuous(c: dict[str, Any]) -> None:
     print(f"  WER streaming {c['wer_streaming']:.3f}  offline {c['wer_offline']:.3f}; "
           f"formatted {c['formatted_wer_streaming']:.3f}  offline "
           f"{c['formatted_wer_offline']:.3f}")
+    if c.get("per_reading"):
+        print_rows(c["per_reading"])
 
 
 def print_report(result: dict[str, Any], fast_ms: list[float], padded_ms: list[float]) -> None:
