@@ -540,10 +540,8 @@ def test_a_sentence_cut_at_a_long_pause_goes_on_in_lower_case(
                            reading[pause:int(27.5 * SR)], np.zeros(int(1.5 * SR), np.float32)])
     first, second = vad_finals(runner, data, SegmenterOptions())
     assert not second.endswith("?"), (first, second)
-    # The second's case follows the first's ending. Where the first was left open (tiny.en int8
-    # on the machine of earlier sessions), the second goes on in lower case; on an AVX2
-    # processor (an AMD EPYC, 4 December 2026) the same model closes the first, "... the block
-    # books.", and the second then starts a sentence.
+    # The second's case follows the first's ending, whichever way this processor's model ends
+    # the first: lower case after a sentence left open, a capital after a finished one.
     assert second[:1].islower() == reads_open(first), (first, second)
     # The words are the two pieces' own: within 2 words of a plain decode of each.
     pieces = (reading[12 * SR:pause], reading[pause:int(27.5 * SR)])
