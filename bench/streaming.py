@@ -41,7 +41,7 @@ a caption viewer waits for a word to be final), besides end of speech -> final (
 finals that end an utterance, not of the pieces committed early: ``--commit`` turns
 `PolicyOptions.commit_stable` on, off by default). ``--continuous-only`` runs that part alone.
 Per reading it also reports (`bench/reading_report.py`) the lag, WER and formatted WER of the
-captions against the offline decode with their paired 95 % interval over sentences, and the
+captions (the finals as the caption lines show them: `engine.core.captions.merge_lines`) against the offline decode with their paired 95 % interval over sentences, and the
 false sentence ends (a full stop where the reference has none). ``--eval-readings K`` adds the
 first K continuous speaker readings `bench/longform.py` builds from the evaluation corpus.
 ``--streams`` decode streams of the fast runner (default 2, as the app: two one-thread
@@ -109,6 +109,8 @@ from engine.asr.ct2_decoder import Ct2Runner  # noqa: E402
 from engine.asr.sequential import SequentialRunner  # noqa: E402
 from engine.audio.decode import load_audio  # noqa: E402
 from engine.audio.sources import FileSource  # noqa: E402
+from engine.captions import final_line  # noqa: E402
+from engine.core.captions import merge_lines  # noqa: E402
 from engine.core.policy import PolicyOptions  # noqa: E402
 from engine.dictation.format import join  # noqa: E402
 from engine.events import Event, FinalText, Metrics, PartialText, SpeechStarted  # noqa: E402
@@ -417,7 +419,9 @@ def run_continuous(entries: list[Any], fast: Recording, offline: SequentialRunne
         got = stream(fast, source)
         finals = [f for f in got.finals if f.text]
         refs.append(item.text)
-        hyps.append(" ".join(f.text for f in finals))
+        # The captions as shown: pieces and finals that go on with a sentence joined to its
+        # line, a full stop the next one takes back made a comma (engine.core.captions).
+        hyps.append(" ".join(line.text for line in merge_lines([final_line(f) for f in finals])))
         pieces.append([f.text for f in finals])
         hyps_off.append(offline.decode(load_audio(item.path), DecodeOptions()).text)
         for f in finals:
