@@ -540,6 +540,8 @@ def main() -> int:
     parser.add_argument("--final-beam", type=int, help="the policy's final beam for this run")
     parser.add_argument("--commit-beam", type=int,
                         help="the policy's beam for partials when committing early (--commit)")
+    parser.add_argument("--commit-end-hold", type=float, metavar="S",
+                        help="committing early, a sentence's last word waits S s (0: off)")
     parser.add_argument("--busy-factor", type=float,
                         help="the policy's busy_factor: partials spaced by this x their round trip")
     parser.add_argument("--beam-sweep", default="", help="e.g. 1,2,3,5: time finals per beam")
@@ -584,6 +586,8 @@ def main() -> int:
         policy = replace(policy, final_beam_size=args.final_beam)
     if args.commit_beam:
         policy = replace(policy, commit_beam_size=args.commit_beam)
+    if args.commit_end_hold is not None:
+        policy = replace(policy, commit_end_hold_s=args.commit_end_hold)
     if args.busy_factor:
         policy = replace(policy, busy_factor=args.busy_factor)
     if args.min_partial_s is not None:
@@ -659,6 +663,7 @@ def main() -> int:
         "sentence_cut_s": OPTIONS.policy.sentence_cut_s,
         "commit_stable": OPTIONS.policy.commit_stable,
         "commit_beam_size": OPTIONS.policy.commit_beam_size,
+        "commit_end_hold_s": OPTIONS.policy.commit_end_hold_s,
         "busy_factor": OPTIONS.policy.busy_factor,
         "padding": OPTIONS.policy.padding,
         "first_partial_first_word_agrees": res["first_word_agrees"],

@@ -40,6 +40,7 @@ COMMIT_MIN_PROB = 0.5
 COMMIT_UNSURE_S = 2.0
 COMMIT_KEEP = 100  # committed words remembered (a window's, and the repeat check's)
 _ABBREVIATION = re.compile(r"[A-Z][a-z]{0,2}\.")
+_SENTENCE_END = re.compile(r"[.!?][\"')\]]*$")
 
 
 @dataclass
@@ -50,11 +51,13 @@ class EarlyCommit:
     hypothesis: list[Word] = field(default_factory=list)
     previous_hypothesis: list[Word] = field(default_factory=list)
 
-    def agreed(self, words: list[Word], heard_upto: int, recent: list[Word]) -> int:
+    def agreed(self, words: list[Word], heard_upto: int, recent: list[Word],
+               end_hold_s: float = 0.0) -> int:
         """How many of ``words`` (a partial's, past the committed ones, decoded up to stream
         sample ``heard_upto``) may be committed now: those this partial and the last agree on
         (three partials for an unsure word), heard COMMIT_HOLD_S after, not a number or an
-        abbreviation last, and no word loop with the ``recent`` committed words."""
+        abbreviation last, no word loop with the ``recent`` committed words, and no word that
+        ends a sentence until ``end_hold_s`` after it was heard (`commit_end_hold_s`)."""
         agreed = common_prefix([w.text for w in self.hypothesis], [w.text for w in words])
         while agreed and words[agreed - 1].end > heard_upto - COMMIT_HOLD_S * SAMPLE_RATE:
             agreed -= 1
@@ -62,6 +65,9 @@ class EarlyCommit:
             # Whisper ends whatever audio it is given with a period: the mark after the last
             # word heard waits for the word after it.
             agreed -= 1
+        if end_hold_s > 0:
+            agreed = next((i for i, w in enumerate(words[:agreed]) if _SENTENCE_END.search(
+                w.text) and w.end > heard_upto - end_hold_s * SAMPLE_RATE), agreed)
         heard = heard_upto - COMMIT_UNSURE_S * SAMPLE_RATE
         unsure = next((i for i, (w, h) in enumerate(zip(words[:agreed], self.hypothesis[:agreed],
                                                         strict=True))

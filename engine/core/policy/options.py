@@ -61,6 +61,10 @@ class PolicyOptions:
     # Committing early, a partial's words become final text, so partials take this beam then
     # (partial_beam_size otherwise): greedy agrees on misreadings such as "then" for "than".
     commit_beam_size: int = 3
+    # Committing early, a word that ends a sentence waits until this much audio after it was
+    # heard, as Whisper puts a full stop before a pause and may take it back once it hears the
+    # sentence go on; 0: off, since it costs lag on some speech (docs/streaming-rules.md).
+    commit_end_hold_s: float = 0.0
     # An utterance only the segmenter's soft path heard keeps a segment only below this
     # no-speech probability, as falsetto scores lower than a cough or a door.
     soft_no_speech: float = 0.5
@@ -121,8 +125,9 @@ class PolicyOptions:
         # DecodeOptions validates language, task and beam sizes.
         for beam_size in (self.partial_beam_size, self.commit_beam_size):
             DecodeOptions(language=self.language, task=self.task, beam_size=beam_size)
-        if self.greedy_final_max_s < 0 or self.sentence_cut_s < 0:
-            raise ValueError("greedy_final_max_s and sentence_cut_s must be >= 0")
+        if self.greedy_final_max_s < 0 or self.sentence_cut_s < 0 or self.commit_end_hold_s < 0:
+            raise ValueError("greedy_final_max_s, sentence_cut_s and commit_end_hold_s must be "
+                             ">= 0")
         for beam_size in (self.final_beam_size, self.careful_beam_size):
             DecodeOptions(language=self.language, task=self.task, beam_size=beam_size,
                           temperatures=self.final_temperatures)

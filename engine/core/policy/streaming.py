@@ -364,7 +364,8 @@ class StreamingPolicy:
             # Finals come out in the order spoken: none after an earlier one still to come.
             held = bool(self._finals) or any(job.kind is JobKind.FINAL and u is not utt
                                              for job, u in self._in_flight.values())
-            events = self.writer.commit(utt, request, kept, transcript.language, now, held=held)
+            events = self.writer.commit(utt, request, kept, transcript.language, now, held=held,
+                                        end_hold_s=o.commit_end_hold_s)
         else:
             events = [utt.partial_text(" ".join(s.text for s in kept), end_of(request))]
         # No words yet: the first-words cadence, as for a new utterance.

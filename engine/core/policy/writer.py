@@ -28,14 +28,15 @@ class Writer:
         self.committed = CommittedWords()
 
     def commit(self, utt: Utterance, request: Job, kept: list[Segment], language: str | None,
-               now: float, *, held: bool) -> list[Event]:
+               now: float, *, held: bool, end_hold_s: float = 0.0) -> list[Event]:
         """A partial with word times of ``utt``: the words `EarlyCommit.agreed` allows become
         a piece's final (none while ``held``: an earlier utterance's final is still to come);
         the rest is the partial text."""
         words = self.committed.words_not_yet_committed(placed(kept, request), request.start,
                                                        utt.first)
         agreed = 0 if held else utt.commit.agreed(words, end_of(request),
-                                                  self.committed.recent(request.start))
+                                                  self.committed.recent(request.start),
+                                                  end_hold_s)
         events = self._piece(utt, words[:agreed], request, language, now) if agreed else []
         utt.commit.advance(words, agreed)
         utt.heard = text_of(utt.commit.hypothesis)
