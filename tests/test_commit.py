@@ -85,8 +85,8 @@ def test_the_mark_after_the_last_word_heard_waits_for_the_word_after_it() -> Non
 
 
 def test_a_full_stop_is_final_only_once_the_speech_after_it_was_heard() -> None:
-    # With commit_end_hold_s, a word that ends a sentence waits for that much audio after it
-    # (the words before it do not); a later decode that reads the sentence going on commits it.
+    # A word that ends a sentence waits for commit_end_hold_s of audio after it (the words
+    # before it do not); a later decode that reads the sentence going on commits it.
     policy = StreamingPolicy(PolicyOptions(min_partial_audio_s=0.2, partial_interval_s=0.1,
                                            commit_stable=True, commit_end_hold_s=1.5))
     started(policy, start=SR, seconds=3.0, now=3.0)
@@ -103,6 +103,26 @@ def test_a_full_stop_is_final_only_once_the_speech_after_it_was_heard() -> None:
                    if isinstance(e, FinalText)]
     assert pieces and pieces[0].startswith("Americans, ask")
     assert not any("." in piece for piece in pieces)
+
+
+def test_a_word_the_decodes_keep_reading_differently_does_not_hold_the_rest_back() -> None:
+    # Committing early with the end hold, once COMMIT_STALE_S was heard after a word two decodes
+    # never agreed on, the latest decode's words up to there are final.
+    policy = StreamingPolicy(PolicyOptions(min_partial_audio_s=0.2, partial_interval_s=0.1,
+                                           commit_stable=True))
+    started(policy, start=SR, seconds=2.0, now=2.0)
+    pieces: list[str] = []
+    for n, name in enumerate(("Meath.", "Meeffe.", "Mefe.", "Meeth.", "Meeffe,", "Mief.")):
+        now = 2.0 + 0.5 * n
+        if n:
+            policy.handle(SegmentAudio(audio(0.5), speech=True), now)
+        words = ["name", name, *"the tent of the abbot of Iona was pitched on the rath".split(
+            )[:2 * n + 2]]  # 0.5 s a word, the name from 0.5 s
+        pieces += [e.text for e in answer(policy, now, " ".join(words), 0.5 * len(words))
+                   if isinstance(e, FinalText)]
+    assert pieces[0] == "Name"  # agreed at once
+    assert " ".join(pieces[1:]).startswith(("Mefe. The", "Meeth. The", "Meeffe, the",
+                                            "Mief. The")), pieces
 
 
 def test_a_number_or_a_title_is_not_the_last_word_of_a_piece() -> None:

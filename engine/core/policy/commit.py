@@ -38,6 +38,7 @@ COMMIT_TOUCH_S = 0.3
 # after it (a reading that flips back and forth).
 COMMIT_MIN_PROB = 0.5
 COMMIT_UNSURE_S = 2.0
+COMMIT_STALE_S = 3.0  # with the end hold: see `EarlyCommit.agreed`
 COMMIT_KEEP = 100  # committed words remembered (a window's, and the repeat check's)
 _ABBREVIATION = re.compile(r"[A-Z][a-z]{0,2}\.")
 _SENTENCE_END = re.compile(r"[.!?][\"')\]]*$")
@@ -66,6 +67,10 @@ class EarlyCommit:
             # word heard waits for the word after it.
             agreed -= 1
         if end_hold_s > 0:
+            # A word decodes keep reading differently would hold the rest back for good: once
+            # COMMIT_STALE_S was heard after it, the latest decode, which heard the most, says it.
+            stale = heard_upto - COMMIT_STALE_S * SAMPLE_RATE
+            agreed = max(agreed, sum(1 for w in words if w.end <= stale))
             agreed = next((i for i, w in enumerate(words[:agreed]) if _SENTENCE_END.search(
                 w.text) and w.end > heard_upto - end_hold_s * SAMPLE_RATE), agreed)
         heard = heard_upto - COMMIT_UNSURE_S * SAMPLE_RATE

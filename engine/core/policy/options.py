@@ -63,8 +63,8 @@ class PolicyOptions:
     commit_beam_size: int = 3
     # Committing early, a word that ends a sentence waits until this much audio after it was
     # heard, as Whisper puts a full stop before a pause and may take it back once it hears the
-    # sentence go on; 0: off, since it costs lag on some speech (docs/streaming-rules.md).
-    commit_end_hold_s: float = 0.0
+    # sentence go on (0: off).
+    commit_end_hold_s: float = 1.5
     # An utterance only the segmenter's soft path heard keeps a segment only below this
     # no-speech probability, as falsetto scores lower than a cough or a door.
     soft_no_speech: float = 0.5
