@@ -12,6 +12,12 @@ same time. Per clip: its last sample played (paplay drained) -> the overlay pain
 final of that clip (`CaptionWindow.add_final` followed by a synchronous repaint), p50 and p95;
 the caption WER of the clip's finals against its reference; for the pairs, whether each clip
 was captioned under its own label (none lost, none mislabelled). Prints a table, writes JSON.
+
+``--long N``: the manifest's first N long readings are played through the system source (one
+source: pieces committed early), and per reading the overlay's text is scored against the
+reading decoded offline (`bench/reading_report.py`: WER and formatted WER with their paired
+95 % interval over sentences, false sentence ends) and the last sample -> last caption shown;
+the per-word lag is `bench/streaming.py --commit --continuous-only`'s (word times are not shown).
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from reading_report import print_rows, reading_row
 
 from common import DEV_MANIFEST, TEST_MANIFEST, pct, print_table, write_json
 from evaluation import english, error_rate, read_manifest
@@ -121,6 +129,35 @@ def run_source(controller: Any, overlay: Overlay, source: str, clips: list[Any],
     return summarise(source, rows)
 
 
+def run_long(controller: Any, overlay: Overlay, readings: list[Any], speakers: str,
+             model: str) -> list[dict[str, Any]]:
+    """Each long reading played through the system source; its captions against the offline
+    decode of the file (module docstring)."""
+    from engine.asr.sequential import SequentialRunner
+    from engine.audio.decode import load_audio
+    from engine.types import DecodeOptions
+
+    offline = SequentialRunner(model)
+    offline.load()
+    controller.set_caption_source("system")
+    controller.start_engine()
+    deadline = time.monotonic() + 300
+    while controller.state != "listening" and time.monotonic() < deadline:
+        overlay.pump(0.1)
+    rows = []
+    for item in readings:
+        before = len(overlay.shown)
+        [ended] = overlay.play((item.path, speakers))
+        overlay.settle(before)
+        shown = overlay.shown[before:]
+        row = reading_row(item.path.name, item.text, None, " ".join(t for _, _, t in shown),
+                          offline.decode(load_audio(item.path), DecodeOptions()).text, [])
+        row["last_sample_to_shown_s"] = round(shown[-1][0] - ended, 2) if shown else None
+        rows.append(row)
+    controller.stop_engine()
+    return rows
+
+
 def summarise(source: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
     kept = [r for r in rows if not r["lost"]]
     result: dict[str, Any] = {
@@ -147,6 +184,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, help="write the JSON here")
     parser.add_argument("--manifest", type=Path,
                         help="default: the dev corpus when there is one, else the tests'")
+    parser.add_argument("--long", type=int, default=0, metavar="N",
+                        help="also play the first N long readings (system source)")
     parser.add_argument("--smoke", action="store_true",
                         help="one clip, the system source only, the tests' corpus")
     args = parser.parse_args()
@@ -186,13 +225,17 @@ def _bench(args: argparse.Namespace, speakers: str, mic: str) -> int:
     runs = {"system": clips[:args.clips], "both": clips[:2 * args.pairs]}
     results = [run_source(controller, overlay, source, runs[source], speakers, mic)
                for source in args.sources.split(",")]
+    readings = run_long(controller, overlay, english(read_manifest(args.manifest), kinds=(
+        "long",))[:args.long], speakers, args.model) if args.long else []
     controller.captions.close()
     controller.window.close()
     del app
     print_table(("source", "clips", "lost", "last sample -> shown p50 ms", "p95 ms",
                  "caption WER %"), table_rows(results))
+    if readings:
+        print_rows(readings, "long readings captioned (system source)")
     if args.out:
-        write_json(args.out, {"model": args.model, "results": results})
+        write_json(args.out, {"model": args.model, "results": results, "long": readings})
     return 0
 
 

@@ -40,6 +40,10 @@ their median length, WER and formatted WER against faster-whisper on the whole f
 a caption viewer waits for a word to be final), besides end of speech -> final (of the
 finals that end an utterance, not of the pieces committed early: ``--commit`` turns
 `PolicyOptions.commit_stable` on, off by default). ``--continuous-only`` runs that part alone.
+Per reading it also reports (`bench/reading_report.py`) the lag, WER and formatted WER of the
+captions (the finals as the caption lines show them: `engine.core.captions.merge_lines`) against the offline decode with their paired 95 % interval over sentences, and the
+false sentence ends (a full stop where the reference has none). ``--eval-readings K`` adds the
+first K continuous speaker readings `bench/longform.py` builds from the evaluation corpus.
 ``--streams`` decode streams of the fast runner (default 2, as the app: two one-thread
 replicas), ``--no-speculative`` turns speculative finals off, ``--runs N`` repeats the whole set
 N times (latency figures pooled, WER from the first run). ``--busy K``: each decode comes back K
@@ -77,6 +81,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from reading_report import print_rows, reading_row  # noqa: E402
 
 from common import (  # noqa: E402
     EVAL_MANIFEST,
@@ -89,8 +94,10 @@ from common import (  # noqa: E402
     speakers_of,
     utterance_errors,
     write_json,
+    write_wav,
 )
 from evaluation import (  # noqa: E402
+    ManifestEntry,
     english,
     error_rate,
     formatted_error_rate,
@@ -103,6 +110,8 @@ from engine.asr.sequential import SequentialRunner  # noqa: E402
 from engine.asr.wrapper import RunnerWrapper  # noqa: E402
 from engine.audio.decode import load_audio  # noqa: E402
 from engine.audio.sources import FileSource  # noqa: E402
+from engine.captions import final_line  # noqa: E402
+from engine.core.captions import merge_lines  # noqa: E402
 from engine.core.policy import PolicyOptions  # noqa: E402
 from engine.dictation.format import join  # noqa: E402
 from engine.events import Event, FinalText, Metrics, PartialText, SpeechStarted  # noqa: E402
@@ -358,19 +367,47 @@ def run_ablations(entries: list[Any], fast: Recording, realtime: bool,
     return 0
 
 
+def long_entries(manifest: Path, eval_readings: int) -> tuple[list[Any], dict[str, list[str]]]:
+    """The manifest's long English recordings, plus the first ``eval_readings`` speaker readings
+    of the evaluation corpus (written as WAV files to a temporary folder), and the sentences of
+    the readings whose reference has no punctuation (file name -> utterance texts)."""
+    entries = english(read_manifest(manifest), kinds=("long",))
+    sentences: dict[str, list[str]] = {}
+    if eval_readings:
+        import tempfile
+
+        from longform import build_speaker_readings
+
+        folder = Path(tempfile.mkdtemp(prefix="sottovoce-readings-"))
+        for item in build_speaker_readings(EVAL_MANIFEST, 100.0)[:eval_readings]:
+            path = write_wav(folder / f"{item.name}.wav", item.audio)
+            entries.append(ManifestEntry(path=path, text=item.reference, language="en",
+                                         kind="long", duration_s=item.seconds))
+            sentences[path.name] = item.pieces
+    rows = [json.loads(line) for line in manifest.read_text().splitlines() if line.strip()]
+    sentences.update({Path(r["file"]).name: r["pieces"] for r in rows if r.get("pieces")})
+    return entries, sentences
+
+
 def run_continuous(entries: list[Any], fast: Recording, offline: SequentialRunner,
-                   realtime: bool) -> dict[str, Any] | None:
+                   realtime: bool, sentences: dict[str, list[str]] | None = None,
+                   ) -> dict[str, Any] | None:
     """Long recordings streamed once (module docstring: continuous speech)."""
     if not entries:
         return None
-    refs, hyps, hyps_off, lags, after, lengths = [], [], [], [], [], []
+    refs, hyps, hyps_off, after, lengths = [], [], [], [], []
+    lags: list[float] = []
     pieces: list[list[str]] = []
+    per_reading = []
     for item in entries:
+        before = len(lags)
         source = FileSource(item.path, realtime=realtime, lead_silence_s=0.5, tail_silence_s=1.5)
         got = stream(fast, source)
         finals = [f for f in got.finals if f.text]
         refs.append(item.text)
-        hyps.append(" ".join(f.text for f in finals))
+        # The captions as shown: pieces and finals that go on with a sentence joined to its
+        # line, a full stop the next one takes back made a comma (engine.core.captions).
+        hyps.append(" ".join(line.text for line in merge_lines([final_line(f) for f in finals])))
         pieces.append([f.text for f in finals])
         hyps_off.append(offline.decode(load_audio(item.path), DecodeOptions()).text)
         for f in finals:
@@ -379,8 +416,11 @@ def run_continuous(entries: list[Any], fast: Recording, offline: SequentialRunne
             if "ended" in dict(f.stages):  # (not a piece committed early)
                 after.append(f.after_speech_end_ms)
             lengths.append((f.end - f.start) / SAMPLE_RATE)
+        per_reading.append(reading_row(item.path.name, item.text,
+                                       (sentences or {}).get(item.path.name), hyps[-1],
+                                       hyps_off[-1], lags[before:]))
         print(f"  {item.path.name:45s} {len(finals)} finals", flush=True)
-    return {"files": len(entries), "finals": len(lengths),
+    return {"files": len(entries), "finals": len(lengths), "per_reading": per_reading,
             "utterance_s_p50": round(statistics.median(lengths), 1) if lengths else None,
             "utterance_s_max": round(max(lengths), 1) if lengths else None,
             "word_lag_ms": pct(lags), "final_after_speech_end_ms": pct(after),
@@ -486,6 +526,8 @@ def main() -> int:
     parser.add_argument("--final-beam", type=int, help="the policy's final beam for this run")
     parser.add_argument("--commit-beam", type=int,
                         help="the policy's beam for partials when committing early (--commit)")
+    parser.add_argument("--commit-end-hold", type=float, metavar="S",
+                        help="committing early, a sentence's last word waits S s (0: off)")
     parser.add_argument("--busy-factor", type=float,
                         help="the policy's busy_factor: partials spaced by this x their round trip")
     parser.add_argument("--beam-sweep", default="", help="e.g. 1,2,3,5: time finals per beam")
@@ -515,6 +557,9 @@ def main() -> int:
                         help="skip the continuous-speech recordings")
     parser.add_argument("--commit", action="store_true",
                         help="commit the words partials agree on before the utterance ends")
+    parser.add_argument("--eval-readings", type=int, default=0, metavar="K",
+                        help="add the first K speaker readings of the evaluation corpus "
+                             "(bench/longform.py) to the continuous-speech recordings")
     parser.add_argument("--continuous-only", action="store_true",
                         help="only the continuous-speech recordings")
     args = parser.parse_args()
@@ -527,6 +572,8 @@ def main() -> int:
         policy = replace(policy, final_beam_size=args.final_beam)
     if args.commit_beam:
         policy = replace(policy, commit_beam_size=args.commit_beam)
+    if args.commit_end_hold is not None:
+        policy = replace(policy, commit_end_hold_s=args.commit_end_hold)
     if args.busy_factor:
         policy = replace(policy, busy_factor=args.busy_factor)
     if args.min_partial_s is not None:
@@ -581,8 +628,10 @@ def main() -> int:
     sweep = beam_sweep(fast.finals, fast.ct2, [int(b) for b in args.beam_sweep.split(",")]) \
         if args.beam_sweep else None
     paths = dict(fast.paths)  # (the short clips')
-    continuous = None if args.no_continuous or args.no_peer else run_continuous(
-        english(read_manifest(args.manifest), kinds=("long",)), fast, padded, args.realtime)
+    continuous = None
+    if not (args.no_continuous or args.no_peer):
+        long, sentences = long_entries(args.manifest, args.eval_readings)
+        continuous = run_continuous(long, fast, padded, args.realtime, sentences)
 
     result = {
         "chunk_rtt_ms": pct(res["rtts"]),
@@ -600,6 +649,7 @@ def main() -> int:
         "sentence_cut_s": OPTIONS.policy.sentence_cut_s,
         "commit_stable": OPTIONS.policy.commit_stable,
         "commit_beam_size": OPTIONS.policy.commit_beam_size,
+        "commit_end_hold_s": OPTIONS.policy.commit_end_hold_s,
         "busy_factor": OPTIONS.policy.busy_factor,
         "padding": OPTIONS.policy.padding,
         "first_partial_first_word_agrees": res["first_word_agrees"],
@@ -651,8 +701,8 @@ def main() -> int:
 def only_continuous(args: argparse.Namespace, fast: Recording, padded: SequentialRunner,
                     load_start: float) -> int:
     """``--continuous-only``: the long recordings alone (table line and JSON)."""
-    continuous = run_continuous(english(read_manifest(args.manifest), kinds=("long",)), fast,
-                                padded, args.realtime)
+    entries, sentences = long_entries(args.manifest, args.eval_readings)
+    continuous = run_continuous(entries, fast, padded, args.realtime, sentences)
     if continuous is None:
         print("no long recordings in the manifest")
         return 1
@@ -672,6 +722,8 @@ def print_continuous(c: dict[str, Any]) -> None:
     print(f"  WER streaming {c['wer_streaming']:.3f}  offline {c['wer_offline']:.3f}; "
           f"formatted {c['formatted_wer_streaming']:.3f}  offline "
           f"{c['formatted_wer_offline']:.3f}")
+    if c.get("per_reading"):
+        print_rows(c["per_reading"])
 
 
 def print_report(result: dict[str, Any], fast_ms: list[float], padded_ms: list[float]) -> None:

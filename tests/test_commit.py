@@ -84,6 +84,47 @@ def test_the_mark_after_the_last_word_heard_waits_for_the_word_after_it() -> Non
     assert final.text == "One two"
 
 
+def test_a_full_stop_is_final_only_once_the_speech_after_it_was_heard() -> None:
+    # A word that ends a sentence waits for commit_end_hold_s of audio after it (the words
+    # before it do not); a later decode that reads the sentence going on commits it.
+    policy = StreamingPolicy(PolicyOptions(min_partial_audio_s=0.2, partial_interval_s=0.1,
+                                           commit_stable=True, commit_end_hold_s=1.5))
+    started(policy, start=SR, seconds=3.0, now=3.0)
+    answer(policy, 3.0, "so my fellow Americans. Ask not", 3.0)  # 0.5 s a word
+    policy.handle(SegmentAudio(audio(0.2), speech=True), 3.2)
+    [first] = [e for e in answer(policy, 3.2, "so my fellow Americans. Ask not", 3.0)
+               if isinstance(e, FinalText)]
+    assert first.text == "So my fellow"  # "Americans." was heard 1.2 s before the end
+    pieces = []
+    for now in (3.6, 4.0, 4.4):
+        policy.handle(SegmentAudio(audio(0.4), speech=True), now)
+        pieces += [e.text for e in answer(policy, now, "so my fellow Americans, ask not what "
+                                          "your country can", now - 0.2)
+                   if isinstance(e, FinalText)]
+    assert pieces and pieces[0].startswith("Americans, ask")
+    assert not any("." in piece for piece in pieces)
+
+
+def test_a_word_the_decodes_keep_reading_differently_does_not_hold_the_rest_back() -> None:
+    # Committing early with the end hold, once COMMIT_STALE_S was heard after a word two decodes
+    # never agreed on, the latest decode's words up to there are final.
+    policy = StreamingPolicy(PolicyOptions(min_partial_audio_s=0.2, partial_interval_s=0.1,
+                                           commit_stable=True))
+    started(policy, start=SR, seconds=2.0, now=2.0)
+    pieces: list[str] = []
+    after = ["the", "tent", "of", "the", "abbot", "of", "Iona", "was", "pitched", "on", "the"]
+    for n, name in enumerate(("Meath.", "Meeffe.", "Mefe.", "Meeth.", "Meeffe,", "Mief.")):
+        now = 2.0 + 0.5 * n
+        if n:
+            policy.handle(SegmentAudio(audio(0.5), speech=True), now)
+        words = ["name", name, *after[:2 * n + 2]]  # 0.5 s a word, the name from 0.5 s
+        pieces += [e.text for e in answer(policy, now, " ".join(words), 0.5 * len(words))
+                   if isinstance(e, FinalText)]
+    assert pieces[0] == "Name"  # agreed at once
+    assert " ".join(pieces[1:]).startswith(("Mefe. The", "Meeth. The", "Meeffe, the",
+                                            "Mief. The")), pieces
+
+
 def test_a_number_or_a_title_is_not_the_last_word_of_a_piece() -> None:
     # "14" may become "1455" once "fifty-five" is heard; a piece ending "Mr." reads as a
     # sentence of its own.

@@ -345,7 +345,7 @@ def test_lag_backs_off_partials_and_recovers() -> None:
     policy.on_result(request.request_id, transcript("mid"), now + 1.7)
     assert policy.backoff == 1.0
     for _ in range(5):
-        policy._track_lag(10.0)
+        policy.lag.track(10.0)
     assert policy.backoff == 8.0  # capped
 
 

@@ -17,6 +17,7 @@ from engine.core.policy import (
     StreamingPolicy,
     finals,
 )
+from engine.core.policy.job import JobKind
 from engine.core.policy.retries import MAX_FINAL_DECODES, Retry
 from engine.core.segmenter import SegmentAudio, SegmentEnded, SegmentPaused
 from engine.events import FinalText
@@ -27,13 +28,14 @@ def test_every_rule_turns_off_by_name() -> None:
     full = PolicyOptions()
     for name in RULES:
         assert full.without(name) != full, name
-    assert full.without("hurry", "replay") == PolicyOptions(hurry=False, replay=False)
+    assert full.without("shorten_end_wait", "replay") == PolicyOptions(shorten_end_wait=False,
+                                                                   replay=False)
     with pytest.raises(ValueError, match="unknown rule.*nonsense.*rules: speculation"):
         full.without("nonsense")
 
 
 def _job() -> Job:
-    return Job(request_id=1, utterance_id=1, kind="final", start=0, issued_at=0.0,
+    return Job(request_id=1, utterance_id=1, kind=JobKind.FINAL, start=0, issued_at=0.0,
                audio_arrived_at=0.0, request=DecodeRequest(np.zeros(SR, np.float32),
                                                            DecodeOptions()))
 
@@ -94,7 +96,7 @@ def test_a_replay_that_loops_does_not_replace_the_final_it_replays() -> None:
 
 @pytest.mark.parametrize(("options", "hint"), [
     (PolicyOptions(), PauseReads("finished")),
-    (PolicyOptions(hurry=False), PauseReads(None)),  # the rule off: the usual wait
+    (PolicyOptions(shorten_end_wait=False), PauseReads(None)),  # the rule off: the usual wait
 ])
 def test_the_policy_tells_the_segmenter_how_a_pause_reads(options: PolicyOptions,
                                                           hint: PauseReads) -> None:

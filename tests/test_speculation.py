@@ -337,20 +337,20 @@ def test_a_finished_sentence_ends_after_the_shorter_silence() -> None:
     options = SegmenterOptions(end_pad_ms=200, min_silence_ms=500, short_ms=0,
                                finished_silence_ms=300)
     segmenter, speech_end = paused(options, 0)
-    assert segmenter.hurry() == []  # still speaking: the hint is about a pause only
+    assert segmenter.shorten_end_wait() == []  # still speaking: the hint is about a pause only
     quiet(segmenter, 200)
-    assert segmenter.hurry() == [] and segmenter.active  # 200 ms of silence: not yet
+    assert segmenter.shorten_end_wait() == [] and segmenter.active  # 200 ms of silence: not yet
     waited, ended = silence_to_end(segmenter)
     assert options.windows(200) + waited == options.windows(300)  # not the 500 ms wait
     assert ended.end == speech_end + options.windows(200) * VAD_WINDOW  # the same end pad
 
     # Already silent long enough when the hint comes: the utterance ends at once.
     segmenter, _ = paused(options, 350)
-    assert [type(e) for e in segmenter.hurry()] == [SegmentEnded] and not segmenter.active
+    assert [type(e) for e in segmenter.shorten_end_wait()] == [SegmentEnded] and not segmenter.active
 
     # Speech resuming takes the hint back: the usual wait again.
     segmenter, _ = paused(options, 250)
-    segmenter.hurry()
+    segmenter.shorten_end_wait()
     speak(segmenter)
     events = quiet(segmenter, 450)
     assert not any(isinstance(e, SegmentEnded) for e in events) and segmenter.active
@@ -358,7 +358,7 @@ def test_a_finished_sentence_ends_after_the_shorter_silence() -> None:
     # Push-to-talk and finished_silence_ms=0 ignore it.
     for off in (SegmenterOptions(mode="ptt"), SegmenterOptions(finished_silence_ms=0)):
         segmenter, _ = paused(off, 400)
-        assert segmenter.hurry() == [] and segmenter.active
+        assert segmenter.shorten_end_wait() == [] and segmenter.active
 
 
 def usual_wait_after_speech_or_when_off(options: SegmenterOptions, hint: str) -> None:
@@ -377,19 +377,19 @@ def test_a_sentence_that_goes_on_waits_for_the_longer_silence() -> None:
     options = SegmenterOptions(end_pad_ms=200, min_silence_ms=500, short_ms=0,
                                open_silence_ms=1200)
     segmenter, _ = paused(options, 0)
-    segmenter.linger()  # still speaking: the hint is about a pause only
+    segmenter.extend_end_wait()  # still speaking: the hint is about a pause only
     assert silence_to_end(segmenter)[0] == options.windows(500)
 
     segmenter, speech_end = paused(options, 300)
-    segmenter.linger()  # the speculative final trails off: "And so my fellow Americans..."
+    segmenter.extend_end_wait()  # the speculative final trails off: "And so my fellow Americans..."
     waited, ended = silence_to_end(segmenter)
     assert options.windows(300) + waited == options.windows(1200)  # not the 500 ms wait
     assert ended.end == speech_end + options.windows(200) * VAD_WINDOW  # the same end pad
 
-    usual_wait_after_speech_or_when_off(options, "linger")
+    usual_wait_after_speech_or_when_off(options, "extend_end_wait")
     # Push-to-talk ignores it (only the release ends a press).
     segmenter, _ = paused(replace(options, mode="ptt"), 300)
-    segmenter.linger()
+    segmenter.extend_end_wait()
     assert not any(isinstance(e, SegmentEnded) for e in quiet(segmenter, 2000))
     assert segmenter.active
 
@@ -402,14 +402,14 @@ def test_the_usual_wait_does_not_end_a_pause_whose_reading_is_on_its_way() -> No
     segmenter, speech_end = paused(options, 200)
     segmenter.await_reading()
     assert not any(isinstance(e, SegmentEnded) for e in quiet(segmenter, 500))
-    [ended] = segmenter.settle()
+    [ended] = segmenter.keep_end_wait()
     assert isinstance(ended, SegmentEnded)
     assert ended.end == speech_end + options.windows(200) * VAD_WINDOW  # the same cut
     # It comes back reading "goes on": the longer wait, counted from the last speech.
     segmenter, _ = paused(options, 200)
     segmenter.await_reading()
     quiet(segmenter, 500)
-    assert segmenter.linger() == []
+    assert segmenter.extend_end_wait() == []
     waited, _ = silence_to_end(segmenter)
     assert options.windows(200) + options.windows(500) + waited == options.windows(1200)
     # Never back (a decode slower than the longer wait): that wait ends it all the same.
@@ -540,10 +540,8 @@ def test_a_sentence_cut_at_a_long_pause_goes_on_in_lower_case(
                            reading[pause:int(27.5 * SR)], np.zeros(int(1.5 * SR), np.float32)])
     first, second = vad_finals(runner, data, SegmenterOptions())
     assert not second.endswith("?"), (first, second)
-    # The second's case follows the first's ending. Where the first was left open (tiny.en int8
-    # on the machine of earlier sessions), the second goes on in lower case; on an AVX2
-    # processor (an AMD EPYC, 4 December 2026) the same model closes the first, "... the block
-    # books.", and the second then starts a sentence.
+    # The second's case follows the first's ending, whichever way this processor's model ends
+    # the first: lower case after a sentence left open, a capital after a finished one.
     assert second[:1].islower() == reads_open(first), (first, second)
     # The words are the two pieces' own: within 2 words of a plain decode of each.
     pieces = (reading[12 * SR:pause], reading[pause:int(27.5 * SR)])
@@ -639,7 +637,7 @@ def test_speculation_changes_no_word_of_the_text(jfk_wav: Path, tiny_transcriber
     from engine.asr.ct2_decoder import Ct2Runner
 
     # A 0.35 s pause inside each utterance: speech resumes during the hangover. The hints the
-    # speculative text gives the segmenter (`hurry`, `linger`) are off: without speculation
+    # speculative text gives the segmenter (`shorten_end_wait`, `extend_end_wait`) are off: without speculation
     # there are none, and this is about the text of the same cuts.
     jfk = load_audio(jfk_wav)
     data = utterances(jfk, 0.35)

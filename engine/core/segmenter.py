@@ -9,21 +9,20 @@ Rules, each there to prevent a complaint users make about peer apps:
   speech so far waits ``short_silence_ms`` instead, so words said one at a time ("one ... two
   ... three") reach the decoder together: Whisper loops or misreads a lone 1 s word, and
   loses the context between them;
-- `hurry()`: the utterance reads finished (its speculative final, decoded at the end pad, ends
-  a sentence: engine.core.stream), so the silence that ends it is only
+- `shorten_end_wait()`: the utterance reads finished (its speculative final, decoded at the
+  end pad, ends a sentence: engine.core.stream), so the silence that ends it is only
   ``finished_silence_ms``: the listener's "is that the end?" answered by what was said, not by
   the clock alone. Speech resuming before that restores the usual wait;
-- `linger()`: the mirror of `hurry()`: the speculative final reads as a sentence that goes on
-  (it trails off with "...", ends with a comma, or has no sentence end), so the silence that
-  ends it is ``open_silence_ms``: a speaker who pauses mid-sentence ("And so, my fellow
-  Americans ... ask not ...") is decoded as one utterance, read in context, not as fragments
-  each decoded alone. Speech resuming clears it, like the hint above;
+- `extend_end_wait()`: the mirror of `shorten_end_wait()`: the speculative final reads as a
+  sentence that goes on (it trails off with "...", ends with a comma, or has no sentence end),
+  so the silence that ends it is ``open_silence_ms``: a speaker who pauses mid-sentence ("And
+  so, my fellow Americans ... ask not ...") is decoded as one utterance, read in context, not
+  as fragments each decoded alone. Speech resuming clears it, like the hint above;
 - `await_reading()`: while that speculative final is being decoded, the usual wait does not
   end the utterance (at most ``open_silence_ms`` does): the hint would otherwise come too late
-  whenever the decode outlasts the wait (a busy machine, a long utterance), and waiting costs
-  nothing, since no final could be shown before that decode is back anyway (measured with
-  decodes slowed as on a busy machine: docs/streaming-rules.md, "Under load"). `settle()` is
-  the answer "nothing to tell" (the usual wait again);
+  whenever the decode outlasts the wait, and waiting costs nothing, since no final could be
+  shown before that decode is back anyway (docs/streaming-rules.md, "Under load").
+  `keep_end_wait()` is the answer "nothing to tell" (the usual wait again);
 - every utterance starts ``preroll_ms`` (>= 300 ms) before the first speech window, so the
   first word's onset is never cut;
 - `flush()` (stop) ends the utterance in flight, so the last words are never lost;
@@ -76,9 +75,9 @@ class SegmenterOptions:
     preroll_ms: int = 400
     end_pad_ms: int = 200
     max_ms: int = 30_000
-    # The wait once the utterance reads finished (`hurry`); 0 turns the hint off.
+    # The wait once the utterance reads finished (`shorten_end_wait`); 0 turns the hint off.
     finished_silence_ms: int = 400
-    # The wait once the utterance reads as going on (`linger`); 0 turns the hint off.
+    # The wait once the utterance reads as going on (`extend_end_wait`); 0 turns the hint off.
     open_silence_ms: int = 1200
     # Push-to-talk: the user said there is speech, so a lower bar decides whether a press held
     # anything worth decoding (Silero scores falsetto or whispering around 0.2).
@@ -178,8 +177,8 @@ class SpeechSegmenter:
         self._windows: list[Audio] = []  # the utterance in flight, window by window
         self._levels: list[float] = []  # level (dB) per window of the utterance, for splitting
         self._silence = 0  # consecutive windows below end_threshold
-        self._hurried = False  # the utterance in flight reads finished (`hurry`)
-        self._lingering = False  # ... or reads as going on (`linger`)
+        self._end_wait_shortened = False  # the utterance in flight reads finished
+        self._end_wait_extended = False  # ... or reads as going on (`extend_end_wait`)
         self._awaiting = False  # ... or is still being read (`await_reading`)
         self._last_speech_end = 0
         self._speech_windows = 0
@@ -249,30 +248,30 @@ class SpeechSegmenter:
         """Stop: close the utterance in flight, keeping everything pushed so far."""
         return self.end()
 
-    def hurry(self) -> list[SegmentEvent]:
+    def shorten_end_wait(self) -> list[SegmentEvent]:
         """VAD mode, during the silence after speech: the utterance reads finished, so it ends
         once the silence reaches ``finished_silence_ms`` (now, if it already has). Ignored once
         speech has resumed (the hint was about audio that is no longer the whole utterance)."""
         if self._in_pause() and self.options.finished_silence_ms:
-            self._hurried = True
-        return self.settle()
+            self._end_wait_shortened = True
+        return self.keep_end_wait()
 
-    def linger(self) -> list[SegmentEvent]:
+    def extend_end_wait(self) -> list[SegmentEvent]:
         """VAD mode, during the silence after speech: the utterance reads as going on, so only
         ``open_silence_ms`` of silence ends it (when that is longer than the usual wait).
-        Ignored once speech has resumed, like `hurry`."""
+        Ignored once speech has resumed, like `shorten_end_wait`."""
         if self._in_pause() and self.options.open_silence_ms:
-            self._lingering = True
-        return self.settle()
+            self._end_wait_extended = True
+        return self.keep_end_wait()
 
     def await_reading(self) -> None:
         """VAD mode, during the silence after speech: the text that tells whether this pause
-        is the end is being decoded; until `hurry`, `linger` or `settle` brings it, only
-        ``open_silence_ms`` of silence ends the utterance (module docstring)."""
+        is the end is being decoded; until `shorten_end_wait`, `extend_end_wait` or
+        `keep_end_wait` brings it, only ``open_silence_ms`` of silence ends the utterance."""
         if self._in_pause() and self.options.open_silence_ms:
             self._awaiting = True
 
-    def settle(self) -> list[SegmentEvent]:
+    def keep_end_wait(self) -> list[SegmentEvent]:
         """The awaited reading is back (`await_reading`): the wait it leaves ends the utterance
         now if the silence has already lasted that long."""
         self._awaiting = False
@@ -346,7 +345,7 @@ class SpeechSegmenter:
         events: list[SegmentEvent] = [SegmentAudio(audio=window, speech=is_speech)]
         if is_speech:
             self._silence = 0
-            self._hurried = self._lingering = self._awaiting = False
+            self._end_wait_shortened = self._end_wait_extended = self._awaiting = False
             self._speech_windows += 1
             self._last_speech_end = self._position
         else:
@@ -367,12 +366,12 @@ class SpeechSegmenter:
     def _min_silence(self) -> int:
         """Milliseconds of silence that end the utterance in flight."""
         o = self.options
-        if self._hurried:
+        if self._end_wait_shortened:
             return min(o.finished_silence_ms, o.min_silence_ms)
         spoken = (self._last_speech_end - self._start) * 1000 // SAMPLE_RATE
         wait = o.min_silence_ms if spoken >= o.short_ms else max(o.min_silence_ms,
                                                                  o.short_silence_ms)
-        return max(wait, o.open_silence_ms) if self._lingering or self._awaiting else wait
+        return max(wait, o.open_silence_ms) if self._end_wait_extended or self._awaiting else wait
 
     def _close_after_silence(self) -> SegmentEnded:
         """VAD mode: the silence was long enough; the end pad stays with the utterance."""
@@ -431,7 +430,7 @@ class SpeechSegmenter:
                              soft=self._doubted)
         self._floor = end
         self._active = False
-        self._hurried = self._lingering = self._awaiting = False
+        self._end_wait_shortened = self._end_wait_extended = self._awaiting = False
         self._soft = self._doubted = False
         self._windows = []
         self._levels = []

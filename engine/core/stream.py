@@ -277,9 +277,9 @@ class StreamCore:
                 elif isinstance(hint, PauseReads) and vad:
                     # A finished sentence: less than the usual wait; one that goes on, longer.
                     events += self.policy.handle_all(
-                        segmenter.hurry() if hint.reading == "finished"
-                        else segmenter.linger() if hint.reading == "open"
-                        else segmenter.settle(), now)
+                        segmenter.shorten_end_wait() if hint.reading == "finished"
+                        else segmenter.extend_end_wait() if hint.reading == "open"
+                        else segmenter.keep_end_wait(), now)
                 elif isinstance(hint, CutAt):  # (never in push-to-talk: sentence_cut_s is 0)
                     log.debug("sentence cut at %.2f s", hint.end / SAMPLE_RATE)
                     cut = segmenter.cut(hint.end, hint.speech_end)

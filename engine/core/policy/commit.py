@@ -1,193 +1,155 @@
 """Committing early (`PolicyOptions.commit_stable`, off by default): the words two partials in
-a row agree on become final while their utterance is still being spoken. A part of
-`StreamingPolicy` (a mixin: these methods use its state), kept apart so the rule can be read
-and changed on its own.
+a row agree on become final while their utterance is still being spoken.
+
+Two state objects, as `speculation.Speculation` is one: `EarlyCommit`, owned by the utterance
+(the last partials' words not committed yet, and how many of them may be committed now), and
+`CommittedWords` (what the stream has committed so far, which outlives the utterance it was
+committed from: the next one's decodes start before its first word), kept by the policy's
+`pieces.Committer`, which makes a piece's final of the agreed words and feeds the prompt.
 """
 
 from __future__ import annotations
 
 import re
-from collections import deque
+from dataclasses import dataclass, field
 
 from engine.core.agreement import common_prefix, comparable
-from engine.core.form import OpenSentence, ends_marked, ensure_form, has_form
+from engine.core.form import ends_marked, has_form
 from engine.core.ladder import word_loop
-from engine.core.policy import partials
-from engine.core.policy.job import Job
-from engine.core.policy.job import end_of as _end_of
-from engine.core.policy.job import placed as _placed
-from engine.core.policy.job import text_of as _text
-from engine.core.policy.options import PolicyOptions
-from engine.core.policy.utterance import Utterance
-from engine.core.prompt import PromptTracker
-from engine.events import Event, FinalText, PartialText, SpeechEnded, SpeechStarted
-from engine.types import SAMPLE_RATE, Segment, Word
+from engine.core.policy.job import text_of
+from engine.types import SAMPLE_RATE, Word
 
-# Committing early (`PolicyOptions.commit_stable`): the decode window starts where the sentence
-# of the first word not committed starts (as whisper_streaming trims its buffer at sentence
-# ends: Whisper skips words at the start of a window that starts mid-sentence, and its word
-# times go wrong with them); past COMMIT_WINDOW_S, at the last committed clause mark, else
-# COMMIT_LEAD_S before the commit point. Of a decode whose audio reaches back before the
-# commit point, the words up to the last committed ones said again near it, else those mostly
-# before it, were committed already (`StreamingPolicy._beyond`). A word is committed once
-# Whisper has heard COMMIT_HOLD_S after it (it reads a word by what follows it too: "than" or
-# "then").
+# The decode window starts where the sentence of the first word not committed starts, as
+# whisper_streaming trims its buffer at sentence ends: Whisper skips words at the start of a
+# window that starts mid-sentence. Past COMMIT_WINDOW_S it starts at the last committed clause
+# mark, else COMMIT_LEAD_S before the commit point.
 COMMIT_WINDOW_S = 6.0
 COMMIT_LEAD_S = 2.0
+# A word is committed once Whisper has heard this much after it, since it reads a word by what
+# follows it too ("than" or "then").
 COMMIT_HOLD_S = 0.5
+# The committed words a decode may say again: up to this many, found within COMMIT_SLACK words
+# of the commit point, in a decode that reaches back to COMMIT_TOUCH_S after the last of them.
 COMMIT_NGRAM = 5
 COMMIT_SLACK = 3
 COMMIT_TOUCH_S = 0.3
-# A word either of the two agreeing decodes gives a probability under this (a name, a word
-# heard in part) waits for a third decode that agrees (LocalAgreement-3): on the 231 s
-# reading, with greedy partials, 6.3 % WER instead of 6.9 % (offline 4.7 %; CPU-time
-# clock), the word lag 0.99 / 2.16 s p50 / p95 instead of 0.89 / 1.75 s.
+# A word either agreeing decode gives a probability under this (a name, a word heard in part)
+# waits for a third decode that agrees (LocalAgreement-3), for at most COMMIT_UNSURE_S of audio
+# after it (a reading that flips back and forth).
 COMMIT_MIN_PROB = 0.5
-COMMIT_UNSURE_S = 2.0  # ... and waits no longer than this (a reading that flips back and forth)
-_ABBREVIATION = re.compile(r"[A-Z][a-z]{0,2}\.")
+COMMIT_UNSURE_S = 2.0
+COMMIT_STALE_S = 3.0  # with the end hold: see `EarlyCommit.agreed`
 COMMIT_KEEP = 100  # committed words remembered (a window's, and the repeat check's)
+_ABBREVIATION = re.compile(r"[A-Z][a-z]{0,2}\.")
+_SENTENCE_END = re.compile(r"[.!?][\"')\]]*$")
 
 
-class Commits:
-    """The early-commit part of `StreamingPolicy` (see the module docstring)."""
+@dataclass
+class EarlyCommit:
+    """An utterance's words on their way to being committed: the last partial's words not
+    committed yet (``hypothesis``) and the partial's before it (``previous_hypothesis``)."""
 
-    # (StreamingPolicy's state these methods use.)
-    options: PolicyOptions
-    prompt: PromptTracker
-    _open: OpenSentence
-    _next_utterance: int
-    _next_partial_at: float
-    _backoff: float
-    # Committing early: the end of the last word committed, the last words committed, their
-    # language, and up to where they have gone to the prompt.
-    _committed: int
-    _said: list[Word]
-    _said_language: str | None
-    _prompted: int
-    _finals: deque[Utterance]
-    _in_flight: dict[int, tuple[Job, Utterance]]
+    hypothesis: list[Word] = field(default_factory=list)
+    previous_hypothesis: list[Word] = field(default_factory=list)
 
-    def _commit(self, utt: Utterance, request: Job, kept: list[Segment],
-                language: str | None, now: float) -> list[Event]:
-        """A partial with word times of ``utt``: the words it agrees on with the last one
-        (and on every word before them) past what is committed already are final now
-        (`PolicyOptions.commit_stable`); the rest is the partial text."""
-        words = self._beyond(_placed(kept, request), request, utt)
-        agreed = common_prefix([w.text for w in utt.hypothesis], [w.text for w in words])
-        # (Only words Whisper has heard COMMIT_HOLD_S after.)
-        while agreed and words[agreed - 1].end > _end_of(request) - COMMIT_HOLD_S * SAMPLE_RATE:
+    def agreed(self, words: list[Word], heard_upto: int, recent: list[Word],
+               end_hold_s: float = 0.0) -> int:
+        """How many of ``words`` (a partial's, past the committed ones, decoded up to stream
+        sample ``heard_upto``) may be committed now: those this partial and the last agree on
+        (three partials for an unsure word), heard COMMIT_HOLD_S after, not a number or an
+        abbreviation last, no word loop with the ``recent`` committed words, and no word that
+        ends a sentence until ``end_hold_s`` after it was heard (`commit_end_hold_s`)."""
+        agreed = common_prefix([w.text for w in self.hypothesis], [w.text for w in words])
+        while agreed and words[agreed - 1].end > heard_upto - COMMIT_HOLD_S * SAMPLE_RATE:
             agreed -= 1
         if agreed == len(words) and words and not words[-1].text.strip()[-1:].isalnum():
             # Whisper ends whatever audio it is given with a period: the mark after the last
             # word heard waits for the word after it.
             agreed -= 1
-        # A word Whisper is unsure of (in either decode: probability under COMMIT_MIN_PROB)
-        # takes three decodes that agree on it (LocalAgreement-3), until COMMIT_UNSURE_S of
-        # audio after it has been heard; so do the words after it.
-        heard = _end_of(request) - COMMIT_UNSURE_S * SAMPLE_RATE
-        unsure = next((i for i, (w, h) in enumerate(zip(words[:agreed], utt.hypothesis[:agreed],
+        if end_hold_s > 0:
+            # A word decodes keep reading differently would hold the rest back for good: once
+            # COMMIT_STALE_S was heard after it, the latest decode, which heard the most, says it.
+            stale = heard_upto - COMMIT_STALE_S * SAMPLE_RATE
+            agreed = max(agreed, sum(1 for w in words if w.end <= stale))
+            agreed = next((i for i, w in enumerate(words[:agreed]) if _SENTENCE_END.search(
+                w.text) and w.end > heard_upto - end_hold_s * SAMPLE_RATE), agreed)
+        heard = heard_upto - COMMIT_UNSURE_S * SAMPLE_RATE
+        unsure = next((i for i, (w, h) in enumerate(zip(words[:agreed], self.hypothesis[:agreed],
                                                         strict=True))
                        if min(w.probability, h.probability) < COMMIT_MIN_PROB and w.end > heard),
                       agreed)
-        thrice = common_prefix([w.text for w in utt.previous_hypothesis], [w.text for w in words])
+        thrice = common_prefix([w.text for w in self.previous_hypothesis],
+                               [w.text for w in words])
         agreed = max(unsure, min(agreed, thrice))
-        # Nor a number last: Whisper writes the number words said so far in digits and the
-        # next ones change them ("14" becomes "1455" once "fifty-five" is heard). Nor a short
-        # capitalised word with a period ("Mr.", "Dr."): the piece would read as a sentence.
+        # Whisper writes the number words said so far in digits and the next ones change them
+        # ("14" becomes "1455"); a piece ending "Mr." would read as a sentence.
         while agreed and (any(c.isdigit() for c in words[agreed - 1].text)
                           or _ABBREVIATION.fullmatch(words[agreed - 1].text.strip())):
             agreed -= 1
-        # Not a word said again and again (a loop, or a word said many times over: the loop
-        # checks cannot tell them apart here, nor can the repeat check): the final decides.
-        recent = [w for w in self._said if w.end > request.start][-COMMIT_NGRAM:]
+        # The loop checks cannot tell a loop from a word said many times over: the final does.
         span = [*recent, *words[:agreed]]
-        if agreed and word_loop(_text(span), (span[-1].end - span[0].start) / SAMPLE_RATE):
-            agreed = 0
-        # Finals come out in the order spoken: while an earlier utterance's final is still
-        # to come (its decode waits or runs on the other stream), nothing after it is final.
-        if self._finals or any(job.kind == "final" and u is not utt
-                               for job, u in self._in_flight.values()):
-            agreed = 0
-        events: list[Event] = []
-        if agreed:
-            events = self._commit_piece(utt, words[:agreed], request, language, now)
-        utt.previous_hypothesis, utt.hypothesis = utt.hypothesis[agreed:], words[agreed:]
-        utt.heard = _text(utt.hypothesis)
-        utt.heard_upto = _end_of(request)
-        if not utt.heard:  # the first-words cadence, as for a new utterance
-            self._next_partial_at = partials.next_at(self.options, request, now,
-                                                     self._backoff, heard=False)
-        return [*events, PartialText(utterance_id=utt.id, committed="", tentative=utt.heard,
-                                     start=utt.first)]
+        if agreed and word_loop(text_of(span), (span[-1].end - span[0].start) / SAMPLE_RATE):
+            return 0
+        return agreed
 
-    def _commit_piece(self, utt: Utterance, words: list[Word], request: Job,
-                      language: str | None, now: float) -> list[Event]:
-        """End the piece of ``utt`` up to the last of ``words`` as a final of its own, and go
-        on with the rest as the next utterance (a new id), its audio from the start of the
-        sentence the commit point is in (`_trim`)."""
-        cut = words[-1].end
-        text, shown = ensure_form(_text(words), words, end=False,
-                                  start=not self._open.goes_on(utt.first))
-        self._open.ended(text, cut)
-        final = FinalText(
-            utterance_id=utt.id, text=text, words=shown, start=utt.first, end=cut,
-            latency_ms=(now - request.issued_at) * 1000, language=language,
-            stages=(("queued", request.issued_at), ("decoded", now), ("emitted", now)))
-        events: list[Event] = [SpeechEnded(utterance_id=utt.id, at=cut), final]
-        utt.id, self._next_utterance = self._next_utterance, self._next_utterance + 1
-        events.append(SpeechStarted(utterance_id=utt.id, at=cut))
-        self._committed, self._said = cut, [*self._said, *shown][-COMMIT_KEEP:]
-        self._said_language = language
-        utt.first = cut
-        self._trim(utt, now)
-        return events
+    def advance(self, words: list[Word], committed: int) -> None:
+        """The first ``committed`` of ``words`` were committed; the rest wait for the next
+        partial."""
+        self.previous_hypothesis, self.hypothesis = self.hypothesis[committed:], words[committed:]
 
-    def _trim(self, utt: Utterance, now: float) -> None:
-        """Drop the audio of ``utt`` before the start of the sentence of its first word (the
-        end of the last committed word that ends a sentence); past COMMIT_WINDOW_S, before
-        the last committed clause mark, else COMMIT_LEAD_S before its first word (cut right
-        there, Whisper skips the word that starts the window). The committed text before it
-        goes to the prompt."""
-        said = [w for w in self._said if utt.start < w.end <= utt.first]
+
+@dataclass
+class CommittedWords:
+    """What the stream has committed early: the end of the last committed word (``upto``), the
+    last `COMMIT_KEEP` words, their language, and up to where they have joined the prompt."""
+
+    upto: int = 0
+    words: list[Word] = field(default_factory=list)
+    language: str | None = None
+    prompted_upto: int = 0
+
+    def record(self, words: list[Word], language: str | None, upto: int) -> None:
+        self.upto = upto
+        self.words = [*self.words, *words][-COMMIT_KEEP:]
+        self.language = language
+
+    def recent(self, after: int) -> list[Word]:
+        """The last committed words (COMMIT_NGRAM at most) that end after stream sample
+        ``after``: those a loop may go on from."""
+        return [w for w in self.words if w.end > after][-COMMIT_NGRAM:]
+
+    def window_start(self, start: int, first: int, samples: int) -> int | None:
+        """Where the decode window of an utterance whose audio starts at ``start`` (``samples``
+        long) and whose own words start at ``first`` should start (module constants); None:
+        where it does."""
+        said = [w for w in self.words if start < w.end <= first]
         ends = [w for w in said if has_form(w.text)]
-        if not ends and utt.samples > COMMIT_WINDOW_S * SAMPLE_RATE:
+        if not ends and samples > COMMIT_WINDOW_S * SAMPLE_RATE:
             ends = [w for w in said if ends_marked(w.text)] or [
-                w for w in said if w.end <= utt.first - COMMIT_LEAD_S * SAMPLE_RATE]
-        if not ends:
-            return
-        self._prompt_upto(ends[-1].end, now)
-        shift = min(utt.samples, ends[-1].end - utt.start)
-        utt.chunks = [utt.audio()[shift:]]
-        utt.samples -= shift
-        utt.start += shift
-        utt.partial_samples = max(0, utt.partial_samples - shift)
+                w for w in said if w.end <= first - COMMIT_LEAD_S * SAMPLE_RATE]
+        return ends[-1].end if ends else None
 
-    def _prompt_upto(self, upto: int, now: float) -> None:
-        """The words committed early that end by stream sample ``upto`` join the prompt. They
-        got their form when committed (`_commit_piece`: a capital first letter unless they went
-        on with an open sentence), so a lower-case start among them goes on with the words
-        before it."""
-        words = [w for w in self._said if w.start >= self._prompted and w.end <= upto]
-        if words:
-            self.prompt.add(_text(words), at=now, language=self._said_language, goes_on=True)
-        self._prompted = max(self._prompted, upto)
+    def take_for_prompt(self, upto: int) -> list[Word]:
+        """The committed words that end by stream sample ``upto`` and have not joined the
+        prompt yet; from now on they have."""
+        words = [w for w in self.words if w.start >= self.prompted_upto and w.end <= upto]
+        self.prompted_upto = max(self.prompted_upto, upto)
+        return words
 
-    def _beyond(self, words: list[Word], job: Job, utt: Utterance) -> list[Word]:
-        """The words of ``job``'s result (of ``utt``) past those committed early
-        (whisper_streaming's hypothesis buffer), if its audio reaches back to the last words
-        committed before ``utt``'s first word (to COMMIT_TOUCH_S after the last one: a window
-        cut at its end may still hear its tail): after the last committed words where the
-        decode says them again near that point (the longest run of up to COMMIT_NGRAM, within
-        COMMIT_SLACK words of it; a single word right at it), else the words that lie mostly
-        after it (word times drift between decodes by a word or so, which alone would lose
-        or repeat one)."""
+    def words_not_yet_committed(self, words: list[Word], job_start: int,
+                                first: int) -> list[Word]:
+        """The words of a decode whose audio starts at stream sample ``job_start``, of an
+        utterance whose own words start at ``first``, past those committed early.
+
+        If its audio reaches back to the last committed words, it may say them again: the
+        words after the longest run of them it says near ``first`` (up to COMMIT_NGRAM, within
+        COMMIT_SLACK words; a single word right at it), else the words that lie mostly after
+        ``first``, since word times drift between decodes by a word or so."""
         # (A word Whisper gives no length, at the end of a piece, starts where the piece ends.)
-        before = [w for w in self._said
-                  if w.start < utt.first or w.end <= utt.first][-COMMIT_NGRAM:]
-        if not before or before[-1].end < job.start - COMMIT_TOUCH_S * SAMPLE_RATE:
+        before = [w for w in self.words if w.start < first or w.end <= first][-COMMIT_NGRAM:]
+        if not before or before[-1].end < job_start - COMMIT_TOUCH_S * SAMPLE_RATE:
             return words
-        at = next((i for i, w in enumerate(words) if w.start + w.end >= 2 * utt.first),
-                  len(words))
+        at = next((i for i, w in enumerate(words) if w.start + w.end >= 2 * first), len(words))
         said = [comparable(w.text) for w in before]
         heard = [comparable(w.text) for w in words]
         for n in range(len(said), 0, -1):
@@ -197,3 +159,4 @@ class Commits:
                 if heard[end - n:end] == said[len(said) - n:]:
                     return words[end:]
         return words[at:]
+

@@ -15,6 +15,7 @@ from engine.core.policy.job import Job, end_of
 from engine.core.policy.options import PolicyOptions
 from engine.core.policy.retries import MAX_FINAL_DECODES, RETRIES, Retry
 from engine.core.policy.utterance import Utterance
+from engine.events import FinalText
 from engine.types import SAMPLE_RATE, DecodeOptions, Segment, Transcript, Word
 
 EARLY_END_S = 0.8  # the last word ending this long before the speech did: words were dropped
@@ -37,11 +38,9 @@ def plan(o: PolicyOptions, retry: Retry | None, *, first: bool, seconds: float, 
             beam_size=o.partial_beam_size, temperatures=(0.0,),
             short_context=o.short_context and seconds <= o.short_context_max_s,
             short_fallback=False)
-    # Careful (beam search): long finals, retries, and soft utterances, whose audio the
-    # VAD doubted; those also take the padded window (mfa-falsetto2: 3 errors in 10 words
-    # greedy on the short window, none padded with beam 5). Both are rare. The ladder's
-    # beam rung (a greedy final of low confidence) keeps the first attempt's window and
-    # prompt: only the search changes.
+    # Careful (beam search): long finals, retries, and soft utterances, whose audio the VAD
+    # doubted and which also take the padded window; the ladder's beam rung changes only the
+    # search, keeping the first attempt's window and prompt.
     beam = retry is Retry.BEAM
     careful = not first or soft or seconds > o.greedy_final_max_s
     short = o.short_context and not soft and seconds <= o.short_context_max_s
@@ -87,7 +86,7 @@ def judge(o: PolicyOptions, request: Job, transcript: Transcript, *, soft: bool,
     ladder's rungs that are switched on, one retry after a first decode only (``decodes``: of
     this final so far), PADDED alone while other finals wait (``behind``: a low-confidence
     final is not worth the wait)."""
-    kept = [s for s in spoken(transcript.segments, o.quality)
+    kept = [s for s in speech_segments(transcript.segments, o.quality)
             if not (soft and s.no_speech_prob > o.soft_no_speech)]
     flags = final_flags(request, transcript, kept, speech_end, o.quality, o.early_end)
     rungs = dataclasses.replace(LIVE, rungs=tuple(
@@ -148,9 +147,9 @@ def final_flags(request: Job, transcript: Transcript, kept: list[Segment], speec
 def dropped(text: str, utt: Utterance, request: Job, min_words: int) -> bool:
     """The utterance's last partial heard many words the final does not have, in audio whose
     speech the final's audio holds: the final dropped some (``min_words`` different words,
-    `DROPPED_MIN_WORDS` or fewer, and the final under `DROPPED_SHARE` of the partial's length; a partial that said a
-    sentence twice adds no new words). A partial that heard speech past the final's audio, as
-    past a sentence cut's pause, says nothing of it."""
+    `DROPPED_MIN_WORDS` or fewer, and the final under `DROPPED_SHARE` of the partial's length;
+    a partial that said a sentence twice adds no new words). A partial that heard speech past
+    the final's audio, as past a sentence cut's pause, says nothing of it."""
     final_end = end_of(request)
     if utt.heard_upto > final_end and utt.speech_end > final_end:
         return False
@@ -170,9 +169,34 @@ def early_end_of(words: list[Word], request: Job, speech_end: int) -> set[str]:
     return set()
 
 
-def spoken(segments: Iterable[Segment], thresholds: QualityThresholds) -> list[Segment]:
+def speech_segments(segments: Iterable[Segment], thresholds: QualityThresholds
+                    ) -> list[Segment]:
     """The segments the quality checks do not take for text on no speech."""
     return [s for s in segments if "no_speech" not in segment_flags(s, thresholds)]
+
+
+def quality_flags(judged: Judged, thresholds: QualityThresholds) -> tuple[str, ...]:
+    """The flags a final's text carries (into the prompt, the event): its checks' and its
+    segments', but "low_confidence", which only chooses the beam rung."""
+    segments = {f for s in judged.kept for f in segment_flags(s, thresholds)}
+    return tuple(sorted((set(judged.flags) | segments) - {"low_confidence"}))
+
+
+def final_text(utt: Utterance, text: str, words: tuple[Word, ...], request: Job | None,
+               now: float, language: str | None) -> FinalText:
+    """The `FinalText` of ``utt`` (``request``: the decode it was read from; None: no decode),
+    with the times of its stages for the latency breakdown."""
+    latency = (utt.decoded_at - request.issued_at) * 1000 if request is not None else 0.0
+    stages = [("speech_end", utt.speech_end_at), ("ended", utt.ended_at)]
+    if request is not None:
+        stages += [("queued", request.issued_at),
+                   ("decode_start", utt.decoded_at - utt.decode_ms / 1000),
+                   ("decoded", utt.decoded_at)]
+    return FinalText(
+        utterance_id=utt.id, text=text, words=words, start=utt.first, end=max(utt.end, utt.first),
+        latency_ms=latency, after_speech_end_ms=max(0.0, now - utt.speech_end_at) * 1000,
+        language=language, stages=(*stages, ("emitted", now)),
+    )
 
 
 def segment_flags(segment: Segment, thresholds: QualityThresholds) -> set[str]:

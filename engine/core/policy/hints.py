@@ -3,8 +3,8 @@ order they come (`StreamingPolicy.hints`), instead of questions whose call order
 
 - `AwaitReading`: the speculative final of a pause is being decoded; until its text is back only
   ``open_silence_ms`` ends the utterance (`SpeechSegmenter.await_reading`).
-- `PauseReads`: that text is back: "finished" shortens the wait (`hurry`), "open" lengthens it
-  (`linger`), None leaves the usual wait (`settle`).
+- `PauseReads`: that text is back: "finished" shortens the wait (`shorten_end_wait`), "open"
+  lengthens it (`extend_end_wait`), None leaves the usual wait (`keep_end_wait`).
 - `CutAt`: end the long utterance at the sentence end its speculative final and a later partial
   agree on, although speech went on (`SpeechSegmenter.cut`; `PolicyOptions.sentence_cut_s`). A
   cut the segmenter cannot make is handed back (`StreamingPolicy.refuse_cut`).
@@ -13,8 +13,10 @@ order they come (`StreamingPolicy.hints`), instead of questions whose call order
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
-from engine.core.policy.speculation import Reading
+# How the speculative final of a pause reads: a finished sentence, or one that goes on.
+Reading = Literal["finished", "open"]
 
 
 @dataclass(frozen=True)

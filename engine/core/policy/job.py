@@ -4,8 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from enum import Enum
 
-from engine.types import Audio, DecodeOptions, DecodeRequest, Segment, Word
+from engine.events import Metrics
+from engine.types import SAMPLE_RATE, Audio, DecodeOptions, DecodeRequest, Segment, Transcript, Word
+
+
+class JobKind(str, Enum):
+    """What a job's decode is for; its value is the `Metrics.kind` of its result (a str enum,
+    so drivers that compare or label with the plain strings read the same)."""
+
+    PARTIAL = "partial"  # tentative text of the utterance so far, shown and replaced
+    FINAL = "final"  # the text that stands for an utterance (a retry is one too)
+
+    def __str__(self) -> str:
+        return self.value
 
 
 @dataclass(frozen=True)
@@ -17,7 +30,7 @@ class Job:
 
     request_id: int
     utterance_id: int
-    kind: str  # "partial" | "final"
+    kind: JobKind
     start: int
     issued_at: float
     audio_arrived_at: float
@@ -49,3 +62,12 @@ def placed(segments: Iterable[Segment], job: Job, upto: int | None = None) -> li
 
 def text_of(words: Iterable[Word]) -> str:
     return "".join(w.text for w in words).strip()
+
+
+def metrics_of(job: Job, transcript: Transcript, now: float, lag: float) -> Metrics:
+    """The `Metrics` event of ``job``'s result, back at ``now``, ``lag`` s after its audio."""
+    return Metrics(
+        chunk_rtt_ms=(now - job.issued_at) * 1000, decode_ms=transcript.decode_ms,
+        network_ms=None, lag_ms=lag * 1000,
+        rtf=transcript.decode_ms / 1000 / max(len(job.audio) / SAMPLE_RATE, 1e-3),
+        dropped_frames=0, kind=job.kind.value)

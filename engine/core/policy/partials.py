@@ -7,9 +7,11 @@ Partials re-decode the whole growing utterance, no sooner than ``partial_interva
 backoff), so a slow machine decodes less often instead of drifting. Until the first words show,
 a partial is tried again as soon as ``first_words_step_s`` more audio is in (the first-words
 cadence, `PolicyOptions.first_words`); committing early, so is the rest of an utterance once
-its words so far were committed (`commit.Commits._commit`)."""
+its words so far were committed (`commit.Committer.commit`)."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from engine.core import hotwords
 from engine.core.ladder import LOOP_FLAGS, word_loop
@@ -31,23 +33,21 @@ def due(o: PolicyOptions, utt: Utterance, now: float, *, next_at: float, verdict
     return (
         o.partials
         and utt.speech
-        # A sentence cut waiting for its verdict does not wait out the partial interval
-        # or a slow machine's backoff: on this CPU a long utterance's partial takes the
-        # padded window (~0.5-1 s), and the cut is only worth it while it is early.
+        # A sentence cut waiting for its verdict does not wait out the interval or the
+        # backoff, as the cut is only worth it while it is early.
         and (now >= next_at or verdict_due)
         and utt.samples >= o.min_partial_audio_s * SAMPLE_RATE
         and utt.samples - utt.partial_samples >= SAMPLE_RATE * (
             o.min_new_audio_s if utt.heard.strip() or not o.first_words
             else o.first_words_step_s)
         and not decoding
-        # Speech came after the audio the last partial read: a pause adds no words to read,
-        # and a decode of it would only compete with the final the pause may bring. (Committing
-        # early, a partial in a pause is what commits the words before it; only that mode
-        # trims ``utt.start``.)
+        # Speech came after the audio the last partial read, as a pause adds no words and its
+        # decode would compete with the final (committing early, a partial in a pause is what
+        # commits the words before it).
         and (o.commit_stable or utt.speech_upto > utt.start + utt.partial_samples)
         # (A speculation kept for a sentence cut waits for a partial past its pause.)
         and (utt.spec.state is SpecState.NONE
-             or (utt.spec.back and utt.spec.resumed(utt.speech_upto)))
+             or (utt.spec.has_result and utt.spec.resumed(utt.speech_upto)))
         # With two decode streams or more, the last free one is kept for a final.
         and (o.max_in_flight == 1 or final_in_flight or in_flight < o.max_in_flight - 1)
     )
@@ -56,9 +56,8 @@ def due(o: PolicyOptions, utt: Utterance, now: float, *, next_at: float, verdict
 def plan(o: PolicyOptions, samples: int, *, prompt: str | None, vocabulary: str | None,
          ) -> DecodeOptions:
     """The options of a partial of ``samples`` of audio. Committing early, a partial's words
-    become final text: it is decoded with the prompt a final gets (without it, tiny.en loses
-    case and punctuation, and more words: on the 231 s reading 7.2-7.8 % WER, with it
-    5.6-6.7 %), with word times (where to cut, what was committed) and with
+    become final text: it is decoded with the prompt a final gets (without it tiny.en loses
+    case, punctuation and words), with word times (where to cut, what was committed) and with
     ``commit_beam_size``."""
     commit = o.commit_stable
     return DecodeOptions(
@@ -91,3 +90,23 @@ def next_at(o: PolicyOptions, request: Job, now: float, backoff: float, *, heard
         return now + (o.busy_factor * (now - request.issued_at) if backoff > 1 else 0.0)
     wait = max(o.partial_interval_s, o.busy_factor * (now - request.issued_at))
     return now + wait * (1.0 if o.commit_stable else backoff)
+
+
+MAX_BACKOFF = 8.0  # the most times the base partial interval a lagging stream waits
+
+
+@dataclass
+class Lag:
+    """How far results trail their audio: past ``max_lag_s`` the partial interval doubles (up
+    to MAX_BACKOFF times), and it halves back once the lag is under half of that."""
+
+    max_lag_s: float
+    backoff: float = 1.0
+    last_ms: float = 0.0
+
+    def track(self, lag: float) -> None:
+        self.last_ms = lag * 1000
+        if lag > self.max_lag_s:
+            self.backoff = min(MAX_BACKOFF, self.backoff * 2)
+        elif lag < self.max_lag_s / 2:
+            self.backoff = max(1.0, self.backoff / 2)

@@ -27,13 +27,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
+
+from engine.core.form import ends_sentence_in, reads_finished, reads_open
+from engine.core.policy.hints import CutAt, Reading
+from engine.types import SAMPLE_RATE
 
 if TYPE_CHECKING:
     from engine.core.policy.job import Job
     from engine.types import Transcript
 
-Reading = Literal["finished", "open"]
+
+# A partial that heard this much past a sentence cut's pause without saying whether a sentence
+# ends there gives the cut up; one that heard less than CUT_HEARD_S past it cannot tell yet (no
+# word after the pause), so the verdict's partial waits for that much.
+CUT_VERDICT_S = 4.0
+CUT_HEARD_S = 0.5
 
 
 def usable(cut: int, soft: bool, *, end: int, speech_end: int, speech_upto: int,
@@ -85,7 +94,8 @@ class Speculation:
         return self.state in (SpecState.DECODING, SpecState.BACK, SpecState.CONFIRMED)
 
     @property
-    def back(self) -> bool:
+    def has_result(self) -> bool:
+        """Its decode is back (BACK or CONFIRMED)."""
         return self.state in (SpecState.BACK, SpecState.CONFIRMED)
 
     @property
@@ -98,17 +108,64 @@ class Speculation:
         """Speech was heard (up to ``speech_upto``) after the audio it decoded."""
         return self.issued and speech_upto > self.end
 
-    def due(self, at: int, soft: bool) -> None:
+    def schedule(self, at: int, soft: bool) -> None:
+        """Decode the audio up to stream sample ``at`` once it has arrived (DUE)."""
         self.state, self.at, self.soft = SpecState.DUE, at, soft
 
     def issue(self, job: Job, upto: int) -> None:
         self.state, self.job, self.upto = SpecState.DECODING, job, upto
 
-    def take(self, result: Transcript, text: str, reads: Reading | None) -> None:
+    def store_result(self, result: Transcript, text: str) -> None:
+        """Its decode is back with ``text`` (its speech segments'): read once how it reads, as
+        a speculation kept for a sentence cut is asked on every window."""
+        reads: Reading | None = ("finished" if reads_finished(text)
+                                 else "open" if reads_open(text) else None)
         self.state, self.result, self.text, self.reads = SpecState.BACK, result, text, reads
 
-    def confirm(self) -> None:
-        self.state = SpecState.CONFIRMED
+    def reading(self, speech_upto: int) -> Reading | None:
+        """How its text reads, once back and while no speech came after its audio."""
+        return self.reads if self.has_result and not self.resumed(speech_upto) else None
+
+    def verdict_due(self, speech_upto: int, audio_end: int) -> bool:
+        """Kept for a sentence cut, back, unconfirmed, and the utterance has audio far enough
+        past its pause (to stream sample ``audio_end``) for a partial to tell (`judge_cut`)."""
+        return (self.state is SpecState.BACK and self.resumed(speech_upto)
+                and audio_end - self.end >= CUT_HEARD_S * SAMPLE_RATE)
+
+    def may_cut(self, sentence_cut_s: float) -> bool:
+        """It may mark a sentence end to cut a long utterance at although speech went on: it
+        covers ``sentence_cut_s`` of audio or more (0: never) and was not decoded as soft."""
+        return (sentence_cut_s > 0 and not self.soft and self.job is not None
+                and len(self.job.audio) >= sentence_cut_s * SAMPLE_RATE)
+
+    def decode_due(self, speech_upto: int, audio_end: int) -> bool:
+        """DUE, its audio has arrived (to ``audio_end``) and no speech came after its pause
+        (then its decode could never stand: `usable`)."""
+        return self.state is SpecState.DUE and speech_upto <= self.at <= audio_end
+
+    def cut_offer(self, speech_upto: int) -> CutAt | bool | None:
+        """Once back with speech resumed after it: a `CutAt` once confirmed, False when it does
+        not read as a finished sentence (drop it), None otherwise (nothing to do yet)."""
+        if not self.has_result or not self.resumed(speech_upto):
+            return None
+        if self.reads != "finished":
+            return False
+        if self.state is SpecState.CONFIRMED:
+            assert self.job is not None
+            return CutAt(self.end, self.upto, self.job.request_id)
+        return None
+
+    def judge_cut(self, partial_end: int, partial_text: str) -> bool:
+        """A partial that decoded audio up to ``partial_end`` read ``partial_text``: confirm the
+        sentence cut at this speculation's pause if the partial ends a sentence there too;
+        False: let the speculation go (a verdict against, or none after CUT_VERDICT_S)."""
+        if self.state is not SpecState.BACK or partial_end <= self.end:
+            return True
+        verdict = ends_sentence_in(self.text, partial_text)
+        if verdict:
+            self.state = SpecState.CONFIRMED
+        return not (verdict is False
+                    or (verdict is None and partial_end - self.end >= CUT_VERDICT_S * SAMPLE_RATE))
 
     def drop(self) -> None:
         """Back to NONE (its job may still be decoding: its result is then ignored)."""

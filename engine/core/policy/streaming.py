@@ -10,52 +10,40 @@ monotonic clock, real or simulated) to every call.
     decode finished                      --> on_result(id, transcript, now) -> [Event]
     decode failed                        --> on_failure(id, message, now)   -> [Event]
 
-Scheduling: the caller asks for work only when it can run it, and the policy keeps at most
-``max_in_flight`` requests out, so decode work never queues up behind a slow machine. Finals
-go first (oldest first); partials re-decode the whole growing utterance, no sooner than
-``partial_interval_s`` and ``busy_factor`` x the last partial's round trip after the previous
-one, so a slow machine decodes less often instead of drifting. When a result arrives more than
-``max_lag_s`` after its newest audio, the partial interval doubles (and halves back when the
-lag recovers) and finals are decoded greedily while others wait; the lag is reported in every
-`Metrics` event.
+The caller asks for work only when it can run it, and at most ``max_in_flight`` requests are
+out, so decode work never queues up behind a slow machine. Finals go first, oldest first;
+partials are spaced by `partials.next_at` and the lag's backoff (`partials.Lag`).
 
-The package, by job: `options` (PolicyOptions, the rule switches `RULES`), `jobs` (a decode
-job, the utterance's state), `speculation` (the speculative final: one object, `SpecState`),
-`finals` (planning and judging a final: pure functions) with `retries` (every retry of a final
-in one table), `commit` (committing early), `hints` (what the policy tells the segmenter, as
-events) and this module, which schedules partials and finals and ties the rest together.
+The package, by job: `options` (PolicyOptions, `RULES`), `job` and `utterance` (a decode job,
+the utterance's state), `speculation` (the speculative final), `commit` and `writer`
+(committing early; writing finals), `partials` and `finals` (planning and judging decodes)
+with `retries`, `hints` (what the policy tells the segmenter) and this module.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 from collections import deque
 
 from engine.core import hotwords
-from engine.core.agreement import tokens
-from engine.core.form import (
-    OpenSentence,
-    ends_sentence_in,
-    ensure_form,
-    reads_finished,
-    reads_open,
-)
+from engine.core.form import OpenSentence
 from engine.core.policy import finals, partials
-from engine.core.policy.commit import Commits
 from engine.core.policy.finals import (
     DROPPED_MIN_WORDS,
     PROMPT_CHARS_PER_S,
     Judged,
-    segment_flags,
-    spoken,
+    final_text,
+    speech_segments,
 )
-from engine.core.policy.hints import AwaitReading, CutAt, Hint, PauseReads
-from engine.core.policy.job import Job, end_of, placed, text_of
+from engine.core.policy.hints import AwaitReading, CutAt, Hint, PauseReads, Reading
+from engine.core.policy.job import Job, JobKind, end_of, metrics_of
 from engine.core.policy.options import PolicyOptions
 from engine.core.policy.retries import Retry, rule
-from engine.core.policy.speculation import Reading, SpecState, usable
+from engine.core.policy.speculation import usable
 from engine.core.policy.utterance import Utterance
+from engine.core.policy.writer import Writer
 from engine.core.prompt import PromptTracker
 from engine.core.segmenter import (
     SegmentAudio,
@@ -64,28 +52,13 @@ from engine.core.segmenter import (
     SegmentPaused,
     SegmentStarted,
 )
-from engine.events import (
-    EngineFailed,
-    Event,
-    FinalText,
-    Metrics,
-    PartialText,
-    SpeechEnded,
-    SpeechStarted,
-)
-from engine.types import SAMPLE_RATE, Audio, DecodeOptions, DecodeRequest, Transcript, Word
+from engine.events import EngineFailed, Event, SpeechEnded, SpeechStarted
+from engine.types import SAMPLE_RATE, DecodeOptions, DecodeRequest, Transcript
 
 log = logging.getLogger(__name__)
 
-# A partial that heard this much past a sentence cut's pause without saying whether a sentence
-# ends there (the cut's verdict): the cut is given up. One that heard less than CUT_HEARD_S past
-# it cannot tell yet (no word after the pause), so the verdict's partial waits for that much.
-CUT_VERDICT_S = 4.0
-CUT_HEARD_S = 0.5
-MAX_BACKOFF = 8.0
 
-
-class StreamingPolicy(Commits):
+class StreamingPolicy:
     """See the module docstring. Not thread-safe: call from one thread (or under one lock)."""
 
     def __init__(self, options: PolicyOptions | None = None) -> None:
@@ -96,19 +69,14 @@ class StreamingPolicy(Commits):
         self._finals: deque[Utterance] = deque()
         self._in_flight: dict[int, tuple[Job, Utterance]] = {}
         self._hints: list[Hint] = []
-        self._next_utterance = 1
+        self._ids = itertools.count(1)  # utterance ids
         self._next_request = 1
         self._next_partial_at = 0.0
-        self._backoff = 1.0
-        self.last_lag_ms = 0.0
+        self.lag = partials.Lag(self.options.max_lag_s)
         # The next final may go on with a sentence the last one left open: within the
         # prompt's memory, as the prompt carries that sentence.
         self._open = OpenSentence(int(self.options.prompt.reset_after_s * SAMPLE_RATE))
-        # Committing early (engine.core.policy.commit).
-        self._committed = 0
-        self._said: list[Word] = []
-        self._said_language: str | None = None
-        self._prompted = 0
+        self.writer = Writer(self.prompt, self._open, lambda: next(self._ids))
 
     @property
     def idle(self) -> bool:
@@ -122,7 +90,11 @@ class StreamingPolicy(Commits):
     @property
     def backoff(self) -> float:
         """How many times the base partial interval the policy currently waits (>= 1)."""
-        return self._backoff
+        return self.lag.backoff
+
+    @property
+    def last_lag_ms(self) -> float:
+        return self.lag.last_ms
 
     def set_vocabulary(self, terms: tuple[str, ...]) -> None:
         """Bias the decodes issued from now on towards ``terms`` (() : none)."""
@@ -148,9 +120,10 @@ class StreamingPolicy(Commits):
         if isinstance(event, SegmentAudio):
             if self._active is not None:
                 self._active.speech |= event.speech
-                self._append(self._active, event.audio, now)
+                self._active.append(event.audio, now)
                 if event.speech:
-                    self._spoke(self._active)
+                    self._active.speech_heard(
+                        0.0 if self.options.commit_stable else self.options.sentence_cut_s)
             return []
         if isinstance(event, SegmentPaused):
             if self._active is not None:
@@ -194,26 +167,18 @@ class StreamingPolicy(Commits):
         # sentence cut, which speech has gone on past): its text tells how long to wait.
         awaited = request.speculative and not utt.spec.resumed(utt.speech_upto)
         lag = max(0.0, now - request.audio_arrived_at)
-        if not (request.kind == "partial" and utt is not self._active):
+        if not (request.kind is JobKind.PARTIAL and utt is not self._active):
             # (A partial of an utterance that has ended is thrown away; it ran beside that
             # utterance's final, and its slowness must not space out the next one's partials.)
-            self._track_lag(lag)
-        metrics = Metrics(
-            chunk_rtt_ms=(now - request.issued_at) * 1000, decode_ms=transcript.decode_ms,
-            network_ms=None, lag_ms=lag * 1000,
-            rtf=transcript.decode_ms / 1000 / max(len(request.audio) / SAMPLE_RATE, 1e-3),
-            dropped_frames=0, kind=request.kind,
-        )
-        if request.kind == "partial":
+            self.lag.track(lag)
+        metrics = metrics_of(request, transcript, now, lag)
+        if request.kind is JobKind.PARTIAL:
             events = [metrics, *self._partial_result(request, utt, transcript, now)]
         else:
             utt.decoded_at, utt.decode_ms = now, transcript.decode_ms
             if utt is self._active:  # speculative, the end not confirmed yet: keep it till then
-                # Read once: a speculation kept for a sentence cut is asked on every window.
-                text = " ".join(
-                    s.text for s in spoken(transcript.segments, self.options.quality)).strip()
-                utt.spec.take(transcript, text, "finished" if reads_finished(text)
-                              else "open" if reads_open(text) else None)
+                utt.spec.store_result(transcript, " ".join(s.text for s in speech_segments(
+                    transcript.segments, self.options.quality)).strip())
                 events = [metrics]
             else:
                 events = [metrics, *self._final_result(request, utt, transcript, now)]
@@ -234,12 +199,12 @@ class StreamingPolicy(Commits):
             if request is utt.spec.job:
                 if not utt.spec.resumed(utt.speech_upto):
                     self._hints.append(PauseReads(None))  # nothing to tell: the usual wait
-                self._drop_speculation(utt)
+                utt.drop_speculation()
                 if utt is not self._active:  # it had ended: decode its final the usual way
                     self._finals.append(utt)
             return events
-        if request.kind == "final":
-            events.append(self._final_text(utt, "", (), request, now, None))
+        if request.kind is JobKind.FINAL:
+            events.append(final_text(utt, "", (), request, now, None))
         return events
 
     def cancel(self) -> None:
@@ -260,7 +225,7 @@ class StreamingPolicy(Commits):
         utt = self._active
         if utt is not None and utt.spec.job is not None \
                 and utt.spec.job.request_id == cut.request_id:
-            self._drop_speculation(utt)
+            utt.drop_speculation()
 
     # -- utterance lifecycle -------------------------------------------------------------
 
@@ -269,60 +234,42 @@ class StreamingPolicy(Commits):
         if self._active is not None:  # a segmenter never does this; be safe anyway
             end = self._active.start + self._active.samples
             events.extend(self._end(SegmentEnded(end, end, 1), now))
-        utt = Utterance(id=self._next_utterance, start=event.start, started_at=now,
+        utt = Utterance(id=next(self._ids), start=event.start, started_at=now,
                         speech=event.speech, first=event.start,
                         speech_upto=event.start + len(event.audio) if event.speech else 0)
-        self._next_utterance += 1
-        self._append(utt, event.audio, now)
+        utt.append(event.audio, now)
         self._active = utt
-        # Each utterance starts its own partial cadence (the first-words one): the spacing
-        # of the previous utterance's partials is not this one's wait.
+        # Each utterance starts its own (first-words) partial cadence, not the last one's.
         self._next_partial_at = min(self._next_partial_at, now)
-        if self._committed > utt.start:  # the segmenter split its utterance past a commit
-            utt.first = self._committed
-            self._trim(utt, now)
+        if self.writer.committed.upto > utt.start:  # split past a commit by the segmenter
+            utt.first = self.writer.committed.upto
+            self.writer.trim(utt, now)
         events.append(SpeechStarted(utterance_id=utt.id, at=utt.first))
         return events
-
-    def _append(self, utt: Utterance, audio: Audio, now: float) -> None:
-        if len(audio):
-            utt.chunks.append(audio)
-            utt.samples += len(audio)
-            utt.arrived_at = now
 
     def _end(self, event: SegmentEnded, now: float) -> list[Event]:
         utt = self._active
         if utt is None:
             return []
         self._active = None
-        utt.ended_at = now
-        # Samples after the speech end had already arrived when the segmenter decided the
-        # utterance was over (the min-silence wait); latency is measured from the speech end.
-        received_after = max(0, utt.start + utt.samples - event.speech_end)
-        utt.speech_end_at = now - received_after / SAMPLE_RATE
-        utt.speech_end = event.speech_end
-        utt.soft = event.soft
-        keep = max(0, min(utt.samples, event.end - utt.start))
-        utt.chunks = [utt.audio()[:keep]]
-        utt.samples = keep
-        utt.end = utt.start + keep
+        keep = utt.close(event.end, event.speech_end, event.soft, now)
         events: list[Event] = [SpeechEnded(utterance_id=utt.id, at=utt.end)]
         spec = utt.spec
         if event.speech_windows == 0 or keep == 0:
-            self._drop_speculation(utt)
-            events.append(self._final_text(utt, "", (), None, now, None))
+            utt.drop_speculation()
+            events.append(final_text(utt, "", (), None, now, None))
         elif spec.issued and usable(
                 spec.end, spec.soft, end=utt.end, speech_end=event.speech_end,
                 # Cut where the speculation ends (a sentence cut): the speech after it is not
                 # this utterance's.
                 speech_upto=spec.upto if utt.end <= spec.end else utt.speech_upto,
                 ended_soft=utt.soft):
-            if spec.back:
+            if spec.has_result:
                 assert spec.job is not None and spec.result is not None
                 events.extend(self._final_result(spec.job, utt, spec.result, now))
             # else: the speculative decode in flight is the final (on_result)
         else:
-            self._drop_speculation(utt)
+            utt.drop_speculation()
             self._finals.append(utt)
         return events
 
@@ -337,91 +284,37 @@ class StreamingPolicy(Commits):
         if utt.spec.resumed(utt.speech_upto):
             # One kept for a sentence cut still waits for its verdict: the newer pause takes
             # its place.
-            self._drop_speculation(utt)
+            utt.drop_speculation()
         if not utt.spec.issued:
-            utt.spec.due(at, soft)
+            utt.spec.schedule(at, soft)
 
     def _reading(self) -> Reading | None:
-        """How the speculative final of the utterance in flight reads, once it is back and
-        speech has not resumed since: "finished" (a finished sentence: the pause is likely the
-        end), "open" (it goes on: the pause is likely inside a sentence), or None (no text,
-        nothing to tell); None too for a rule switched off (hurry, linger)."""
-        utt = self._active
-        if utt is None or not utt.spec.back or utt.spec.resumed(utt.speech_upto):
-            return None
-        reads = utt.spec.reads
-        if (reads == "finished" and not self.options.hurry) or (
-                reads == "open" and not self.options.linger):
+        """How the speculative final of the pause reads (`Speculation.reading`): "finished" (the
+        pause is likely the end), "open" (likely inside a sentence), or None (nothing to tell,
+        or its rule is switched off)."""
+        reads = self._active.spec.reading(self._active.speech_upto) if self._active else None
+        if (reads == "finished" and not self.options.shorten_end_wait) or (
+                reads == "open" and not self.options.extend_end_wait):
             return None
         return reads
 
     def _offer_cut(self) -> None:
-        """A long utterance in flight may end where its speculative final ends although speech
-        went on (``sentence_cut_s``): once that is back, reads as a finished sentence, speech
-        has resumed after it and a partial that heard past it ends a sentence there too
-        (`_judge_cut`): a `CutAt` hint. A speculation that reads otherwise is dropped here, so
-        partials go on."""
+        """A `CutAt` hint for the utterance in flight once `Speculation.cut_offer` has one (a
+        sentence cut, ``sentence_cut_s``); a speculation it rules out is dropped."""
         utt = self._active
-        if utt is None or not utt.spec.back or not utt.spec.resumed(utt.speech_upto):
-            return
-        spec = utt.spec
-        if spec.reads != "finished":
-            self._drop_speculation(utt)
-        elif spec.state is SpecState.CONFIRMED:
-            assert spec.job is not None
-            self._hints.append(CutAt(spec.end, spec.upto, spec.job.request_id))
-
-    def _verdict_due(self, utt: Utterance) -> bool:
-        """A speculation kept for a sentence cut is back, unconfirmed, and the utterance has
-        audio far enough past its pause for a partial to tell (`_judge_cut`)."""
-        spec = utt.spec
-        return (spec.state is SpecState.BACK and spec.resumed(utt.speech_upto)
-                and utt.start + utt.samples - spec.end >= CUT_HEARD_S * SAMPLE_RATE)
-
-    def _judge_cut(self, utt: Utterance, partial: Job, text: str) -> None:
-        """A partial of ``utt`` came back: if it heard past the pause of a speculation kept for
-        a sentence cut, it confirms the cut or lets the speculation go (`_offer_cut`)."""
-        spec = utt.spec
-        if spec.state is not SpecState.BACK or end_of(partial) <= spec.end:
-            return
-        verdict = ends_sentence_in(spec.text, text)
-        if verdict:
-            spec.confirm()
-        elif verdict is False or end_of(partial) - spec.end >= CUT_VERDICT_S * SAMPLE_RATE:
-            self._drop_speculation(utt)
-
-    def _spoke(self, utt: Utterance) -> None:
-        """A window of speech was appended: a speculation of the audio before it is stale,
-        unless it may still mark a sentence end to cut a long utterance at (`_offer_cut`)."""
-        utt.speech_upto = utt.start + utt.samples
-        spec = utt.spec
-        if spec.state is SpecState.DUE and spec.at < utt.speech_upto:
-            spec.drop()  # its pause is over before its decode could start
-        if spec.issued and not (self._may_cut(utt)
-                                and (not spec.back or spec.reads == "finished")):
-            self._drop_speculation(utt)
-
-    def _may_cut(self, utt: Utterance) -> bool:
-        o, spec = self.options, utt.spec
-        return (o.sentence_cut_s > 0 and not o.commit_stable and not spec.soft
-                and spec.job is not None and len(spec.job.audio) >= o.sentence_cut_s * SAMPLE_RATE)
-
-    def _drop_speculation(self, utt: Utterance) -> None:
-        # Its job may still be decoding; on_result ignores it (it is no longer utt.spec.job).
-        if utt.spec.issued:
-            utt.attempts, utt.retry, utt.tried = 0, None, []
-        utt.spec.drop()
+        offer = utt.spec.cut_offer(utt.speech_upto) if utt is not None else None
+        if isinstance(offer, CutAt):
+            self._hints.append(offer)
+        elif offer is False and utt is not None:
+            utt.drop_speculation()
 
     def _final_in_flight(self) -> bool:
-        return any(job.kind == "final" and (not job.speculative or job is utt.spec.job)
+        return any(job.kind is JobKind.FINAL and (not job.speculative or job is utt.spec.job)
                    for job, utt in self._in_flight.values())
 
     def _speculation_due(self, utt: Utterance) -> bool:
-        spec = utt.spec
-        # (Speech already past the cut: that decode could never stand, `usable`.)
-        return (spec.state is SpecState.DUE and utt.speech and utt.speech_upto <= spec.at
-                and utt.start + utt.samples >= spec.at and not self._finals
-                and not self._final_in_flight())
+        return (utt.speech and utt.spec.decode_due(utt.speech_upto, utt.start + utt.samples)
+                and not self._finals and not self._final_in_flight())
 
     def _speculative_request(self, utt: Utterance, now: float) -> Job:
         # Exactly the audio up to the pause: a block that brought more with it (a network
@@ -440,7 +333,8 @@ class StreamingPolicy(Commits):
 
     def _partial_due(self, utt: Utterance, now: float) -> bool:
         return partials.due(self.options, utt, now, next_at=self._next_partial_at,
-                            verdict_due=self._verdict_due(utt),
+                            verdict_due=utt.spec.verdict_due(utt.speech_upto,
+                                                             utt.start + utt.samples),
                             decoding=any(u is utt for _, u in self._in_flight.values()),
                             in_flight=len(self._in_flight),
                             final_in_flight=self._final_in_flight())
@@ -448,14 +342,14 @@ class StreamingPolicy(Commits):
     def _partial_request(self, utt: Utterance, now: float) -> Job:
         o = self.options
         if o.commit_stable:
-            self._trim(utt, now)  # (a window that grew without commits)
+            self.writer.trim(utt, now)  # (a window that grew without commits)
         utt.partial_samples = utt.samples
-        room = max(1, int(PROMPT_CHARS_PER_S * utt.samples / SAMPLE_RATE))
-        vocabulary, left = hotwords.share(self._terms(utt), room)
-        prompt = (self.prompt.prompt(now, left, anchor=not utt.soft)
-                  if o.commit_stable and left is not None else None)
-        return self._issue(utt, "partial", partials.plan(o, utt.samples, prompt=prompt,
-                                                         vocabulary=vocabulary), now)
+        vocabulary, prompt = self._context(
+            utt, max(1, int(PROMPT_CHARS_PER_S * utt.samples / SAMPLE_RATE)), now,
+            prompt=o.commit_stable)  # (only a partial that commits words takes the prompt)
+        return self._issue(utt, JobKind.PARTIAL,
+                           partials.plan(o, utt.samples, prompt=prompt, vocabulary=vocabulary),
+                           now)
 
     def _partial_result(self, request: Job, utt: Utterance, transcript: Transcript,
                         now: float) -> list[Event]:
@@ -464,21 +358,20 @@ class StreamingPolicy(Commits):
             # The utterance ended meanwhile; its final supersedes this. It says nothing about
             # when the next utterance's partials may come (that one starts its own cadence).
             return []
-        self._next_partial_at = partials.next_at(o, request, now, self._backoff, heard=True)
         kept = partials.shown(o, request, transcript)
-        # Committing early (commit_stable), from the words' times (a runner that gives none:
-        # nothing is committed early).
         if request.options.word_timestamps and (not kept or any(s.words for s in kept)):
-            return self._commit(utt, request, kept, transcript.language, now)
-        text = " ".join(s.text for s in kept)
-        self._judge_cut(utt, request, text)
-        committed, tentative = utt.agreement.update(tokens(text))
-        utt.heard = f"{committed} {tentative}"
-        utt.heard_upto = end_of(request)
-        if not utt.heard.strip():
-            self._next_partial_at = partials.next_at(o, request, now, self._backoff, heard=False)
-        return [PartialText(utterance_id=utt.id, committed=committed, tentative=tentative,
-                            start=utt.start)]
+            # Committing early (a runner that gives no word times commits nothing early).
+            # Finals come out in the order spoken: none after an earlier one still to come.
+            held = bool(self._finals) or any(job.kind is JobKind.FINAL and u is not utt
+                                             for job, u in self._in_flight.values())
+            events = self.writer.commit(utt, request, kept, transcript.language, now, held=held,
+                                        end_hold_s=o.commit_end_hold_s)
+        else:
+            events = [utt.partial_text(" ".join(s.text for s in kept), end_of(request))]
+        # No words yet: the first-words cadence, as for a new utterance.
+        self._next_partial_at = partials.next_at(o, request, now, self.lag.backoff,
+                                                 heard=bool(utt.heard.strip()))
+        return events
 
     # -- finals (engine.core.policy.finals, .retries) ------------------------------------
 
@@ -487,20 +380,12 @@ class StreamingPolicy(Commits):
         utt.attempts += 1
         seconds = (utt.samples if samples is None else samples) / SAMPLE_RATE
         retry, utt.retry = utt.retry, None
-        prompt = vocabulary = None
-        if retry is not Retry.REPLAY:
-            # A short window has a small token budget, and CTranslate2 crashes when the prompt
-            # does not fit in it: keep the prompt in proportion to the audio. The vocabulary
-            # takes its share of that room first. No style prompt for audio the VAD doubted
-            # (a hum): it would talk Whisper into words.
-            vocabulary, left = hotwords.share(self._terms(utt),
-                                              max(1, int(PROMPT_CHARS_PER_S * seconds)))
-            prompt = self.prompt.prompt(now, left, anchor=not utt.soft) \
-                if left is not None else None
+        vocabulary, prompt = (None, None) if retry is Retry.REPLAY else self._context(
+            utt, max(1, int(PROMPT_CHARS_PER_S * seconds)), now)
         options = finals.plan(o, retry, first=utt.attempts == 1, seconds=seconds,
                               soft=utt.soft, behind=bool(self._finals), prompt=prompt,
                               vocabulary=vocabulary)
-        return self._issue(utt, "final", options, now, arrived_at=utt.speech_end_at,
+        return self._issue(utt, JobKind.FINAL, options, now, arrived_at=utt.speech_end_at,
                            samples=samples)
 
     def _final_result(self, request: Job, utt: Utterance, transcript: Transcript,
@@ -510,14 +395,8 @@ class StreamingPolicy(Commits):
         if utt.earlier is not None:  # a retry that competes with the decode before it
             earlier, utt.earlier = utt.earlier, None
             judged = finals.choose(self._judge(earlier[0], utt, earlier[1]), judged)
-        request, transcript, kept = judged.request, judged.transcript, judged.kept
-        words_of = placed(kept, request, upto=utt.end)
-        beyond = self._beyond(words_of, request, utt)
-        text = (text_of(beyond) if len(beyond) < sum(len(s.words) for s in kept)
-                else "".join(s.text for s in kept).strip())  # (none committed early)
-        # A piece that goes on with the sentence the last final left open starts in lower
-        # case: not a letter to capitalise.
-        goes_on = self._open.goes_on(utt.first)
+        request, transcript = judged.request, judged.transcript
+        words, text = self.writer.final_words(judged.kept, request, utt)
         retry = finals.next_retry(
             o, judged, decodes=utt.attempts, tried=utt.tried,
             # (Committing early, the final holds only the words not committed yet: fewer.)
@@ -526,54 +405,32 @@ class StreamingPolicy(Commits):
         if retry is not None:
             log.debug("final of utterance %d (%d words): retry %s", utt.id, len(text.split()),
                       retry.value)
-            utt.retry = retry
-            utt.tried.append(retry)
-            if rule(retry).keeps == "best":
-                utt.earlier = (request, transcript)
+            utt.plan_retry(retry, (request, transcript) if rule(retry).keeps == "best" else None)
             self._finals.appendleft(utt)
             return []
-        words = tuple(beyond)
-        # "low_confidence" only chooses the beam rung: it neither marks the text nor keeps it
-        # out of the prompt (the old rule; the beam decode was its remedy).
-        quality = tuple(sorted((set(judged.flags)
-                                | {f for s in kept for f in segment_flags(s, o.quality)})
-                               - {"low_confidence"}))
-        # The prompt takes Whisper's text only if it kept its form (engine.core.prompt); the
-        # user always gets a capitalised, ended sentence (engine.core.form).
-        self._prompt_upto(utt.first, now)  # (what it committed early goes first)
-        self.prompt.add(text, at=now, flags=quality, language=transcript.language,
-                        goes_on=goes_on)
-        text, words = ensure_form(text, words, end=o.end_sentences, start=not goes_on)
-        self._open.ended(text, utt.end)
-        return [self._final_text(utt, text, words, request, now, transcript.language)]
+        flags = finals.quality_flags(judged, o.quality)
+        return [self.writer.final(utt, text, words, request, flags, transcript.language, now,
+                                  end_sentence=o.end_sentences)]
 
     def _judge(self, request: Job, utt: Utterance, transcript: Transcript) -> Judged:
         return finals.judge(self.options, request, transcript, soft=utt.soft,
                             speech_end=utt.speech_end, decodes=utt.attempts,
                             behind=bool(self._finals))
 
-    def _final_text(self, utt: Utterance, text: str, words: tuple[Word, ...],
-                    request: Job | None, now: float, language: str | None) -> FinalText:
-        latency = (utt.decoded_at - request.issued_at) * 1000 if request is not None else 0.0
-        stages = [("speech_end", utt.speech_end_at), ("ended", utt.ended_at)]
-        if request is not None:
-            stages += [("queued", request.issued_at),
-                       ("decode_start", utt.decoded_at - utt.decode_ms / 1000),
-                       ("decoded", utt.decoded_at)]
-        return FinalText(
-            utterance_id=utt.id, text=text, words=words, start=utt.first,
-            end=max(utt.end, utt.first),
-            latency_ms=latency, after_speech_end_ms=max(0.0, now - utt.speech_end_at) * 1000,
-            language=language, stages=(*stages, ("emitted", now)),
-        )
-
     # -- shared --------------------------------------------------------------------------
 
-    def _terms(self, utt: Utterance) -> tuple[str, ...]:
-        """The vocabulary, terms like something already heard in ``utt`` first."""
-        return hotwords.by_relevance(self.vocabulary, utt.heard) if utt.heard else self.vocabulary
+    def _context(self, utt: Utterance, room: int, now: float, prompt: bool = True
+                 ) -> tuple[str | None, str | None]:
+        """The vocabulary and the prompt for a decode of ``utt`` within ``room`` characters (in
+        proportion to the audio: CTranslate2 crashes when a short window's prompt does not
+        fit). The vocabulary, terms like something already heard first, takes its share
+        first; audio the VAD doubted gets no style prompt, which would talk it into words."""
+        terms = hotwords.by_relevance(self.vocabulary, utt.heard) if utt.heard else self.vocabulary
+        vocabulary, left = hotwords.share(terms, room)
+        return vocabulary, (self.prompt.prompt(now, left, anchor=not utt.soft)
+                            if prompt and left is not None else None)
 
-    def _issue(self, utt: Utterance, kind: str, options: DecodeOptions, now: float,
+    def _issue(self, utt: Utterance, kind: JobKind, options: DecodeOptions, now: float,
                arrived_at: float | None = None, samples: int | None = None) -> Job:
         """A job decoding ``utt``'s audio (its first ``samples``; None: all of it)."""
         request = Job(
@@ -585,12 +442,3 @@ class StreamingPolicy(Commits):
         self._next_request += 1
         self._in_flight[request.request_id] = (request, utt)
         return request
-
-    def _track_lag(self, lag: float) -> None:
-        self.last_lag_ms = lag * 1000
-        if lag > self.options.max_lag_s:
-            self._backoff = min(MAX_BACKOFF, self._backoff * 2)
-        elif lag < self.options.max_lag_s / 2:
-            self._backoff = max(1.0, self._backoff / 2)
-
-

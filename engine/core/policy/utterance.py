@@ -6,11 +6,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from engine.core.agreement import LocalAgreement
+from engine.core.agreement import LocalAgreement, tokens
+from engine.core.policy.commit import EarlyCommit
 from engine.core.policy.job import Job
 from engine.core.policy.retries import Retry
-from engine.core.policy.speculation import Speculation
-from engine.types import Audio, Transcript, Word
+from engine.core.policy.speculation import SpecState, Speculation
+from engine.events import PartialText
+from engine.types import SAMPLE_RATE, Audio, Transcript
 
 
 @dataclass
@@ -39,13 +41,10 @@ class Utterance:
     spec: Speculation = field(default_factory=Speculation)  # its speculative final, if any
     decoded_at: float = 0.0  # when the result its final is made of came back
     decode_ms: float = 0.0
-    # Committing early (PolicyOptions.commit_stable): where this utterance's own words begin
-    # (``start``, or the end of the words committed before it: its audio may start earlier,
-    # COMMIT_WINDOW_S), and the last partial's words past the committed ones (LocalAgreement-2),
-    # and the partial's before it (LocalAgreement-3 for unsure words).
+    # Where this utterance's own words begin: ``start``, or the end of the words committed
+    # early before it (its audio may start earlier: commit.COMMIT_WINDOW_S).
     first: int = 0
-    hypothesis: list[Word] = field(default_factory=list)
-    previous_hypothesis: list[Word] = field(default_factory=list)  # ... and the one before it
+    commit: EarlyCommit = field(default_factory=EarlyCommit)  # its words on the way to commit
 
     def audio(self) -> Audio:
         if not self.chunks:
@@ -53,3 +52,59 @@ class Utterance:
         if len(self.chunks) > 1:
             self.chunks = [np.concatenate(self.chunks)]
         return self.chunks[0]
+
+    def append(self, audio: Audio, now: float) -> None:
+        if len(audio):
+            self.chunks.append(audio)
+            self.samples += len(audio)
+            self.arrived_at = now
+
+    def close(self, end: int, speech_end: int, soft: bool, now: float) -> int:
+        """The segmenter ended it at stream sample ``end`` (its last speech at ``speech_end``):
+        keep its audio up to there; returns the samples kept."""
+        self.ended_at = now
+        # Audio after the speech end had arrived while the segmenter waited out the silence;
+        # latency is measured from the speech end.
+        received_after = max(0, self.start + self.samples - speech_end)
+        self.speech_end_at = now - received_after / SAMPLE_RATE
+        self.speech_end, self.soft = speech_end, soft
+        keep = max(0, min(self.samples, end - self.start))
+        self.chunks = [self.audio()[:keep]]
+        self.samples = keep
+        self.end = self.start + keep
+        return keep
+
+    def drop_speculation(self) -> None:
+        """Let its speculative final go; its job may still be decoding, and the policy ignores
+        its result (it is no longer ``spec.job``)."""
+        if self.spec.issued:
+            self.attempts, self.retry, self.tried = 0, None, []
+        self.spec.drop()
+
+    def speech_heard(self, sentence_cut_s: float) -> None:
+        """A window of speech was appended: a speculation of the audio before it is stale,
+        unless it may still mark a sentence end to cut at (`Speculation.may_cut`)."""
+        self.speech_upto = self.start + self.samples
+        spec = self.spec
+        if spec.state is SpecState.DUE and spec.at < self.speech_upto:
+            spec.drop()  # its pause is over before its decode could start
+        if spec.issued and not (spec.may_cut(sentence_cut_s)
+                                and (not spec.has_result or spec.reads == "finished")):
+            self.drop_speculation()
+
+    def plan_retry(self, retry: Retry, earlier: tuple[Job, Transcript] | None) -> None:
+        """Its final is decoded again as ``retry``; ``earlier``: the decode it competes with."""
+        self.retry = retry
+        self.tried.append(retry)
+        self.earlier = earlier
+
+    def partial_text(self, text: str, heard_upto: int) -> PartialText:
+        """A partial (not committing early) read ``text`` in the audio up to stream sample
+        ``heard_upto``: it may decide a sentence cut (`Speculation.judge_cut`), and its words
+        two partials agree on show as committed (`LocalAgreement`)."""
+        if not self.spec.judge_cut(heard_upto, text):
+            self.drop_speculation()
+        committed, tentative = self.agreement.update(tokens(text))
+        self.heard, self.heard_upto = f"{committed} {tentative}", heard_upto
+        return PartialText(utterance_id=self.id, committed=committed, tentative=tentative,
+                           start=self.start)
