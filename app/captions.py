@@ -35,6 +35,7 @@ class CaptionConfig:
     mask: bool = False
     model: str = DEFAULT_MODEL
     device: str = "auto"
+    compute_type: str = "auto"
     language: str | None = None
     server: str = ""
     mic: int | str | None = None  # input device for the microphone (None: the default)
@@ -128,7 +129,7 @@ def _local_runner(config: CaptionConfig) -> Runner:
         raise EngineError(f"the local engine is not available: {exc}") from exc
     cores = os.cpu_count() or 1
     return local_runner(config.decode_model, device=config.device, streams=min(2, cores),
-                        cpu_threads=min(4, cores))
+                        cpu_threads=min(4, cores), compute_type=config.compute_type)
 
 
 def _local_builder(config: CaptionConfig, runner: SharedRunner) -> EngineBuilder:

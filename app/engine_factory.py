@@ -35,6 +35,7 @@ class EngineConfig:
     remote_url: str = ""
     model: str = "tiny.en"
     device: str = "auto"
+    compute_type: str = "auto"  # "auto": measured best for this processor (engine.compute_choice)
     language: str | None = None
     mode: str = "ptt"
     input_path: Path | None = None
@@ -69,10 +70,12 @@ class AppEngine:
     """The engine plus what the status line needs (model, device, compute type), which the
     LiveEngine protocol doesn't carry."""
 
-    def __init__(self, engine: Any, runner: Runner | None = None, source: Any = None) -> None:
+    def __init__(self, engine: Any, runner: Runner | None = None, source: Any = None,
+                 compute_type: str = "auto") -> None:
         self.engine = engine
         self._runner = runner
         self._source = source
+        self._compute_type = compute_type  # the settings' choice, kept when the model changes
 
     @property
     def model_info(self) -> ModelInfo | None:
@@ -111,7 +114,7 @@ class AppEngine:
         reload = getattr(self.engine, "reload", None)
         if reload is None or self._runner is None:
             return False
-        runner = _live_runner(model, device)
+        runner = _live_runner(model, device, self._compute_type)
         reload(runner)
         self._runner = runner
         return True
@@ -158,21 +161,21 @@ def _local_engine(config: EngineConfig, sink: EventSink) -> LiveEngine:
     # the cores (up to LIVE_CPU_THREADS): a lone final, the usual case, then decodes as fast as
     # on one all-cores model; one-thread replicas made each final slower, and two decodes at
     # once were no faster (docs/evidence.md).
-    runner = _live_runner(config.model, config.device)
+    runner = _live_runner(config.model, config.device, config.compute_type)
     options = LiveOptions(mode=config.mode, policy=PolicyOptions(
         language=config.language, languages=config.languages, vocabulary=config.vocabulary))
     source = audio_source(config)
     engine = LocalLiveEngine(sink, source=source, runner=runner, options=options)
-    return AppEngine(engine, runner, source)
+    return AppEngine(engine, runner, source, compute_type=config.compute_type)
 
 
-def _live_runner(model: str, device: str) -> Runner:
+def _live_runner(model: str, device: str, compute_type: str = "auto") -> Runner:
     """The live engine's runner for ``model`` (see `_local_engine` for the layout), not loaded."""
     from engine.asr import local_runner
 
     cores = os.cpu_count() or 1
     return local_runner(model, device=device, streams=max(1, min(LIVE_CPU_STREAMS, cores)),
-                        cpu_threads=min(LIVE_CPU_THREADS, cores))
+                        cpu_threads=min(LIVE_CPU_THREADS, cores), compute_type=compute_type)
 
 
 def _remote_engine(config: EngineConfig, sink: EventSink) -> LiveEngine:
