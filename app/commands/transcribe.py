@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from engine.asr import local_runner
-from engine.asr.budget import DECODE_MEMORY_MB
+from engine.asr.budget import DECODE_MEMORY_MB, MEMORY_TARGET_MB
 from engine.asr.sequential import SequentialRunner
 from engine.atomic import OutputWriteError, atomic_write_text
 from engine.audio.decode import AudioReader, open_audio
@@ -208,7 +208,7 @@ def make_decoders(model: str, device: str, compute_type: str, engine: str,
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}")
     runner = local_runner(model, device, files=True, compute_type=compute_type,
-                          decode_memory_mb=decode_memory_mb)
+                          decode_memory_mb=decode_memory_mb, memory_target_mb=MEMORY_TARGET_MB)
     if engine == "batched":
         return Decoders(runner, None, 0.0)
     below = math.inf if engine == "sequential" else AUTO_BATCHED_MIN_SECONDS
