@@ -78,8 +78,10 @@ def add_parser(subparsers: Any) -> None:
                    help="write <name>.<format> files here (default: print to stdout, each"
                         " file's text after a '==> FILE <==' line when there are several)")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
-                   help="auto: CUDA float16 if available, else CPU int8")
-    p.add_argument("--compute-type", default="auto", help="CTranslate2 compute type (auto)")
+                   help="auto: CUDA float16 if available, else the CPU")
+    p.add_argument("--compute-type", default="auto",
+                   help="CTranslate2 compute type (auto: float16 on CUDA; on the CPU the one "
+                        "measured best for its kernels, as `sottovoce doctor` shows)")
     p.add_argument("--beam-size", type=int, metavar="N",
                    help="beam search width, 1 = greedy (default: 5 for files under 2 minutes;"
                         " longer ones greedy, unsure passages again at 5)")
