@@ -21,7 +21,7 @@ def caption_config(s: Settings, model: str, input_path: Path | None,
         source = "mic"  # a file played as the microphone
     return CaptionConfig(
         source=source, you=s.caption_you, them=s.caption_them, translate=s.caption_translate,
-        mask=s.caption_mask_profanity, model=model, device=s.device,
+        mask=s.caption_mask_profanity, model=model, device=s.device, compute_type=s.compute_type,
         language=s.language or None, server=s.remote_url if s.backend == "remote" else "",
         input_path=input_path, vocabulary=vocabulary)
 

@@ -33,6 +33,7 @@ class CaptionConfig:
     mask: bool = False
     model: str = DEFAULT_MODEL
     device: str = "auto"
+    compute_type: str = "auto"
     language: str | None = None
     server: str = ""
     mic: int | str | None = None  # input device for the microphone (None: the default)
@@ -113,7 +114,8 @@ def caption_engine(config: CaptionConfig, sink: EventSink) -> tuple[CaptionEngin
     if config.server:
         return CaptionEngine(sink, sources, _remote_builder(config), mask=mask,
                              journal=journal), None
-    runner = SharedRunner(live_runner(config.decode_model, config.device))
+    runner = SharedRunner(live_runner(config.decode_model, config.device,
+                                      compute_type=config.compute_type))
     return CaptionEngine(sink, sources, _local_builder(config, runner),
                          translate_with=runner if config.translate == "below" else None,
                          mask=mask, journal=journal), runner

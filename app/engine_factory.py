@@ -35,6 +35,7 @@ class EngineConfig:
     remote_url: str = ""
     model: str = "tiny.en"
     device: str = "auto"
+    compute_type: str = "auto"  # "auto": measured best for this processor (engine.compute_choice)
     language: str | None = None
     mode: str = "ptt"
     input_path: Path | None = None
@@ -85,7 +86,8 @@ def _local_engine(config: EngineConfig, sink: EventSink) -> RunningEngine:
     from engine.audio.sources import MicrophoneSource
     from engine.live import LocalLiveEngine
 
-    runner = live_runner(config.model, config.device, padded=config.padded)
+    runner = live_runner(config.model, config.device, padded=config.padded,
+                         compute_type=config.compute_type)
     options = live_options(config.mode, language=config.language, languages=config.languages,
                            vocabulary=config.vocabulary, partials=config.partials,
                            padded=config.padded, journal=config.journal)
@@ -93,4 +95,5 @@ def _local_engine(config: EngineConfig, sink: EventSink) -> RunningEngine:
     engine = LocalLiveEngine(sink, source=source, runner=runner, options=options)
     microphone = source if isinstance(source, MicrophoneSource) else None
     return LocalAppEngine(engine, runner, microphone,
-                          lambda model, device: live_runner(model, device, padded=config.padded))
+                          lambda model, device: live_runner(model, device, padded=config.padded,
+                                                            compute_type=config.compute_type))

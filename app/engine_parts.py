@@ -43,15 +43,17 @@ def live_layout(cores: int | None = None) -> RunnerLayout:
                         cpu_threads=min(LIVE_CPU_THREADS, cores))
 
 
-def live_runner(model: str, device: str, *, padded: bool = False) -> Runner:
-    """The live engine's runner for ``model``, laid out by `live_layout`, not loaded."""
+def live_runner(model: str, device: str, *, padded: bool = False,
+                compute_type: str = "auto") -> Runner:
+    """The live engine's runner for ``model``, laid out by `live_layout`, not loaded
+    (``compute_type`` "auto": the one measured best for this processor, engine.compute_choice)."""
     try:
         from engine.asr import local_runner
     except ImportError as exc:
         raise EngineError(f"the local engine is not available: {exc}") from exc
     layout = live_layout()
     return local_runner(model, device=device, fast=not padded, streams=layout.streams,
-                        cpu_threads=layout.cpu_threads)
+                        cpu_threads=layout.cpu_threads, compute_type=compute_type)
 
 
 def live_options(mode: str, *, language: str | None = None, languages: tuple[str, ...] = (),

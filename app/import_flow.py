@@ -25,7 +25,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable
-from functools import partial
 from pathlib import Path
 
 from PySide6.QtCore import QObject
@@ -62,10 +61,15 @@ class ImportFlow(QObject):
         self.current: FileImport | None = None
         self.last_result: ImportResult | None = None
         # Laid out as the long-form pipeline wants it (two decode streams on the CPU).
-        self._factory = runner_factory or partial(local_runner, files=True)
+        self._factory = runner_factory or self._local_runner
         self._resume = False
         self._done = 0
         self._connect()
+
+    def _local_runner(self, model: str, device: str) -> Runner:
+        """The files layout of ``model``, at the compute type in the settings at import time."""
+        return local_runner(model, device, files=True,
+                            compute_type=self._settings().compute_type)
 
     def _connect(self) -> None:
         b = self.bridge

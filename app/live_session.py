@@ -72,7 +72,7 @@ class LiveSession(QObject):
         # A catalogue model made for English (distil-large-v3, the .en ones) decodes English.
         language = "en" if self.english_only() else (s.language or None)
         return EngineConfig(backend=s.backend, remote_url=s.remote_url, model=self.model_name(),
-                            device=s.device, language=language,
+                            device=s.device, compute_type=s.compute_type, language=language,
                             mode="vad" if captions else "ptt",
                             input_path=self.options.input_path,
                             vocabulary=self.vocabulary_terms(),

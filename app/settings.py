@@ -35,6 +35,7 @@ from app.settings_model import (
     CAPTION_DOCKS,
     CAPTION_SOURCES,
     CAPTION_TRANSLATE,
+    COMPUTE_TYPES,
     DEVICES,
     ENGINE_FIELDS,
     FILE_NAME,
@@ -54,7 +55,8 @@ from app.settings_model import (
 
 __all__ = [
     "BACKENDS", "CAPTION_BACKGROUNDS", "CAPTION_DOCKS", "CAPTION_SOURCES", "CAPTION_TRANSLATE",
-    "DEVICES", "ENGINE_FIELDS", "FILE_NAME", "HOTKEY_MODES", "INJECT_MODES", "LISTEN_MODES",
+    "COMPUTE_TYPES", "DEVICES", "ENGINE_FIELDS", "FILE_NAME", "HOTKEY_MODES", "INJECT_MODES",
+    "LISTEN_MODES",
     "MAX_CAPTION_LINES", "MAX_QUOTED_CHARS", "MAX_SETTINGS_BYTES", "PASTE_KEYS",
     "REMOTE_SCHEMES", "SETTINGS_VERSION", "TEXT_STYLES", "Settings", "SettingsFileError",
     "SettingsLoad", "from_mapping", "from_mapping_report", "load_settings", "migrate", "quoted",

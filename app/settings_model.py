@@ -17,6 +17,10 @@ SETTINGS_VERSION = 4
 FILE_NAME = "settings.toml"
 BACKENDS = ("local", "remote")
 DEVICES = ("auto", "cpu", "cuda")
+# CTranslate2's compute types; "auto" is the one measured best for this processor's kernels
+# (engine.compute_choice) on the CPU, float16 on CUDA.
+COMPUTE_TYPES = ("auto", "int8", "int8_float32", "int16", "float32", "float16", "int8_float16",
+                 "bfloat16", "int8_bfloat16")
 HOTKEY_MODES = ("hold", "toggle")
 INJECT_MODES = ("paste", "type", "off")
 PASTE_KEYS = ("ctrl+v", "shift+insert")
@@ -25,7 +29,8 @@ TEXT_STYLES = ("sentence", "chat")
 # Native protocol over ws/wss; whisperlive:// talks to a WhisperLive server (engine.remote).
 REMOTE_SCHEMES = ("ws://", "wss://", "whisperlive://")
 # Changing one of these rebuilds the live engine (the model reloads); the others apply at once.
-ENGINE_FIELDS = ("backend", "remote_url", "model", "device", "listen_mode",
+ENGINE_FIELDS = ("backend", "remote_url", "model", "device", "compute_type",
+                 "listen_mode",
                  "caption_source", "caption_app", "caption_you", "caption_them",
                  "caption_translate", "caption_mask_profanity")
 CAPTION_SOURCES = ("mic", "system", "app", "both")
@@ -45,6 +50,7 @@ class Settings:
       backend: "local" (faster-whisper here) or "remote" (a WebSocket server at remote_url).
       model: model name or directory for the local backend ("tiny.en" is bundled).
       device: "auto" picks CUDA when present, else CPU.
+      compute_type: CTranslate2's ("auto": measured best for this processor; see COMPUTE_TYPES).
       language: ISO code, or "" to detect (English-only models ignore it).
       listen_mode: "dictation" (push-to-talk, text typed into the focused app) or "captions"
         (continuous, voice activity decides).
@@ -101,6 +107,7 @@ class Settings:
     remote_url: str = ""
     model: str = "tiny.en"
     device: str = "auto"
+    compute_type: str = "auto"
     language: str = ""
     listen_mode: str = "dictation"
     hotkey: str = "<ctrl>+<alt>+<space>"
@@ -151,6 +158,7 @@ class Settings:
     def __post_init__(self) -> None:
         _one_of("backend", self.backend, BACKENDS)
         _one_of("device", self.device, DEVICES)
+        _one_of("compute_type", self.compute_type, COMPUTE_TYPES)
         _one_of("hotkey_mode", self.hotkey_mode, HOTKEY_MODES)
         _one_of("inject_mode", self.inject_mode, INJECT_MODES)
         _one_of("paste_keys", self.paste_keys, PASTE_KEYS)

@@ -96,7 +96,21 @@ def host_info() -> dict[str, Any]:
     except Exception:  # noqa: BLE001 - not installed (a bench that needs no model)
         ct2 = None
     return {"cpu": model, "cores": os.cpu_count(), "isa": [f for f in ISA_FLAGS if f in flags],
-            "ctranslate2": ct2}
+            "ctranslate2": ct2, "kernels": kernels_name()}
+
+
+# CTranslate2's switches for its CPU kernels; AVX2 without MKL is what an AVX2 AMD processor
+# runs (oneDNN), so a bench can measure that kernel set on any x86 machine.
+AVX2_KERNELS = {"CT2_USE_MKL": "0", "CT2_FORCE_CPU_ISA": "AVX2"}
+KERNEL_SETS = {"default": {}, "avx2": AVX2_KERNELS}
+
+
+def kernels_name(env: dict[str, str] | None = None) -> str:
+    """The kernel set the environment selects: ``default`` (the processor's own choice, MKL
+    on Intel) or the CT2_* switches as set."""
+    env = dict(os.environ) if env is None else env
+    switches = {k: env[k] for k in ("CT2_USE_MKL", "CT2_FORCE_CPU_ISA") if env.get(k)}
+    return " ".join(f"{k}={v}" for k, v in sorted(switches.items())) or "default"
 
 
 def write_json(path: str | Path, result: dict[str, Any]) -> Path:

@@ -226,7 +226,8 @@ def _hub_model(name: str) -> Path:
 
 
 def choose_device(device: str = "auto", compute_type: str = "auto") -> DeviceChoice:
-    """CUDA float16 when CTranslate2 sees a GPU, else CPU int8 (explicit choices are honoured)."""
+    """CUDA float16 when CTranslate2 sees a GPU, else the CPU with the compute type measured
+    best for its kernels (`engine.compute_choice`); explicit choices are honoured."""
     try:
         import ctranslate2
     except ImportError as exc:
@@ -243,8 +244,13 @@ def choose_device(device: str = "auto", compute_type: str = "auto") -> DeviceCho
         reason = "chosen by the user"
         if device == "cuda" and cuda_count == 0:
             raise ModelNotFoundError("device 'cuda' requested but CTranslate2 sees no CUDA device")
-    if compute_type == "auto":
-        compute_type = "float16" if device == "cuda" else "int8"
+    if compute_type == "auto" and device == "cuda":
+        compute_type = "float16"
+    elif compute_type == "auto":
+        from engine.compute_choice import default_cpu_compute_type
+
+        compute_type, why = default_cpu_compute_type()
+        reason = f"{reason}; {why}"
     choice = DeviceChoice(device=device, compute_type=compute_type, reason=reason)
     log.info("device %s, compute type %s (%s)", choice.device, choice.compute_type, choice.reason)
     return choice

@@ -16,7 +16,10 @@ GEMM backend where it runs on oneDNN, as on an AVX2 AMD CPU: "GEMM_S8 backend: D
 up to 1024 of them; the encoder runs each chunk at its own width, so a long file fills the
 cache with shapes it will not see again. `limit_native_caches` caps it at 32 before the model loads (an environment
 variable oneDNN reads when it first creates a primitive; a value the user set is kept), which
-lowers the peak and the end RSS at no CPU cost.
+lowers the peak and the end RSS at no CPU cost. Where CTranslate2 runs on MKL (an Intel CPU)
+it allocates through ``mkl_malloc``, whose pool keeps freed buffers for reuse where no trim
+reaches them; ``MKL_DISABLE_FAST_MM=1`` (read when MKL first allocates) hands them to malloc,
+so the trims below cover them too.
 
 A trim per wave still left the peak *inside* a wave: a wave is many CTranslate2 calls (an
 encode per chunk, a generate and an align per slice, on two streams at once), each freeing its
@@ -115,5 +118,7 @@ def release_if_grown(step: int = TRIM_STEP) -> bool:
 
 
 def limit_native_caches() -> None:
-    """Cap oneDNN's primitive cache (see the module notes) unless the environment sets it."""
+    """Cap oneDNN's primitive cache and turn MKL's buffer pool off (see the module notes)
+    unless the environment sets them."""
     os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", str(PRIMITIVE_CACHE_CAPACITY))
+    os.environ.setdefault("MKL_DISABLE_FAST_MM", "1")

@@ -12,12 +12,23 @@ import threading
 import time
 from collections.abc import Sequence
 
+import numpy as np
 import pytest
 from support.long_reading import PEER_MARGIN, faster_whisper_decode, long_reading, pipeline_decode
 
 from bench.evaluation import error_rate
 from engine.asr import local_runner
-from engine.asr.budget import MB, ByteBudget, generate_bytes
+from engine.asr.budget import (
+    MB,
+    MEMORY_TARGET_MB,
+    MIN_DECODE_MEMORY_MB,
+    RUN_RESERVE_MB,
+    ByteBudget,
+    decode_budget_mb,
+    encode_bytes,
+    generate_bytes,
+)
+from engine.asr.ct2_decoder import Ct2Runner
 from engine.core.prompt import STYLE_ANCHORS
 from engine.files import transcribe_file
 from engine.longform import LongFormOptions
@@ -88,6 +99,66 @@ def test_the_estimates_grow_with_hypotheses_frames_and_the_model() -> None:
     assert generate_bytes(1, 1, 550, 384) == 550 * 2 * 4 * 384 * 4  # ~6.8 MB, as measured
     assert generate_bytes(4, 5, 550, 384) == 20 * generate_bytes(1, 1, 550, 384)
     assert generate_bytes(1, 1, 550, 512) > generate_bytes(1, 1, 550, 384)
+
+
+def test_the_decode_budget_is_what_the_target_leaves_beside_the_loaded_process() -> None:
+    room = MEMORY_TARGET_MB - RUN_RESERVE_MB  # for the loaded process and the decode buffers
+    assert decode_budget_mb(None, 128) == 128  # nothing measured: as asked
+    assert decode_budget_mb(room - 200, 128) == 128  # room enough: as asked
+    assert decode_budget_mb(room - 70, 128) == 70  # the rest of the target
+    assert decode_budget_mb(room, 128) == MIN_DECODE_MEMORY_MB  # never below one slice
+    assert decode_budget_mb(room - 70, 40) == 40  # a smaller ask stands
+
+
+@pytest.mark.model
+def test_a_process_that_holds_more_at_load_gets_a_smaller_decode_budget() -> None:
+    """Under a memory target (the CLI's), the budget counts what the process holds once the
+    model is loaded (the BLAS library, the weights, whatever else is resident): 200 MB more
+    resident at load, 200 MB less for the decode buffers (down to the floor); without one it
+    is as asked."""
+    first = local_runner("tiny.en", files=True, memory_target_mb=MEMORY_TARGET_MB)
+    first.load()
+    assert first.budget is not None and first.model.loaded_rss is not None
+    assert first.budget.limit == int(decode_budget_mb(first.model.loaded_rss / MB) * MB)
+    ballast = np.ones(200 * MB, dtype=np.uint8)  # touched: resident
+    second = local_runner("tiny.en", files=True, memory_target_mb=MEMORY_TARGET_MB)
+    second.load()
+    assert second.budget is not None and second.model.loaded_rss is not None
+    assert second.model.loaded_rss >= first.model.loaded_rss + 150 * MB
+    assert second.budget.limit == int(decode_budget_mb(second.model.loaded_rss / MB) * MB)
+    assert second.budget.limit < first.budget.limit or (
+        first.budget.limit == int(MIN_DECODE_MEMORY_MB * MB))
+    untargeted = local_runner("tiny.en", files=True, decode_memory_mb=100)
+    untargeted.load()
+    assert untargeted.budget is not None and untargeted.budget.limit == 100 * MB
+    del ballast
+
+
+def test_an_encode_holds_its_attention_over_the_frames() -> None:
+    # tiny.en: 6 heads; a 24 s chunk's 1200 positions, scores and softmax: ~69 MB.
+    assert encode_bytes(1200, 384) == 2 * 6 * 1200 * 1200 * 4
+    assert encode_bytes(1500, 384) > encode_bytes(1200, 384) > 4 * encode_bytes(600, 384) - 1
+    assert encode_bytes(1500, 1280) > encode_bytes(1500, 384)
+
+
+@pytest.mark.model
+def test_the_encoder_takes_its_activations_from_the_budget_and_fits_a_small_one(
+        tiny_transcriber: Runner) -> None:
+    """Two 24 s chunks decoded greedily: the most held at once is at least one encode's
+    attention (more than the generate call's keys and values), and a budget smaller than one
+    encode still decodes them (the call runs alone), to the same text within two words."""
+    audio, _ = long_reading()
+    chunks = [audio[i * 24 * 16000:(i + 1) * 24 * 16000] for i in (1, 2)]
+    options = DecodeOptions(beam_size=1)
+    wide = Ct2Runner(tiny_transcriber.model, decode_memory_mb=128)  # type: ignore[attr-defined]
+    texts = [t.text for t in wide.decode_batch([DecodeRequest(c, options) for c in chunks])]
+    assert wide.budget is not None
+    assert wide.budget.peak >= encode_bytes(1200, 384) > generate_bytes(2, 1, 1500, 384)
+    narrow = Ct2Runner(tiny_transcriber.model, decode_memory_mb=24)  # type: ignore[attr-defined]
+    again = [t.text for t in narrow.decode_batch([DecodeRequest(c, options) for c in chunks])]
+    assert narrow.budget is not None and narrow.budget.peak <= 24 * MB
+    words = len(" ".join(texts).split())
+    assert error_rate(texts, again) * words <= 2  # slices of one item may round differently
 
 
 @pytest.mark.model

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.compute_choice import default_cpu_compute_type
 from engine.errors import ModelNotFoundError
 from engine.models import (
     DEFAULT_MODEL,
@@ -158,8 +159,9 @@ def test_device_auto_and_explicit() -> None:
     if cuda_devices():
         assert (auto.device, auto.compute_type) == ("cuda", "float16")
     else:
-        assert (auto.device, auto.compute_type) == ("cpu", "int8")
-        assert "no CUDA" in auto.reason
+        expected, why = default_cpu_compute_type()
+        assert (auto.device, auto.compute_type) == ("cpu", expected)
+        assert "no CUDA" in auto.reason and why in auto.reason
     explicit = choose_device("cpu", "float32")
     assert (explicit.device, explicit.compute_type, explicit.reason) == (
         "cpu", "float32", "chosen by the user")

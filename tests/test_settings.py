@@ -9,6 +9,7 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import hypothesis
 import pytest
@@ -156,7 +157,7 @@ def test_unknown_keys_are_dropped(caplog):
     {"backend": "cloud"}, {"device": "tpu"}, {"hotkey_mode": "tap"}, {"inject_mode": "x"},
     {"paste_keys": "ctrl+p"}, {"listen_mode": "x"}, {"model": " "}, {"language": "e1"},
     {"backend": "remote", "remote_url": "http://x"}, {"caption_lines": 11}, {"caption_source": "radio"}, {"caption_opacity": 101},
-    {"caption_font_pt": 2}, {"hotkey": ""}, {"version": 1},
+    {"caption_font_pt": 2}, {"hotkey": ""}, {"version": 1}, {"compute_type": "int4"},
 ])
 def test_invalid_settings_are_rejected(changes):
     with pytest.raises(ValueError):
@@ -281,6 +282,30 @@ def test_engine_factory_builds_real_engines_without_starting_them(jfk_wav):
     assert events == []  # construction does no work and emits nothing
     with pytest.raises(ValueError):
         EngineConfig(mode="always")
+
+
+@pytest.mark.model  # the runners load tiny.en to say what compute type they run
+def test_the_compute_type_setting_reaches_dictation_captions_and_files(jfk_wav):
+    """Settings > Models' compute type is what the live engine, the caption engine and a file
+    import load the model with; "auto" is the one measured best for this processor."""
+    from app.caption_wiring import caption_config
+    from app.captions import _local_runner as caption_runner
+    from app.engine_factory import EngineConfig, make_engine
+    from app.import_flow import ImportFlow
+    from engine.compute_choice import default_cpu_compute_type
+
+    measured = default_cpu_compute_type()[0]
+    override = "float32" if measured != "float32" else "int8"
+    for setting, expected in (("auto", measured), (override, override)):
+        s = with_changes(Settings(), device="cpu", compute_type=setting)
+        live = make_engine(EngineConfig(mode="vad", input_path=jfk_wav, device="cpu",
+                                        compute_type=s.compute_type), [].append)
+        captions = caption_runner(caption_config(s, "tiny.en", None, ()))
+        flow = SimpleNamespace(controller=SimpleNamespace(settings=s))
+        files = ImportFlow._local_runner(flow, "tiny.en", "cpu")  # type: ignore[arg-type]
+        for runner in (live._runner, captions, files):
+            runner.load()
+            assert runner.info.compute_type == expected, (setting, runner)
 
 
 # --- wrong-typed values and files the app could not read (issue 15, item 2) --------------------

@@ -338,3 +338,23 @@ def test_dictation_while_the_model_loads_is_refused_with_a_message(qtbot, tmp_pa
     assert controller.talking and engines[0].calls == ["begin"]
     controller.on_ptt("release")
     time.sleep(0)
+
+
+def test_models_page_shows_the_measured_compute_type_and_saves_an_override(
+        qtbot) -> None:  # type: ignore[no-untyped-def]
+    """Settings > Models: "auto" names the compute type measured best for this processor's
+    kernels; choosing another is what the edited settings carry (the engines load with it)."""
+    from app.settings import Settings
+    from engine.compute_choice import choose_compute_type, kernel_set, this_processor
+
+    dialog = _dialog(qtbot, Settings(compute_type="float32"))
+    box = _tab(dialog, "Models").compute_type
+    assert box.currentData() == "float32"
+    kernels = kernel_set(this_processor())
+    assert box.itemText(0) == (f"Compute type: auto (measured best here: "
+                               f"{choose_compute_type(kernels)[0]} on {kernels})")
+    assert dialog.edited_settings().compute_type == "float32"
+    box.setCurrentIndex(box.findData("int8"))
+    assert dialog.edited_settings().compute_type == "int8"
+    box.setCurrentIndex(0)
+    assert dialog.edited_settings().compute_type == "auto"

@@ -64,6 +64,9 @@ class ShownSettings(DictationSettings, CaptionSettings, PolishSettings, Protocol
     def input_device(self) -> str: ...
     @property
     def model_dirs(self) -> str: ...
+
+    @property
+    def compute_type(self) -> str: ...
     @property
     def languages(self) -> str: ...
     @property
@@ -164,7 +167,8 @@ class SettingsDialog(QDialog, Generic[S]):
         self.dictation_page.paste_last_hotkey.set_check(
             lambda h: self._hotkey_problem(h, "paste-last"))
         self.microphone_page = MicrophonePage(settings.input_device, setup.microphones)
-        self.models_page = ModelsPage(settings.model, settings.model_dirs, setup.models)
+        self.models_page = ModelsPage(settings.model, settings.model_dirs, setup.models,
+                                      compute_type=settings.compute_type)
         self.languages_page = LanguagesPage(
             setup.languages, _codes(settings.languages), settings.language,
             HotkeyEdit(settings.language_hotkey, allow_empty=True,

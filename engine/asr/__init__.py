@@ -39,7 +39,8 @@ CPU_DECODE_SLICE = 4
 def local_runner(model: str | None = None, device: str = "auto", *, files: bool = False,
                  fast: bool = True, compute_type: str = "auto", streams: int = 1,
                  cpu_threads: int = 0,
-                 decode_memory_mb: float | None = DECODE_MEMORY_MB) -> Ct2Runner | SequentialRunner:
+                 decode_memory_mb: float | None = DECODE_MEMORY_MB,
+                 memory_target_mb: float | None = None) -> Ct2Runner | SequentialRunner:
     """The local runner, not loaded: the guarded short-context chunk decoder over
     faster-whisper's weights (``fast``), or faster-whisper's own loop (30 s padded windows).
     ``streams``: model replicas on the CPU (calls served at the same time); ``cpu_threads``:
@@ -51,14 +52,16 @@ def local_runner(model: str | None = None, device: str = "auto", *, files: bool 
     replica with its share of the cores: faster-whisper's own loop over short files is slower
     that way (docs/evidence.md), so the CLI keeps an all-cores runner for
     those (`app.commands.transcribe.make_decoders`). ``decode_memory_mb``: the streams' shared
-    budget for decode buffers in flight (`engine.asr.budget`; None: unbounded).
+    budget for decode buffers in flight (`engine.asr.budget`; None: unbounded), made smaller at
+    load when the process's ``memory_target_mb`` leaves less room (`decode_budget_mb`; the CLI's).
     """
     if files:
         from engine.asr.ct2_decoder import Ct2Runner
 
         return Ct2Runner(model, device=device, compute_type=compute_type,
                          streams=max(1, min(CPU_STREAMS, os.cpu_count() or 1)),
-                         max_batch=CPU_DECODE_SLICE, decode_memory_mb=decode_memory_mb)
+                         max_batch=CPU_DECODE_SLICE, decode_memory_mb=decode_memory_mb,
+                         memory_target_mb=memory_target_mb)
     if fast:
         from engine.asr.ct2_decoder import Ct2Runner
 

@@ -1,9 +1,14 @@
 """A byte budget for the decode buffers in flight on a runner's decode streams.
 
 A generate() call holds the cross-attention keys and values of every hypothesis it decodes
-(beam or best-of) over every encoder frame, and an align() call its attention over the frames;
+(beam or best-of) over every encoder frame, an align() call its attention over the frames, and
+an encode() call its self-attention over the frames (the largest of the three for one item of
+a long chunk);
 two streams at their largest calls at the same moment made the peaks of long files, about
-twice a short file's (issue 28; docs/evidence.md). Each such call
+twice a short file's (issue 28; docs/evidence.md). The budget is what is left of the process's
+target once what it holds as loaded is counted (`decode_budget_mb`): MKL's and oneDNN's code,
+tables and buffers differ by hundreds of MB between processors, and a fixed byte budget for the
+buffers alone held on one and not on another (issue 45). Each such call
 takes its estimated bytes from a `ByteBudget` shared by the runner's streams before it starts
 and gives them back when it ends: when the other stream holds too much, it waits for it. The
 bound is by design, whatever the file, the beam or the batch: what the decode calls hold at
@@ -26,10 +31,30 @@ MB = 1 << 20
 # long-form backend's, and each cluster actor's): a file's peak RSS is the process's base
 # (model, VAD, an audio section) plus at most this (docs/evidence.md).
 DECODE_MEMORY_MB = 128.0
+# A long file's peak resident size, all told, with the default model and settings (issue 45).
+MEMORY_TARGET_MB = 500.0
+# What a long-file run holds beyond the process as the model loaded (weights, the BLAS
+# library's code and tables, measured at load) and beyond the decode calls' buffers: the
+# section's audio, each stream's encoder activations and kernel scratch, the VAD sessions and
+# what the C heap keeps between trims; the largest measured over dense speech on both kernel
+# sets (docs/evidence.md).
+RUN_RESERVE_MB = 230.0
+MIN_DECODE_MEMORY_MB = 24.0  # one greedy 4-item slice of 30 s windows on tiny.en
 # Decoder layers of Whisper's sizes by width (d_model); a width not listed counts as the
 # largest one below it (over-estimating a turbo model's 4 decoder layers keeps the bound).
 DECODER_LAYERS = {384: 4, 512: 6, 768: 12, 1024: 24, 1280: 32}
 ALIGN_BYTES_PER_FRAME_AND_WIDTH = 180
+
+
+def decode_budget_mb(loaded_mb: float | None, asked_mb: float = DECODE_MEMORY_MB,
+                     target_mb: float = MEMORY_TARGET_MB,
+                     reserve_mb: float = RUN_RESERVE_MB) -> float:
+    """The decode calls' budget for a process that held ``loaded_mb`` once its model loaded:
+    ``asked_mb`` at most, less when the target leaves less room beside the loaded process and
+    the run's reserve, never under `MIN_DECODE_MEMORY_MB` (None: not measured, as asked)."""
+    if loaded_mb is None:
+        return asked_mb
+    return max(MIN_DECODE_MEMORY_MB, min(asked_mb, target_mb - loaded_mb - reserve_mb))
 
 
 def decoder_layers(width: int) -> int:
@@ -41,6 +66,13 @@ def generate_bytes(items: int, hypotheses: int, frames: int, width: int) -> int:
     """Keys and values a generate() call holds: ``items`` x ``hypotheses`` over ``frames``
     encoder frames of a ``width``-wide model."""
     return items * hypotheses * frames * 2 * decoder_layers(width) * width * 4
+
+
+def encode_bytes(frames: int, width: int) -> int:
+    """What an encode() call of one item over ``frames`` encoder positions holds: the attention
+    scores of each of its ``width / 64`` heads over frames x frames, and their softmax (69 MB
+    for a 24 s chunk's 1200 positions on tiny.en; 65-80 MB measured for a 30 s window)."""
+    return 2 * max(1, width // 64) * frames * frames * 4
 
 
 def align_bytes(items: int, frames: int, width: int) -> int:

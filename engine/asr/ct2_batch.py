@@ -173,7 +173,7 @@ def _run_pass(whisper: Any, items: list[_Item], frames: int, thresholds: Quality
     model = whisper.model
     features = passes.stack([it.features for it in items], frames)
     encoded = passes.EncodedBatch(model, features, widths,
-                                  _silence(whisper) if widths is not None else None)
+                                  _silence(whisper) if widths is not None else None, budget)
     _set_tokenizers(whisper, items, encoded)
     pending = list(range(len(items)))
     step = 0

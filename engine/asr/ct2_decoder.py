@@ -25,7 +25,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from engine.asr.budget import MB, ByteBudget
+from engine.asr.budget import MB, ByteBudget, decode_budget_mb
 from engine.asr.short_context import ShortContextSettings
 from engine.asr.whisper_model import FasterWhisperModel, ModelRunner
 from engine.core.quality import QualityThresholds
@@ -53,7 +53,9 @@ class Ct2Runner(ModelRunner):
     threads run at the same time (further calls wait for a replica). ``decode_memory_mb``:
     a byte budget (`engine.asr.budget.ByteBudget`) shared by those calls: each generate()
     and align() call holds its estimated buffers from it, generate() slices are cut to fit
-    it, and a call waits while the other streams hold too much (None: no budget).
+    it, and a call waits while the other streams hold too much (None: no budget); with
+    ``memory_target_mb``, `load()` makes it smaller when the process as loaded leaves less room
+    under that target (`engine.asr.budget.decode_budget_mb`).
     """
 
     def __init__(
@@ -68,6 +70,7 @@ class Ct2Runner(ModelRunner):
         short: ShortContextSettings | None = None,
         max_batch: int | None = None,
         decode_memory_mb: float | None = None,
+        memory_target_mb: float | None = None,
     ) -> None:
         super().__init__(model, device=device, compute_type=compute_type,
                          cpu_threads=cpu_threads, streams=streams)
@@ -76,7 +79,23 @@ class Ct2Runner(ModelRunner):
         if max_batch is not None and max_batch < 1:
             raise ValueError("max_batch must be >= 1")
         self._max_batch = max_batch
+        self._decode_memory_mb = decode_memory_mb
+        self._memory_target_mb = memory_target_mb
         self.budget = ByteBudget(int(decode_memory_mb * MB)) if decode_memory_mb else None
+
+    def load(self) -> None:
+        """Load the model, then size the decode budget from what the process holds now
+        (`engine.asr.budget.decode_budget_mb`)."""
+        loaded_before = self.model.loaded_rss is not None
+        super().load()
+        if self._decode_memory_mb and self._memory_target_mb and not loaded_before:
+            rss = self.model.loaded_rss
+            mb = decode_budget_mb(None if rss is None else rss / MB, self._decode_memory_mb,
+                                  self._memory_target_mb)
+            if mb != self._decode_memory_mb:
+                log.info("decode memory budget %.0f MB (%.0f MB resident with the model)",
+                         mb, (rss or 0) / MB)
+            self.budget = ByteBudget(int(mb * MB))
 
     def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[Transcript]:
         """Decode every request; results come back in request order."""

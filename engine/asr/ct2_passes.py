@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from engine.asr.budget import ByteBudget, encode_bytes
 from engine.asr.ct2_guards import Attempt, restart_index
 from engine.asr.ct2_words import (
     TIME_PRECISION_S,
@@ -116,17 +118,21 @@ class EncodedBatch:
     """
 
     def __init__(self, ct2_model: Any, features: Features, widths: Sequence[int] | None = None,
-                 silence: SilenceEncoding | None = None) -> None:
+                 silence: SilenceEncoding | None = None,
+                 budget: ByteBudget | None = None) -> None:
         self._model = ct2_model
         self._features = features
         self._host: npt.NDArray[Any] | None = None
         narrower = widths is not None and min(widths) < features.shape[2]
         if ct2_model.device == "cpu" and (features.shape[0] > 1 or narrower):
-            self._host = _encode_one_by_one(ct2_model, features, widths, silence)
+            self._host = _encode_one_by_one(ct2_model, features, widths, silence, budget)
         if self._host is not None:
             self.output = _storage(self._host)
         else:
-            self.output = _call(ct2_model.encode, _storage(features))
+            need = features.shape[0] * _encode_need(ct2_model, features.shape[2])
+            with budget.hold(need) if budget is not None else nullcontext():
+                self.output = _call(ct2_model.encode, _storage(features))
+            _WIDTHS[id(ct2_model)] = int(self.output.shape[2])
 
     @property
     def frames(self) -> int:
@@ -167,21 +173,36 @@ class SilenceEncoding:
         return self._host[:, start:end]
 
 
+# The encoder width of each model seen (by id), for `encode_bytes` before its next encode; a
+# model not yet seen counts as the widest Whisper (over-estimating its first call keeps the bound).
+_WIDTHS: dict[int, int] = {}
+WIDEST = 1280
+
+
+def _encode_need(ct2_model: Any, frames: int) -> int:
+    """What one item's encode() over ``frames`` feature frames holds (`engine.asr.budget`)."""
+    return encode_bytes(frames // 2, _WIDTHS.get(id(ct2_model), WIDEST))
+
+
 def _encode_one_by_one(ct2_model: Any, features: Features, widths: Sequence[int] | None,
-                       silence: SilenceEncoding | None) -> npt.NDArray[Any] | None:
+                       silence: SilenceEncoding | None,
+                       budget: ByteBudget | None = None) -> npt.NDArray[Any] | None:
     """The encoder outputs of ``features``' items, each encoded alone (at its width, the rest
     from ``silence``), stacked on the host; None when an output is not float32 (a compute type
-    NumPy cannot hold: encode as one batch)."""
+    NumPy cannot hold: encode as one batch). Each encode holds its activations' bytes from
+    ``budget`` while it runs."""
     frames = features.shape[2]
     outputs = []
     for row in range(features.shape[0]):
         width = frames if widths is None else min(frames, widths[row] + widths[row] % 2)
         item = np.ascontiguousarray(features[row:row + 1, :, :width])
-        encoded = _call(ct2_model.encode, _storage(item))
+        with budget.hold(_encode_need(ct2_model, width)) if budget is not None else nullcontext():
+            encoded = _call(ct2_model.encode, _storage(item))
         try:
             host = np.asarray(encoded)
         except (TypeError, ValueError, RuntimeError):
             return None
+        _WIDTHS[id(ct2_model)] = int(host.shape[-1])
         if host.dtype != np.float32:
             return None
         if width < frames:

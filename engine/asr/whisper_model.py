@@ -14,9 +14,10 @@ import os
 import time
 from typing import TYPE_CHECKING
 
+from engine.asr.budget import MB
 from engine.errors import EngineError, missing_dependency
 from engine.models import DeviceChoice, ModelSpec, choose_device, resolve_model
-from engine.native_memory import limit_native_caches
+from engine.native_memory import limit_native_caches, resident_bytes
 from engine.types import ModelInfo
 
 if TYPE_CHECKING:
@@ -61,6 +62,7 @@ class FasterWhisperModel:
         self._spec: ModelSpec | None = None
         self._device: DeviceChoice | None = None
         self.load_seconds = 0.0
+        self.loaded_rss: int | None = None  # resident bytes once loaded (engine.asr.budget)
 
     @property
     def info(self) -> ModelInfo:
@@ -124,8 +126,10 @@ class FasterWhisperModel:
         self._spec, self._device = spec, device
         self.layout = (streams, threads)
         self.load_seconds = time.perf_counter() - started
-        log.info("loaded %s on %s/%s in %.2f s (%d stream(s) x %d thread(s))", spec.name,
-                 device.device, device.compute_type, self.load_seconds, streams, threads)
+        self.loaded_rss = resident_bytes()
+        log.info("loaded %s on %s/%s in %.2f s (%d stream(s) x %d thread(s)); resident %.0f MB "
+                 "with the model loaded", spec.name, device.device, device.compute_type,
+                 self.load_seconds, streams, threads, (self.loaded_rss or 0) / MB)
 
 
 class ModelRunner:
