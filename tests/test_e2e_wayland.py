@@ -19,31 +19,25 @@ wayland_driver.py).
 
 from __future__ import annotations
 
-import os
-import queue
 import subprocess
 import sys
 from dataclasses import asdict, replace
-from pathlib import Path
 
 import pytest
 import tomli_w
 from support.desktop_driver import (
     REPO,
     TARGET_TITLE,
-    LoggedProcess,
     start_app,
     start_monitor_reader,
-    start_target,
 )
-from support.wayland_driver import SwaySession, missing_prerequisite
+from support.wayland_fields import client_env, field, insert, sway, wait_for_length  # noqa: F401
 
 from app.commands import doctor
 from app.desktop import DATA_CONTROL, VIRTUAL_KEYBOARD, WLROOTS, detect
 from app.portal import RemoteKeyboard
 from app.settings import Settings
 from app.wayland_inject import (
-    Insertion,
     PortalKeys,
     WaylandInserter,
     WlClipboard,
@@ -63,40 +57,7 @@ STARTUP_TIMEOUT_S = 120
 CAPTIONS = "Sottovoce captions"
 
 
-@pytest.fixture(scope="module")
-def sway():  # type: ignore[no-untyped-def]
-    reason = missing_prerequisite()
-    if reason:
-        pytest.skip(reason)
-    session = SwaySession()
-    yield session
-    session.stop()
-
-
-@pytest.fixture
-def client_env(sway: SwaySession, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    """This process and its children as Wayland clients of the test's sway."""
-    env = sway.env(dict(os.environ))
-    for key in ("DISPLAY",):
-        monkeypatch.delenv(key, raising=False)
-    for key in ("WAYLAND_DISPLAY", "SWAYSOCK", "XDG_SESSION_TYPE", "XDG_CURRENT_DESKTOP"):
-        monkeypatch.setenv(key, env[key])
-    return env
-
-
-@pytest.fixture
-def field(sway: SwaySession, client_env: dict[str, str], tmp_path: Path):  # type: ignore[no-untyped-def]
-    """A native Wayland Qt text field with the keyboard focus; yields (process, its text file)."""
-    out = tmp_path / "field.txt"
-    target = start_target(client_env, out)
-    try:
-        sway.focus(TARGET_TITLE)
-        yield target, out
-    finally:
-        target.stop()
-
-
-def test_the_probe_and_the_doctor_on_sway(sway, client_env) -> None:
+def test_the_probe_and_the_doctor_on_sway(sway, client_env) -> None:  # noqa: F811
     desktop = detect()
     assert (desktop.kind, desktop.family) == ("wayland", WLROOTS)
     assert {VIRTUAL_KEYBOARD, DATA_CONTROL} <= desktop.globals  # asked of sway itself
@@ -109,24 +70,7 @@ def test_the_probe_and_the_doctor_on_sway(sway, client_env) -> None:
     assert insertion.detail.startswith("virtual keyboard (wtype): keys via wtype")
 
 
-def wait_for_length(target: LoggedProcess, length: int, timeout: float = 30) -> None:
-    """Until the field holds at least `length` characters (the target prints each change)."""
-    for line in list(target.log):
-        if line.startswith("text ") and int(line.split()[-1]) >= length:
-            return
-    while True:
-        line = target.next_matching("text ", timeout)[1]
-        if int(line.split()[-1]) >= length:
-            return
-
-
-def insert(inserter: WaylandInserter, text: str, mode: str) -> tuple[bool, str]:
-    answers: queue.Queue[tuple[bool, str]] = queue.Queue()
-    inserter.submit(Insertion(text, 0, mode, "ctrl+v", lambda ok, msg: answers.put((ok, msg))))
-    return answers.get(timeout=60)
-
-
-def test_typed_text_keeps_its_first_character_and_its_non_ascii(sway, field) -> None:
+def test_typed_text_keeps_its_first_character_and_its_non_ascii(sway, field) -> None:  # noqa: F811
     target, out = field
     text = "Héllo, Wayland: 東京 🎉 ça va."
     inserter = WaylandInserter([Wtype()], WlClipboard())
@@ -146,7 +90,7 @@ def test_typed_text_keeps_its_first_character_and_its_non_ascii(sway, field) -> 
     assert sway.focused_title() == TARGET_TITLE
 
 
-def test_paste_lands_and_the_users_clipboard_comes_back(sway, field) -> None:
+def test_paste_lands_and_the_users_clipboard_comes_back(sway, field) -> None:  # noqa: F811
     target, out = field
     clipboard = WlClipboard()
     clipboard.write_text("the user's own clip ✓")
@@ -163,7 +107,7 @@ def test_paste_lands_and_the_users_clipboard_comes_back(sway, field) -> None:
     assert clipboard.text() == "the user's own clip ✓"
 
 
-def test_a_failing_route_hands_over_and_no_route_leaves_the_clipboard(sway, field,
+def test_a_failing_route_hands_over_and_no_route_leaves_the_clipboard(sway, field,  # noqa: F811
                                                                       tmp_path) -> None:
     target, out = field
     # No portal on this session bus: the RemoteDesktop route fails to start and is dropped.
@@ -198,7 +142,7 @@ def control(env: dict[str, str], command: str) -> None:
 
 
 @pytest.mark.parametrize("mode", ["paste", "type"])
-def test_dictation_lands_in_a_native_wayland_field(sway, client_env, field, shared_audio,
+def test_dictation_lands_in_a_native_wayland_field(sway, client_env, field, shared_audio,  # noqa: F811
                                                    manifest, tmp_path, mode) -> None:
     target, out = field
     config = tmp_path / "config"

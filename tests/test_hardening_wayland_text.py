@@ -5,7 +5,7 @@ override, typed and pasted through app.wayland_inject, lands as its text alone."
 from __future__ import annotations
 
 import pytest
-from test_e2e_wayland import client_env, field, insert, sway, wait_for_length  # noqa: F401
+from support.wayland_fields import client_env, field, insert, sway, wait_for_length  # noqa: F401
 
 from app.wayland_inject import WaylandInserter, WlClipboard, Wtype
 

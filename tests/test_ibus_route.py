@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 from support.text_field import start_text_field, wait_for_text
-from test_x11_keys import layout  # noqa: F401 - the fixture
+from support.x11_layout import layout  # noqa: F401 - the fixture
 
-from app.ibus_route import SYSTEM_PYTHON, IBusRoute, probe, session_uses_ibus
+from app.ibus_route import FAKE_CONTEXT_HINT, SYSTEM_PYTHON, IBusRoute, probe, session_uses_ibus
 from app.wayland_inject import RouteError
 
 TEXT = "Zürich yz ß é € Ж"
@@ -104,6 +104,11 @@ def field(request, daemon):  # type: ignore[no-untyped-def]
         subprocess.run(["xdotool", "search", "--sync", "--name", "^Sottovoce IM target$",
                         "windowfocus", "--sync"], check=True, timeout=TIMEOUT_S)
         deadline = time.monotonic() + TIMEOUT_S
+        # The field's input context must have the daemon's focus (its toolkit tells the daemon
+        # asynchronously; until then the daemon's fake context has it).
+        while focused_context() in ("", FAKE_CONTEXT_HINT):
+            assert time.monotonic() < deadline, "the field's input context never got the focus"
+            time.sleep(0.05)
         while ibus("engine") != USER_ENGINE:  # the field's context must exist first
             assert time.monotonic() < deadline, "the user's engine was never set"
             subprocess.run(["ibus", "engine", USER_ENGINE], capture_output=True, timeout=30)

@@ -12,39 +12,27 @@ gi + Gtk 3 (apt: at-spi2-core python3-gi gir1.2-gtk-3.0).
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.desktop_driver import REPO, TARGET_APP, LoggedProcess, focus, window_id
+from support.a11y_targets import (
+    GTK_APP,
+    SYSTEM_PYTHON,
+    TEXT,
+    Target,
+    missing_prerequisite,
+    wait_on_the_bus,
+)
+from support.desktop_driver import TARGET_APP, LoggedProcess, focus, window_id
 
-from app.atspi import AccessibilityError, bus_address
 from app.verify import MISSING, UNVERIFIABLE, VERIFIED, Probe, Verifier, judge
 
-GTK_APP = REPO / "tests" / "e2e_target_gtk.py"
-SYSTEM_PYTHON = "/usr/bin/python3"
-TEXT = "Zürich, 3 × 4 ok. "
 # Where nothing checks the field, X11 typing's borrowed keycodes for ü and × can race a target
 # that has just started (it may miss the remapping): those tests are about the verdict.
 ASCII = "Sent as is. "
-
-
-def missing_prerequisite() -> str | None:
-    if not os.environ.get("DISPLAY") or shutil.which("xdotool") is None:
-        return "needs an X display and xdotool: source .ci/desktop.sh"
-    try:
-        bus_address()
-    except AccessibilityError as exc:
-        return f"needs the accessibility bus (apt: at-spi2-core): {exc}"
-    gtk = subprocess.run([SYSTEM_PYTHON, "-c", "import gi; gi.require_version('Gtk', '3.0')"],
-                         capture_output=True, timeout=30, check=False)
-    if gtk.returncode != 0:
-        return "needs /usr/bin/python3 with gi and Gtk 3 (apt: python3-gi gir1.2-gtk-3.0)"
-    return None
 
 
 # Unit level: what the field shows, judged (no bus needed).
@@ -114,14 +102,6 @@ def test_the_doctor_says_whether_insertions_can_be_checked(monkeypatch, tmp_path
     assert "at-spi2-core" in found.hint
 
 
-class Target:
-    def __init__(self, process: LoggedProcess, out: Path, title: str) -> None:
-        self.process, self.out, self.title = process, out, title
-
-    def text(self) -> str:
-        return self.out.read_text(encoding="utf-8") if self.out.is_file() else ""
-
-
 @pytest.fixture
 def target(tmp_path: Path) -> Iterator[object]:
     """start(toolkit, *flags, a11y=True): a focused text field in another process."""
@@ -150,21 +130,6 @@ def target(tmp_path: Path) -> Iterator[object]:
     yield start
     for each in started:
         each.process.stop()
-
-
-def wait_on_the_bus(title: str) -> None:
-    """Until the focused field is on the accessibility bus (the toolkit registers it after
-    the window shows); bounded, so a broken bus fails here, not as a wrong verdict."""
-    verifier = Verifier()
-    deadline = time.monotonic() + 30
-    try:
-        while time.monotonic() < deadline:
-            if verifier.probe().field is not None:
-                return
-            time.sleep(0.05)
-        raise AssertionError(f"the field of {title} never showed on the accessibility bus")
-    finally:
-        verifier.close()
 
 
 def insert(qtbot, mode: str, text: str = TEXT, delete_chars: int = 0):  # type: ignore[no-untyped-def]

@@ -18,11 +18,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.a11y_targets import GTK_APP, SYSTEM_PYTHON, TEXT, Target, wait_on_the_bus
+from support.a11y_targets import missing_prerequisite as missing_a11y
 from support.desktop_driver import TARGET_APP, LoggedProcess
 from support.wayland_driver import SwaySession
 from support.wayland_driver import missing_prerequisite as missing_sway
-from test_verified_insert import GTK_APP, SYSTEM_PYTHON, TEXT, Target, wait_on_the_bus
-from test_verified_insert import missing_prerequisite as missing_a11y
 
 from app.wayland_inject import WaylandInserter, WlClipboard, Wtype
 

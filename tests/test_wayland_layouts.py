@@ -16,7 +16,7 @@ import subprocess
 
 import pytest
 from support.text_field import start_text_field, wait_for_text
-from test_e2e_wayland import client_env, insert, sway  # noqa: F401 - fixtures and helper
+from support.wayland_fields import client_env, insert, sway  # noqa: F401 - fixtures and helper
 
 from app.wayland_inject import Insertion, WaylandInserter, WlClipboard, Wtype
 

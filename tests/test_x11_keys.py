@@ -10,41 +10,13 @@ import threading
 
 import pytest
 from pytestqt.exceptions import TimeoutError
-from support.controller import focused_field as focused
+from support.x11_layout import focused_field, layout, xkb_query  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.skipif(shutil.which("xdotool") is None
                                 or shutil.which("setxkbmap") is None,
                                 reason="needs xdotool and setxkbmap")
 
 TEXT = "Zürich yz ß é € Ж 東"
-
-
-def focused_field(qtbot):
-    from PySide6.QtWidgets import QPlainTextEdit
-
-    return focused(qtbot, QPlainTextEdit)
-
-
-def xkb_query() -> dict[str, str]:
-    out = subprocess.run(["setxkbmap", "-query"], capture_output=True, text=True, check=True,
-                         timeout=10).stdout
-    return {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in out.splitlines())}
-
-
-@pytest.fixture
-def layout():
-    """Switches the display's keyboard layout; the one before comes back afterwards."""
-    before = xkb_query()
-
-    def switch(*args: str) -> None:
-        subprocess.run(["setxkbmap", *args], check=True, timeout=10)
-
-    yield switch
-    command = ["setxkbmap", "-layout", before.get("layout", "us"), "-variant",
-               before.get("variant", ""), "-option", ""]
-    if before.get("options"):
-        command += ["-option", before["options"]]
-    subprocess.run(command, check=True, timeout=10)
 
 
 def keyboard_mapping() -> list[tuple[int, ...]]:
@@ -86,7 +58,7 @@ def tap_keysym(keysym_name: str) -> None:
 
 
 @pytest.mark.parametrize("name", ["us", "de", "fr", "ru", "us,ru", "de+caps"])
-def test_every_character_arrives_on_every_layout(qtbot, layout, lock_on, name):
+def test_every_character_arrives_on_every_layout(qtbot, layout, lock_on, name):  # noqa: F811
     from app.x11_typing import X11Typer
 
     if name.endswith("+caps"):  # CapsLock on: letters still come out as written
@@ -129,7 +101,7 @@ def type_into_field(qtbot, field, typer, text: str) -> None:
     assert errors == [] and field.toPlainText() == text
 
 
-def test_more_missing_characters_than_spare_keycodes(qtbot, layout):
+def test_more_missing_characters_than_spare_keycodes(qtbot, layout):  # noqa: F811
     from Xlib import display
 
     from app.x11_typing import Keymap, X11Typer
@@ -145,7 +117,7 @@ def test_more_missing_characters_than_spare_keycodes(qtbot, layout):
     typer.close()
 
 
-def test_the_injector_types_after_backspacing_and_reports(qtbot, layout):
+def test_the_injector_types_after_backspacing_and_reports(qtbot, layout):  # noqa: F811
     from app.inject import TextInjector
 
     layout("de")
@@ -304,7 +276,7 @@ def keycode_of(keysym_name: str) -> int:
         d.close()
 
 
-def test_the_grab_follows_its_key_to_a_new_layout(qtbot, layout) -> None:
+def test_the_grab_follows_its_key_to_a_new_layout(qtbot, layout) -> None:  # noqa: F811
     from app.hotkeys import GlobalHotkey
 
     layout("us")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from test_x11_keys import focused_field, layout  # noqa: F401 - the fixture
+from support.x11_layout import focused_field, layout  # noqa: F401 - the fixture
 
 TEXT = "Zürich yz ß é € Ж"
 DICTATED = f"{TEXT}\nzweite Zeile\tTab"
