@@ -101,7 +101,9 @@ def field(request, daemon):  # type: ignore[no-untyped-def]
            "QT_QPA_PLATFORM": "xcb"}
     target = start_text_field(env, "Sottovoce IM target", toolkit)
     try:
-        subprocess.run(["xdotool", "search", "--sync", "--name", "^Sottovoce IM target$",
+        # --onlyvisible: a window found before it is mapped cannot take the focus (BadMatch).
+        subprocess.run(["xdotool", "search", "--sync", "--onlyvisible", "--name",
+                        "^Sottovoce IM target$",
                         "windowfocus", "--sync"], check=True, timeout=TIMEOUT_S)
         deadline = time.monotonic() + TIMEOUT_S
         # The field's input context must have the daemon's focus (its toolkit tells the daemon

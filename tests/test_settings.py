@@ -289,7 +289,7 @@ def test_the_compute_type_setting_reaches_dictation_captions_and_files(jfk_wav):
     """Settings > Models' compute type is what the live engine, the caption engine and a file
     import load the model with; "auto" is the one measured best for this processor."""
     from app.caption_wiring import caption_config
-    from app.captions import _local_runner as caption_runner
+    from app.captions import caption_engine
     from app.engine_factory import EngineConfig, make_engine
     from app.import_flow import ImportFlow
     from engine.compute_choice import default_cpu_compute_type
@@ -300,9 +300,10 @@ def test_the_compute_type_setting_reaches_dictation_captions_and_files(jfk_wav):
         s = with_changes(Settings(), device="cpu", compute_type=setting)
         live = make_engine(EngineConfig(mode="vad", input_path=jfk_wav, device="cpu",
                                         compute_type=s.compute_type), [].append)
-        captions = caption_runner(caption_config(s, "tiny.en", None, ()))
-        flow = SimpleNamespace(controller=SimpleNamespace(settings=s))
+        _, captions = caption_engine(caption_config(s, "tiny.en", None, ()), [].append)
+        flow = SimpleNamespace(_settings=lambda s=s: s)
         files = ImportFlow._local_runner(flow, "tiny.en", "cpu")  # type: ignore[arg-type]
+        assert captions is not None
         for runner in (live._runner, captions, files):
             runner.load()
             assert runner.info.compute_type == expected, (setting, runner)
