@@ -29,7 +29,9 @@ Ctrl+Alt+V is our own paste-last hotkey; so texts wait, in order, until those ke
 
 from __future__ import annotations
 
+import itertools
 import logging
+import os
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -53,6 +55,7 @@ RESTORE_DELAY_MS = 600
 # Marks the clipboard content a paste put there, so the restore can tell it from a newer copy
 # even when the newer copy is the same text (File > Copy transcript of a one-line session).
 PASTE_MARKER = "application/x-sottovoce-paste"
+_INJECTORS = itertools.count(1)
 # Keys held down that would turn the paste keys (or typed text) into another chord: a text
 # waits for them to be let go, looking every HELD_POLL_MS, and goes anyway after HELD_WAIT_S
 # (a key the desktop reports stuck must not keep dictation from landing).
@@ -113,7 +116,8 @@ class TextInjector(QObject):
         self.wayland: WaylandInserter | None = None
         self.ibus: Any = None  # app.ibus_route.IBusRoute where the session uses IBus
         self._saved: QMimeData | None = None
-        self._pastes = 0  # pastes so far: the marker of the latest one
+        self._pastes = 0  # pastes so far: with the token below, the marker of the latest one
+        self._token = next(_INJECTORS)  # another injector's paste is never taken for ours
         self._restore_pending = False
         self.timings: list[tuple[str, float]] = []
         self._typed.connect(forwarder(self.finished, 2))
@@ -231,7 +235,7 @@ class TextInjector(QObject):
         self._pastes += 1
         ours = QMimeData()
         ours.setText(text)
-        ours.setData(PASTE_MARKER, str(self._pastes).encode())
+        ours.setData(PASTE_MARKER, self._marker(self._pastes))
         clipboard.setMimeData(ours, QClipboard.Mode.Clipboard)
         self.timings.append(("clipboard_set", time.monotonic()))
         try:
@@ -257,6 +261,9 @@ class TextInjector(QObject):
             controller.press(key)
             controller.release(key)
 
+    def _marker(self, paste: int) -> bytes:
+        return f"{os.getpid()}.{self._token}.{paste}".encode()
+
     def _restore_clipboard(self, paste: int) -> None:
         if paste != self._pastes:
             return  # a later paste is under way; its own restore comes after it
@@ -264,7 +271,7 @@ class TextInjector(QObject):
         clipboard = QGuiApplication.clipboard()
         saved, self._saved = self._saved, None
         current = clipboard.mimeData(QClipboard.Mode.Clipboard)
-        if current is None or bytes(current.data(PASTE_MARKER).data()) != str(paste).encode():
+        if current is None or bytes(current.data(PASTE_MARKER).data()) != self._marker(paste):
             # Something newer is on the clipboard (the user copied, File > Copy transcript):
             # it wins; restoring the old content would silently throw it away.
             return
