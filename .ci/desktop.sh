@@ -29,7 +29,15 @@ if ! dbus-send --session --dest=org.freedesktop.DBus --type=method_call --print-
   export GNOME_KEYRING_CONTROL
 fi
 
-# 3. Virtual display.
+# 3. Virtual display. SOTTOVOCE_DISPLAY=auto lets Xvfb pick a free number itself (-displayfd):
+#    desktops started at the same moment (the test workers) must not pick the same one.
+if [ "${SOTTOVOCE_DISPLAY:-}" = auto ]; then
+  Xvfb -displayfd 3 -screen 0 1600x1000x24 -nolisten tcp \
+    3>"$SOTTOVOCE_DESKTOP_DIR/display" >"$SOTTOVOCE_DESKTOP_DIR/xvfb.log" 2>&1 &
+  for _ in $(seq 100); do [ -s "$SOTTOVOCE_DESKTOP_DIR/display" ] && break; sleep 0.1; done
+  SOTTOVOCE_DISPLAY=":$(tr -d '\n' <"$SOTTOVOCE_DESKTOP_DIR/display")"
+  export SOTTOVOCE_DISPLAY
+fi
 export DISPLAY="${SOTTOVOCE_DISPLAY:-:99}"
 if ! xdpyinfo >/dev/null 2>&1; then
   Xvfb "$DISPLAY" -screen 0 1600x1000x24 -nolisten tcp >"$SOTTOVOCE_DESKTOP_DIR/xvfb.log" 2>&1 &

@@ -22,20 +22,12 @@ DESKTOP_ENV = ("DBUS_SESSION_BUS_ADDRESS", "DBUS_SESSION_BUS_PID", "GNOME_KEYRIN
                "SOTTOVOCE_DESKTOP_DIR", "SOTTOVOCE_DISPLAY")
 
 
-def _free_display(first: int = 140) -> int:
-    """An X display number with neither a lock file nor a socket (Xvfb would refuse it)."""
-    for number in range(first, first + 200):
-        if not (Path(f"/tmp/.X{number}-lock").exists()
-                or Path(f"/tmp/.X11-unix/X{number}").exists()):
-            return number
-    raise RuntimeError("no free X display number between :140 and :339")
-
-
 def start(worker: str) -> Path:
     """Bring up a desktop for `worker` and point this process's environment at it."""
     folder = Path(tempfile.mkdtemp(prefix=f"sottovoce-desktop-{worker}-"))
     env = {key: value for key, value in os.environ.items() if key not in DESKTOP_ENV}
-    env.update(SOTTOVOCE_DESKTOP_DIR=str(folder), SOTTOVOCE_DISPLAY=f":{_free_display()}")
+    # "auto": Xvfb picks a free display number itself, so workers starting together never clash.
+    env.update(SOTTOVOCE_DESKTOP_DIR=str(folder), SOTTOVOCE_DISPLAY="auto")
     done = subprocess.run(["bash", "-c", ". .ci/desktop.sh >/dev/null 2>&1; env -0"], env=env,
                           cwd=REPO, capture_output=True, check=True, timeout=120)
     started = dict(entry.split("=", 1) for entry in done.stdout.decode().split("\0")
