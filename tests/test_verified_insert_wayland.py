@@ -24,6 +24,7 @@ from support.desktop_driver import TARGET_APP, LoggedProcess
 from support.wayland_driver import SwaySession
 from support.wayland_driver import missing_prerequisite as missing_sway
 
+from app.verify import WAIT_S, Verifier
 from app.wayland_inject import WaylandInserter, WlClipboard, Wtype
 
 pytestmark = pytest.mark.timeout(300)
@@ -73,13 +74,15 @@ def target(sway: SwaySession, monkeypatch: pytest.MonkeyPatch, tmp_path: Path): 
     keyboard.wait(10)
 
 
-def insert(qtbot, mode: str, text: str = TEXT):  # type: ignore[no-untyped-def]
+def insert(qtbot, mode: str, text: str = TEXT, wait_s: float = WAIT_S):  # type: ignore[no-untyped-def]
+    """`text` through a checked injector on sway; `wait_s` (the product's by default) is how
+    long the check waits on a field that does not change."""
     from app.checked_inject import CheckedInjector
     from app.inject import TextInjector
 
     inserter = WaylandInserter([Wtype()], WlClipboard())
     inserter.start()
-    injector = CheckedInjector(TextInjector(mode))
+    injector = CheckedInjector(TextInjector(mode), Verifier(wait_s=wait_s))
     injector.use_wayland(inserter)
     try:
         started = time.monotonic()
@@ -109,7 +112,8 @@ def test_a_wtype_that_does_nothing_is_caught(qtbot, target, tmp_path, monkeypatc
     (shim / "wtype").chmod(0o755)
     monkeypatch.setenv("PATH", f"{shim}:{os.environ['PATH']}")
     started = time.monotonic()
-    ok, message = insert(qtbot, "type")
+    # Nothing ever arrives, so any wait gives this outcome; a short one saves each route 2 s.
+    ok, message = insert(qtbot, "type", wait_s=0.25)
     assert not ok and message.startswith("Not inserted: press Ctrl+V"), message
     assert WlClipboard().text() == TEXT.strip()
     assert field.text() == ""
