@@ -20,7 +20,7 @@ Every attempt ends with `finished(ok, message)`; a failure is reported, never lo
 A paste can't be confirmed by the target app, so success means "keys delivered". `timings` holds
 when the last attempt passed each step (time.monotonic seconds): "inject_start",
 "clipboard_set" and "keys_sent" (paste), "typed" (type). The keys follow the clipboard at once;
-the clipboard restore is delayed (RESTORE_DELAY_MS). One wait comes first: while the user still
+the clipboard is restored once the target has read the text (`PasteData`). One wait comes first: while the user still
 holds Ctrl, Alt, Shift or Super (the hotkey's Ctrl+Alt after its Space went up, or the next
 push-to-talk press while a slow final lands), the target would see Ctrl+Alt+V, not Paste, and
 Ctrl+Alt+V is our own paste-last hotkey; so texts wait, in order, until those keys are let go
@@ -50,8 +50,15 @@ from ui.qt_compat import emit, forwarder
 log = logging.getLogger(__name__)
 
 # The target app fetches the clipboard asynchronously after it sees the paste keys; restoring
-# sooner would paste the user's old clipboard instead of the dictation.
+# before it has would paste the user's old clipboard instead of the dictation, and a busy
+# machine delays that read by seconds. So the restore waits until the text was read, and
+# RESTORE_GRACE_MS more (the target's other formats); never sooner than RESTORE_DELAY_MS after
+# the keys (a clipboard manager may read before the target does), and at most RESTORE_MAX_MS (a
+# target that ignored the paste). Checked every RESTORE_POLL_MS while it waits.
 RESTORE_DELAY_MS = 600
+RESTORE_GRACE_MS = 200
+RESTORE_MAX_MS = 10_000
+RESTORE_POLL_MS = 50
 # Marks the clipboard content a paste put there, so the restore can tell it from a newer copy
 # even when the newer copy is the same text (File > Copy transcript of a one-line session).
 PASTE_MARKER = "application/x-sottovoce-paste"
@@ -80,6 +87,22 @@ def snapshot_clipboard(clipboard: QClipboard) -> QMimeData | None:
     for fmt in source.formats():
         copy.setData(fmt, source.data(fmt))
     return copy
+
+
+class PasteData(QMimeData):
+    """A paste's clipboard content: the text and our marker; notes when the text is first read
+    (by any app, this one included: Qt asks `retrieveData` for each read)."""
+
+    def __init__(self, text: str, marker: bytes) -> None:
+        super().__init__()
+        self.setText(text)
+        self.setData(PASTE_MARKER, marker)
+        self.read_at: float | None = None  # time.monotonic() of the first read of the text
+
+    def retrieveData(self, mimetype: str, preferredType: Any) -> Any:  # noqa: N802, N803 - Qt's
+        if self.read_at is None and mimetype.startswith("text/"):
+            self.read_at = time.monotonic()
+        return super().retrieveData(mimetype, preferredType)
 
 
 def merge_waiting(waiting: Iterable[tuple[str, int, str]]) -> list[tuple[str, int, str]]:
@@ -233,9 +256,7 @@ class TextInjector(QObject):
             # During back-to-back pastes the clipboard holds our own text; keep the user's.
             self._saved = snapshot_clipboard(clipboard)
         self._pastes += 1
-        ours = QMimeData()
-        ours.setText(text)
-        ours.setData(PASTE_MARKER, self._marker(self._pastes))
+        ours = PasteData(text, self._marker(self._pastes))
         clipboard.setMimeData(ours, QClipboard.Mode.Clipboard)
         self.timings.append(("clipboard_set", time.monotonic()))
         try:
@@ -247,8 +268,8 @@ class TextInjector(QObject):
             emit(self.finished, False, f"Could not paste the text: {exc}")
             return
         self._restore_pending = True
-        paste = self._pastes
-        QTimer.singleShot(RESTORE_DELAY_MS, self, lambda: self._restore_clipboard(paste))
+        paste, sent = self._pastes, time.monotonic()
+        QTimer.singleShot(RESTORE_DELAY_MS, self, lambda: self._restore_when_read(ours, paste, sent))
         emit(self.finished, True, f"Pasted {len(text.strip())} characters")
 
     def _press_paste_keys(self, controller: Any) -> None:
@@ -263,6 +284,23 @@ class TextInjector(QObject):
 
     def _marker(self, paste: int) -> bytes:
         return f"{os.getpid()}.{self._token}.{paste}".encode()
+
+    def _restore_when_read(self, ours: PasteData, paste: int, sent: float) -> None:
+        """Restore once the target has read the paste (module constants), or once the clipboard
+        no longer holds it (restoring is then moot: `_restore_clipboard` leaves it)."""
+        if paste != self._pastes:
+            return  # a later paste is under way; its own restore comes after it
+        now = time.monotonic()
+        current = QGuiApplication.clipboard().mimeData(QClipboard.Mode.Clipboard)
+        still_ours = current is not None and bytes(
+            current.data(PASTE_MARKER).data()) == self._marker(paste)
+        read = still_ours and ours.read_at is not None and (
+            now - ours.read_at >= RESTORE_GRACE_MS / 1000)
+        if not still_ours or read or now - sent >= RESTORE_MAX_MS / 1000:
+            self._restore_clipboard(paste)
+        else:
+            QTimer.singleShot(RESTORE_POLL_MS, self,
+                              lambda: self._restore_when_read(ours, paste, sent))
 
     def _restore_clipboard(self, paste: int) -> None:
         if paste != self._pastes:

@@ -25,10 +25,11 @@ from engine.captions import final_line
 from engine.core.captions import merge_lines
 from engine.core.form import has_form
 from engine.core.policy import Job, PolicyOptions, StreamingPolicy
+from engine.core.policy.commit import EarlyCommit
 from engine.core.segmenter import SegmentAudio, SegmentEnded
 from engine.core.stream import StreamCore, StreamOptions
 from engine.events import Event, FinalText, PartialText, SpeechEnded
-from engine.types import SAMPLE_RATE, VAD_WINDOW, DecodeOptions, Runner
+from engine.types import SAMPLE_RATE, VAD_WINDOW, DecodeOptions, Runner, Word
 
 SR = SAMPLE_RATE
 READING = "long-ljspeech-LJ001-0001-0032.wav"
@@ -123,6 +124,23 @@ def test_a_word_the_decodes_keep_reading_differently_does_not_hold_the_rest_back
     assert pieces[0] == "Name"  # agreed at once
     assert " ".join(pieces[1:]).startswith(("Mefe. The", "Meeth. The", "Meeffe, the",
                                             "Mief. The")), pieces
+
+
+def test_a_late_decode_commits_the_words_heard_long_ago_past_the_last_partial() -> None:
+    # On a busy machine decodes come seconds apart: the latest may hold words heard
+    # COMMIT_STALE_S ago that the partial before it never had (a ValueError under load once).
+    def said(*texts: str, probability: float = 0.9) -> list[Word]:
+        return [Word(f" {t}", int(0.5 * i * SR), int(0.5 * (i + 1) * SR), probability)
+                for i, t in enumerate(texts)]
+
+    commit = EarlyCommit()
+    first = said("so", "my")
+    assert commit.agreed(first, heard_upto=SR, recent=[], end_hold_s=1.5) == 0
+    commit.advance(first, 0)
+    late = said("so", "my", "fellow", "Americans,", "ask", "not", "what", "your", "country",
+                "can", "do", "for", probability=0.3)  # the last word ends at 6.0 s
+    # Heard up to 8 s: the ten words ending by 5 s are stale; the two after them wait.
+    assert commit.agreed(late, heard_upto=8 * SR, recent=[], end_hold_s=1.5) == 10
 
 
 def test_a_number_or_a_title_is_not_the_last_word_of_a_piece() -> None:

@@ -89,6 +89,21 @@ JFK = ("And so my fellow Americans, ask not what your country can do for you, as
        "you can do for your country.")
 
 
+def test_a_txt_line_is_a_run_of_segments_that_ends_a_sentence() -> None:
+    # Whisper cut the JFK excerpt after "do for you" with one processor's kernels and after
+    # "Americans," with another's: the text file reads the same either way.
+    def cut(*texts: str) -> Transcript:
+        return Transcript(segments=tuple(Segment(t, i * S, (i + 1) * S)
+                                         for i, t in enumerate(texts)))
+
+    assert to_txt(cut(" And so my fellow Americans ask not what your country can do for you",
+                      " ask what you can do for your country.", " Thank you!", " and then")) == (
+        "And so my fellow Americans ask not what your country can do for you ask what you can "
+        "do for your country.\nThank you!\nand then\n")
+    assert to_txt(cut(" He said \"go.\"", " ", " Then 今日は。", " 好")) == (
+        "He said \"go.\"\nThen 今日は。\n好\n")
+
+
 def test_cue_layout_prefers_clause_breaks() -> None:
     words = JFK.split(" ")
     transcript = Transcript(segments=(timed_segment(words, 0, S // 3),), duration=10 * S)

@@ -17,6 +17,7 @@ from app.cli import main
 from bench.evaluation import error_rate, read_manifest
 from engine.audio.decode import load_audio
 from engine.journal import list_sessions, read_journal
+from engine.types import SAMPLE_RATE
 
 pytestmark = pytest.mark.model
 REPO = Path(__file__).resolve().parents[1]
@@ -68,7 +69,11 @@ def test_ctrl_c_stops_cleanly_after_flushing(shared_audio: Path, tmp_path: Path)
     fewer words came than the file holds (it stopped where Ctrl+C came, not at the file's end)."""
     sentence = load_audio(shared_audio / "ls-dc-1272-128104-0000.wav")  # 5.9 s, one sentence
     wav = tmp_path / "ten-times.wav"
-    write_wav(wav, np.concatenate([sentence] * REPEATS))  # a minute of speech
+    # A minute of speech, a second's pause after each sentence: the first final is the first
+    # sentence however slow the decodes are (without pauses it was one utterance cut by
+    # length, and on a busy machine the first cut came 45 s in).
+    pause = np.zeros(SAMPLE_RATE, dtype=sentence.dtype)
+    write_wav(wav, np.concatenate([sentence, pause] * REPEATS))
     env = {**os.environ, "SOTTOVOCE_DATA_DIR": str(tmp_path / "data")}
     proc = subprocess.Popen([sys.executable, "-m", "app.cli", "listen", "--input", str(wav)],
                             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

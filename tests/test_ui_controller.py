@@ -122,6 +122,39 @@ def test_copying_the_transcript_right_after_a_paste_is_not_undone(qtbot, make_co
     assert QGuiApplication.clipboard().text() == "Dictated into the field."
 
 
+def test_a_target_that_reads_the_paste_late_still_gets_the_dictation(qtbot):
+    """On a busy machine the target may read the clipboard seconds after the paste keys: the
+    user's clipboard comes back only once the dictation was read (it came back after a fixed
+    600 ms before, and such a target pasted the user's old clipboard)."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtGui import QGuiApplication
+    from PySide6.QtWidgets import QApplication, QWidget
+
+    from app.inject import TextInjector
+
+    deaf = QWidget()  # focused, and deaf to Ctrl+V: nothing reads the clipboard but this test
+    deaf.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+    qtbot.addWidget(deaf)
+    deaf.show()
+    qtbot.waitExposed(deaf)
+    deaf.activateWindow()
+    deaf.setFocus()
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is deaf)
+    clipboard = QGuiApplication.clipboard()
+    clipboard.setText("the user's own clipboard")
+    injector = TextInjector("paste")
+    try:
+        with qtbot.waitSignal(injector.finished, timeout=10000) as done:
+            injector.insert("Dictated late.", 0)
+        assert done.args[0], done.args
+        qtbot.wait(1500)  # the slow target, which reads now
+        assert clipboard.text() == "Dictated late."
+        qtbot.waitUntil(lambda: clipboard.text() == "the user's own clipboard", timeout=10000)
+        assert not injector._restore_pending
+    finally:
+        injector.close()
+
+
 def test_typing_mode_types_into_the_focused_field(qtbot, make_controller):
     from PySide6.QtWidgets import QApplication, QLineEdit
 
@@ -197,22 +230,22 @@ def test_export_copy_and_save_formats(qtbot, make_controller, tmp_path):
 
     from app.session import save_export
 
-    controller, _ = make_controller(script=("one two three", "four five"))
+    controller, _ = make_controller(script=("One two three.", "Four five."))
     controller.start_engine()
     for _ in range(2):
         controller.on_ptt("press")
         controller.on_ptt("release")
     qtbot.waitUntil(lambda: len(controller.session.finals) == 2)
     controller.copy_all()
-    assert QGuiApplication.clipboard().text() == "one two three\nfour five"
+    assert QGuiApplication.clipboard().text() == "One two three.\nFour five."
     transcript = controller.session.transcript()
     for fmt in ("txt", "srt", "vtt", "json"):
         save_export(transcript, fmt, tmp_path / f"out.{fmt}")
-    assert (tmp_path / "out.txt").read_text() == "one two three\nfour five\n"
+    assert (tmp_path / "out.txt").read_text() == "One two three.\nFour five.\n"  # a sentence a line
     assert "-->" in (tmp_path / "out.srt").read_text()
     assert (tmp_path / "out.vtt").read_text().startswith("WEBVTT")
     data = json.loads((tmp_path / "out.json").read_text())
-    assert "one two three" in json.dumps(data)
+    assert "One two three." in json.dumps(data)
 
 
 def test_first_run_shows_hint_and_saves_only_when_dismissed(qtbot, make_controller):

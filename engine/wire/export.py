@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.core.captions import CaptionLine, merge_lines
+from engine.core.form import has_form
 from engine.types import SAMPLE_RATE, Segment, Transcript, Word
 
 FORMATS = ("txt", "srt", "vtt", "json")
@@ -259,8 +260,19 @@ def _make_room(fixed: list[Cue], at: int, lay: CueLayout) -> tuple[int, int]:
 
 
 def to_txt(transcript: Transcript) -> str:
-    """Plain text, one segment a line."""
-    lines = [s.text.strip() for s in transcript.segments if s.text.strip()]
+    """Plain text, a line for each run of segments that ends a sentence: Whisper may cut a
+    segment mid-sentence ("... can do for you" / "ask what you can do ..."), and where it does
+    moves with the processor's kernels, so a line goes on until a segment ends a sentence."""
+    lines: list[str] = []
+    line: list[str] = []
+    for segment in transcript.segments:
+        if text := segment.text.strip():
+            line.append(text)
+            if has_form(text):
+                lines.append(" ".join(line))
+                line = []
+    if line:
+        lines.append(" ".join(line))
     return "".join(line + "\n" for line in lines)
 
 

@@ -74,10 +74,11 @@ class EarlyCommit:
             agreed = next((i for i, w in enumerate(words[:agreed]) if _SENTENCE_END.search(
                 w.text) and w.end > heard_upto - end_hold_s * SAMPLE_RATE), agreed)
         heard = heard_upto - COMMIT_UNSURE_S * SAMPLE_RATE
-        unsure = next((i for i, (w, h) in enumerate(zip(words[:agreed], self.hypothesis[:agreed],
-                                                        strict=True))
-                       if min(w.probability, h.probability) < COMMIT_MIN_PROB and w.end > heard),
-                      agreed)
+        # (Past the last partial's words, which the stale rule commits on a busy machine whose
+        # decodes come seconds apart, a word has only its own probability.)
+        unsure = next((i for i, w in enumerate(words[:agreed])
+                       if min([w.probability, *(h.probability for h in self.hypothesis[i:i + 1])])
+                       < COMMIT_MIN_PROB and w.end > heard), agreed)
         thrice = common_prefix([w.text for w in self.previous_hypothesis],
                                [w.text for w in words])
         agreed = max(unsure, min(agreed, thrice))
