@@ -306,7 +306,7 @@ def test_both_remote_links_bring_the_vocabulary_to_the_server(scheme: str) -> No
                                 np.zeros(16_000)]).astype(np.float32)
         events: list[object] = []
         engine = RemoteLiveEngine(events.append, url=f"{scheme}://127.0.0.1:{thread.port}",
-                                  source=FileSource(audio=audio, realtime=True),
+                                  source=FileSource(audio=audio, realtime=False),
                                   options=RemoteOptions(end_timeout_s=30))
         engine.set_vocabulary(("Concord", "Abigail Claflin"))
         engine.start()
