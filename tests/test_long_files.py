@@ -173,13 +173,14 @@ def test_without_a_long_pause_a_section_is_cut_at_the_quietest_window_when_force
 
 def test_a_long_file_is_transcribed_in_bounded_memory(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    """30 minutes (115 MB as float32) in sections of 2-3 minutes: the run holds about a
-    section, never the file. Before, the path was decoded whole first (the array, plus the
-    decoder's s16 buffer and its float copy: over 200 MB traced)."""
+    """12 minutes (46 MB as float32, more than the bound below) in sections of 2-3 minutes:
+    the run holds about a section, never the file. Before, the path was decoded whole first
+    (the array, plus the decoder's s16 buffer and its float copy: over 200 MB traced for 30
+    minutes)."""
     monkeypatch.setattr("engine.longform.sections.SECTION_S", 120.0)
     monkeypatch.setattr("engine.longform.sections.MAX_SECTION_S", 180.0)
     block = speech_with_pauses([3.0, 1.0, 2.5, 0.5])
-    reps = int(30 * 60 * SAMPLE_RATE // len(block)) + 1
+    reps = int(12 * 60 * SAMPLE_RATE // len(block)) + 1
     path = write_flac(tmp_path / "long.flac", np.tile(block, reps))
     runner = ScriptedRunner(["one two three four"])
     tracemalloc.start()
