@@ -143,8 +143,8 @@ def session_texts(data_dir: Path) -> list[str]:
     return [e.text for e in read_journal(sessions[0])]
 
 
-def clean(child: Child, code: int) -> None:
-    assert child.finish() == code, child.err
+def clean(child: Child, code: int | set[int]) -> None:
+    assert child.finish() in (code if isinstance(code, set) else {code}), child.err
     assert "Traceback" not in child.err and "terminate called" not in child.err, child.err
 
 
@@ -490,14 +490,17 @@ def test_both_without_a_microphone_says_so_and_captions_the_computer(
 
 # -- the same signals, two at once (a Ctrl+C to `timeout` and its child), and the app -----------
 
-def two_signals_at_once(proc: subprocess.Popen[str], first: int, second: int) -> None:
+def two_signals_at_once(proc: subprocess.Popen[str], first: int, second: int) -> set[int]:
     """``first`` then ``second`` delivered together: the process is held stopped while both are
     sent (two of one kind would merge into one), so the second lands while the first is
-    being handled, whatever the machine's load."""
+    being handled, whatever the machine's load. The exit statuses it may end with: 128 + the
+    signal handled last, and two threads may take the two at once, so either may be last
+    (SIGINT came last under load once: 130, not 143)."""
     proc.send_signal(signal.SIGSTOP)
     proc.send_signal(first)
     proc.send_signal(second)
     proc.send_signal(signal.SIGCONT)
+    return {128 + first, 128 + second}
 
 
 @pytest.mark.model
@@ -505,8 +508,7 @@ def test_listen_given_two_signals_at_once_stops_at_once_and_keeps_what_was_heard
         shared_audio: Path, tmp_path: Path) -> None:
     child = Child("--input", str(long_speech(shared_audio, tmp_path)), data_dir=tmp_path)
     child.wait_for("out", "ms after speech end")  # a first final is in
-    two_signals_at_once(child.proc, signal.SIGINT, signal.SIGTERM)
-    clean(child, 143)
+    clean(child, two_signals_at_once(child.proc, signal.SIGINT, signal.SIGTERM))
     assert "stopping now; what was heard is kept" in child.err
     heard = [line.split("] ", 1)[1].split("   (")[0] for line in child.lines["out"]]
     assert session_texts(tmp_path) == heard and heard, child.lines
@@ -524,10 +526,10 @@ def app_process(data_dir: Path, wav: Path) -> object:
 @pytest.mark.e2e
 @pytest.mark.parametrize(("signals", "code"), [
     ((signal.SIGHUP,), 0),
-    ((signal.SIGINT, signal.SIGTERM), 143),
+    ((signal.SIGINT, signal.SIGTERM), None),  # (128 + the one handled last)
 ])
 def test_the_app_quits_on_signals_and_keeps_what_was_heard(
-        shared_audio: Path, tmp_path: Path, signals: tuple[int, ...], code: int) -> None:
+        shared_audio: Path, tmp_path: Path, signals: tuple[int, ...], code: int | None) -> None:
     if not os.environ.get("DISPLAY"):
         pytest.skip("needs an X display (source .ci/desktop.sh)")
     app = app_process(tmp_path, shared_audio / JFK)
@@ -536,9 +538,10 @@ def test_the_app_quits_on_signals_and_keeps_what_was_heard(
         proc = app.proc  # type: ignore[attr-defined]
         if len(signals) == 1:
             proc.send_signal(signals[0])
+            codes: set[int | None] = {code}
         else:
-            two_signals_at_once(proc, *signals)
-        assert proc.wait(120) == code, "\n".join(app.log)  # type: ignore[attr-defined]
+            codes = {*two_signals_at_once(proc, *signals)}
+        assert proc.wait(120) in codes, "\n".join(app.log)  # type: ignore[attr-defined]
     finally:
         app.stop()  # type: ignore[attr-defined]
     log = "\n".join(app.log)  # type: ignore[attr-defined]
@@ -550,15 +553,16 @@ def test_the_app_quits_on_signals_and_keeps_what_was_heard(
 
 def stop_after_a_caption(child: Child, player: Looping, signals: tuple[int, ...],
                        code: int) -> None:
-    """Once a caption of JFK is printed, send ``signals`` (two: at once) and expect ``code``;
+    """Once a caption of JFK is printed, send ``signals`` and expect ``code`` (two signals: at
+    once, and the status of whichever was handled last, `two_signals_at_once`);
     ``player`` (started once the child listens) is closed after."""
     try:
         child.wait_for("out", CAPTION)
         if len(signals) == 1:
             child.proc.send_signal(signals[0])
+            clean(child, code)
         else:
-            two_signals_at_once(child.proc, *signals)
-        clean(child, code)
+            clean(child, two_signals_at_once(child.proc, *signals))
     finally:
         player.close()
 
