@@ -338,3 +338,24 @@ def test_the_idle_limit_counts_the_servers_frames_too() -> None:
     waited, code, sent = asyncio.run(closed_after(0.6))
     assert code == p.IDLE_TIMEOUT and sent == ['{"type": "final"}']
     assert waited >= 0.6 + 1.0  # a full idle limit after the server's result, not after 1 s
+
+    async def closed_while_owed(owed_s: float) -> tuple[float, str, list[str]]:
+        """The same, with a decode out for ``owed_s`` (longer than the limit), then its
+        result: a busy server's client is not idle (a Realtime session was closed so once)."""
+        loop = asyncio.get_running_loop()
+        ws = QuietClient()
+        conn = connection(ws)
+        conn._queued = (object(), object())  # type: ignore[assignment]
+
+        def answered() -> None:
+            conn._queued = None
+            asyncio.ensure_future(conn._send_frames(['{"type": "final"}']))
+
+        loop.call_later(owed_s, answered)
+        start = loop.time()
+        with pytest.raises(_Closing) as closing:
+            await conn._next_frame()
+        return loop.time() - start, closing.value.code, ws.sent
+
+    waited, code, sent = asyncio.run(closed_while_owed(1.5))
+    assert code == p.IDLE_TIMEOUT and sent == ['{"type": "final"}'] and waited >= 1.5 + 1.0

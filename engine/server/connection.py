@@ -169,8 +169,9 @@ class Connection:
         """The next frame. The idle limit ends the connection when neither side has sent a
         frame for that long: a client waiting for the results of the audio it sent is not idle
         (WhisperLive's client sends END_OF_AUDIO only 15 s after the last result it got, and a
-        busy server's last result may come seconds after the last audio). A stall (no frame
-        while an utterance is open) closes the utterance."""
+        busy server's last result may come seconds after the last audio), nor is one whose
+        decode is still out (a final took over 30 s on a 2-core machine at load 14). A stall
+        (no frame while an utterance is open) closes the utterance."""
         if self._first_frame is not None:
             frame, self._first_frame = self._first_frame, None
             return frame
@@ -178,7 +179,9 @@ class Connection:
         started = loop.time()
         while True:
             left = max(started, self._sent_at) + self._idle - loop.time()
-            if left <= 0:
+            if left <= 0 and self._queued is not None:
+                left = self._idle  # the server owes the client a result: look again later
+            elif left <= 0:
                 raise _Closing(p.IDLE_TIMEOUT, f"no frame for {self._idle:.0f} s", CLOSE_NORMAL)
             session = self._session
             stall = self._stall_s if session is not None and session.speaking else None
