@@ -81,8 +81,8 @@ def test_listen_accepts_a_device_name(two_mics: Mics, capsys: pytest.CaptureFixt
 def test_unplugged_microphone_falls_back_to_the_default_mid_dictation(
         two_mics: Mics, shared_audio: Path, manifest, tiny_transcriber) -> None:  # type: ignore[no-untyped-def]
     """Push-to-talk on the second microphone; it is unplugged after the first sentence; the
-    second sentence is spoken into the default one. One utterance holds both sentences (WER),
-    the first one's words at its start (nothing heard before the switch is lost)."""
+    second sentence is spoken into the default one. The finals hold both sentences in order
+    (WER), the first one's words at their start (nothing heard before the switch is lost)."""
     from bench.evaluation import error_rate, normalize
     from engine.events import EngineFailed, FinalText
     from engine.live import LiveOptions, LocalLiveEngine
@@ -116,9 +116,12 @@ def test_unplugged_microphone_falls_back_to_the_default_mid_dictation(
     engine.stop()
     assert engine.wait(timeout=120)
     finals = [e for e in events if isinstance(e, FinalText) and e.text]
-    # One utterance across the switch (its words may be final in pieces, as many as the
-    # machine's speed makes: PolicyOptions.commit_stable).
-    assert finals and len({f.utterance_id for f in finals}) == 1, finals
+    # The switch ends nothing: the words come in the order spoken, without overlap. (They may
+    # be final in pieces, as many as the machine's speed makes: PolicyOptions.commit_stable;
+    # and a hold longer than SegmenterOptions.max_ms, which a slow fallback on a loaded
+    # machine makes, is split at its quietest point like any other.)
+    assert finals, events
+    assert all(a.end <= b.start for a, b in zip(finals, finals[1:])), finals
     text = " ".join(f.text for f in finals)
     reference = f"{texts[first]} {texts[second]}"
     assert error_rate([reference], [text]) <= 0.35, text
