@@ -285,15 +285,19 @@ class TextInjector(QObject):
     def _marker(self, paste: int) -> bytes:
         return f"{os.getpid()}.{self._token}.{paste}".encode()
 
+    def _clipboard_holds(self, paste: int) -> bool:
+        """Whether the clipboard still holds what paste number ``paste`` put there."""
+        current = QGuiApplication.clipboard().mimeData(QClipboard.Mode.Clipboard)
+        return current is not None and bytes(
+            current.data(PASTE_MARKER).data()) == self._marker(paste)
+
     def _restore_when_read(self, ours: PasteData, paste: int, sent: float) -> None:
         """Restore once the target has read the paste (module constants), or once the clipboard
         no longer holds it (restoring is then moot: `_restore_clipboard` leaves it)."""
         if paste != self._pastes:
             return  # a later paste is under way; its own restore comes after it
         now = time.monotonic()
-        current = QGuiApplication.clipboard().mimeData(QClipboard.Mode.Clipboard)
-        still_ours = current is not None and bytes(
-            current.data(PASTE_MARKER).data()) == self._marker(paste)
+        still_ours = self._clipboard_holds(paste)
         read = still_ours and ours.read_at is not None and (
             now - ours.read_at >= RESTORE_GRACE_MS / 1000)
         if not still_ours or read or now - sent >= RESTORE_MAX_MS / 1000:
@@ -308,8 +312,7 @@ class TextInjector(QObject):
         self._restore_pending = False
         clipboard = QGuiApplication.clipboard()
         saved, self._saved = self._saved, None
-        current = clipboard.mimeData(QClipboard.Mode.Clipboard)
-        if current is None or bytes(current.data(PASTE_MARKER).data()) != self._marker(paste):
+        if not self._clipboard_holds(paste):
             # Something newer is on the clipboard (the user copied, File > Copy transcript):
             # it wins; restoring the old content would silently throw it away.
             return

@@ -74,11 +74,16 @@ class EarlyCommit:
             agreed = next((i for i, w in enumerate(words[:agreed]) if _SENTENCE_END.search(
                 w.text) and w.end > heard_upto - end_hold_s * SAMPLE_RATE), agreed)
         heard = heard_upto - COMMIT_UNSURE_S * SAMPLE_RATE
-        # (Past the last partial's words, which the stale rule commits on a busy machine whose
-        # decodes come seconds apart, a word has only its own probability.)
+
+        def sureness(i: int, word: Word) -> float:
+            # The lower of this decode's and the last partial's probability for the word; past
+            # the last partial's words (the stale rule commits them on a busy machine whose
+            # decodes come seconds apart) a word has only its own.
+            before = self.hypothesis[i].probability if i < len(self.hypothesis) else 1.0
+            return min(word.probability, before)
+
         unsure = next((i for i, w in enumerate(words[:agreed])
-                       if min([w.probability, *(h.probability for h in self.hypothesis[i:i + 1])])
-                       < COMMIT_MIN_PROB and w.end > heard), agreed)
+                       if sureness(i, w) < COMMIT_MIN_PROB and w.end > heard), agreed)
         thrice = common_prefix([w.text for w in self.previous_hypothesis],
                                [w.text for w in words])
         agreed = max(unsure, min(agreed, thrice))
