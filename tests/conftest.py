@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import held_keys, worker_desktop
+from support import worker_desktop, x_keyboard
 from support.recordings import recording
 
 from bench.evaluation import ManifestEntry, read_manifest
@@ -115,10 +115,10 @@ def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
     yield
     _current["guarded"] = False
     os.environ.pop(GUARD_ENV, None)
-    released = held_keys.release_held_keys()
-    if released:
-        warnings.warn(f"{item.nodeid} left keys down on the desktop: {', '.join(released)} "
-                      f"(released)", stacklevel=1)
+    restored = x_keyboard.restore()
+    if restored:
+        warnings.warn(f"{item.nodeid} left the desktop's keyboard changed: "
+                      f"{'; '.join(restored)} (put back)", stacklevel=1)
     if _guard_record.exists():
         loads = _guard_record.read_text(encoding="utf-8").strip()
         _guard_record.unlink()

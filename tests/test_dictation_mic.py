@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from support import x_keyboard
 from support.pulse import play
 
 from bench.evaluation import error_rate
@@ -82,7 +83,14 @@ def test_hands_free_stops_by_itself_and_pastes_what_was_said(
     qtbot.waitUntil(lambda: len(finals) == 1, timeout=60000)
     final = finals[0]
     assert error_rate([reference], [final]) <= 0.25, final
-    qtbot.waitUntil(lambda: target.text() == final, timeout=10000)
+    try:
+        qtbot.waitUntil(lambda: target.text() == final, timeout=10000)
+    except qtbot.TimeoutError:
+        raise AssertionError(  # what the injector and the desktop were doing
+            f"the field holds {target.text()!r}, not {final!r}; texts waiting to be inserted: "
+            f"{controller.injector.waiting}; Qt's modifiers "
+            f"{QApplication.queryKeyboardModifiers()}; focus widget "
+            f"{QApplication.focusWidget()!r}; {x_keyboard.describe()}") from None
     assert controller.dictation.last_text == final
 
     # Toggled on over silence: it stops by itself too, and nothing is inserted. (A person

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support import x_keyboard
 from support.desktop_driver import (
     REPO,
     TARGET_TITLE,
@@ -104,7 +105,10 @@ def test_push_to_talk_dictation_into_another_app(shared_audio, manifest, tmp_pat
         for number, name in enumerate(SPEECH, 1):
             xdotool("keydown", "ctrl+alt+space")
             try:
-                app.wait_for("talking=True", 30, fresh=True)
+                try:
+                    app.wait_for("talking=True", 30, fresh=True)
+                except AssertionError as missed:  # what the desktop's keyboard was doing
+                    raise AssertionError(f"{x_keyboard.describe()}\n{missed}") from None
                 # Played in the background: the words show while the key is held, whenever
                 # a busy machine gets to them (during the clip or after it).
                 player = subprocess.Popen(["paplay", "--device=vspk", str(shared_audio / name)])
