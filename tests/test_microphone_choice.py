@@ -121,7 +121,7 @@ def test_unplugged_microphone_falls_back_to_the_default_mid_dictation(
     # and a hold longer than SegmenterOptions.max_ms, which a slow fallback on a loaded
     # machine makes, is split at its quietest point like any other.)
     assert finals, events
-    assert all(a.end <= b.start for a, b in zip(finals, finals[1:])), finals
+    assert all(a.end <= b.start for a, b in zip(finals, finals[1:], strict=False)), finals
     text = " ".join(f.text for f in finals)
     reference = f"{texts[first]} {texts[second]}"
     assert error_rate([reference], [text]) <= 0.35, text
